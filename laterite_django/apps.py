@@ -1,0 +1,22 @@
+"""The app config: find every installed app's jobs module at start-up."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.core.signals import setting_changed
+from django.utils.module_loading import autodiscover_modules
+
+
+class LateriteConfig(AppConfig):
+    name = "laterite_django"
+    label = "laterite_django"
+    verbose_name = "Background jobs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401 -- registers the system checks
+        from .stores import on_setting_changed
+
+        setting_changed.connect(on_setting_changed, dispatch_uid="laterite_reset_store")
+        # As the admin does with admin.py: import each installed app's jobs module.
+        autodiscover_modules("jobs")

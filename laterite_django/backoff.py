@@ -1,0 +1,53 @@
+"""How long a job waits before its next attempt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from numbers import Real
+from typing import Union
+
+__all__ = ["DEFAULT_BACKOFF", "Backoff", "delay_after", "validate_backoff"]
+
+Backoff = Union[float, int, Sequence[float], Callable[[int], float], None]
+
+
+def DEFAULT_BACKOFF(attempt: int) -> float:
+    """10 s after the first attempt, doubling, capped at 2560 s."""
+    return float(min(10 * 2 ** (attempt - 1), 2560))
+
+
+def validate_backoff(job_name: str, backoff: Backoff) -> None:
+    """Raise TypeError/ValueError naming the job if `backoff` is not a valid backoff."""
+    if backoff is None or callable(backoff):
+        return
+    if isinstance(backoff, bool):
+        raise TypeError(f"Job {job_name!r}: backoff must be seconds, got {backoff!r}.")
+    if isinstance(backoff, Real):
+        if backoff < 0:
+            raise ValueError(f"Job {job_name!r}: backoff must be >= 0, got {backoff!r}.")
+        return
+    if isinstance(backoff, Sequence) and not isinstance(backoff, str):
+        if not backoff:
+            raise ValueError(f"Job {job_name!r}: a backoff list cannot be empty.")
+        for value in backoff:
+            if isinstance(value, bool) or not isinstance(value, Real) or value < 0:
+                raise ValueError(
+                    f"Job {job_name!r}: backoff list entries must be seconds >= 0, "
+                    f"got {value!r}."
+                )
+        return
+    raise TypeError(
+        f"Job {job_name!r}: backoff must be a number, a list of numbers or "
+        f"callable(attempt) -> seconds, got {backoff!r}."
+    )
+
+
+def delay_after(backoff: Backoff, attempt: int) -> float:
+    """Return the seconds to wait after failed attempt number `attempt` (from 1)."""
+    if backoff is None:
+        return DEFAULT_BACKOFF(attempt)
+    if callable(backoff):
+        return max(0.0, float(backoff(attempt)))
+    if isinstance(backoff, Real):
+        return float(backoff)
+    return float(backoff[min(attempt, len(backoff)) - 1])

@@ -1,0 +1,52 @@
+"""Exceptions users raise from jobs, and the errors laterite raises at them."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+__all__ = [
+    "DuplicateJobName",
+    "Fail",
+    "InvalidPayload",
+    "JobNotRegistered",
+    "LateriteConfigurationError",
+    "Retry",
+    "StoreUnavailable",
+]
+
+
+class Retry(Exception):
+    """Raise from a job to try again after the backoff, or after `delay` seconds."""
+
+    def __init__(self, message: str = "", delay: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.delay = delay
+
+
+class Fail(Exception):
+    """Raise from a job to move it to the failed list now, whatever tries remain."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class JobNotRegistered(LookupError):
+    """No job has this name (or the function was never decorated with @job)."""
+
+
+class DuplicateJobName(ImproperlyConfigured):
+    """Two different functions claim the same job name."""
+
+
+class InvalidPayload(ValueError):
+    """A job's arguments cannot be stored as JSON, or a stored payload does not decode."""
+
+
+class LateriteConfigurationError(ImproperlyConfigured):
+    """A LATERITE_QUEUE_* setting, or the store it names, is wrong."""
+
+
+class StoreUnavailable(RuntimeError):
+    """The store (database or Redis) cannot be reached right now."""

@@ -1,0 +1,267 @@
+"""The @job decorator and the job object it returns: push, push_in, push_at, push_many."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from functools import update_wrapper
+from numbers import Real
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from django.db import transaction
+from django.utils import timezone
+
+from . import payload
+from .backoff import Backoff, validate_backoff
+from .conf import settings
+from .context import JobContext, Pushed
+from .registry import registry
+
+__all__ = ["JobFunction", "job"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Call = tuple | list | Mapping[str, Any]
+
+
+class JobFunction(Generic[P, R]):
+    """A function registered as a job; call it directly or push it to run later."""
+
+    def __init__(
+        self,
+        func: Callable[..., R],
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        tries: int = 3,
+        backoff: Backoff = None,
+        timeout: float | None = 60,
+        retry_until: timedelta | Callable[..., datetime] | None = None,
+        unique_key: Callable[..., str | None] | None = None,
+        priority: int = 0,
+    ) -> None:
+        self.func = func
+        self.qualified_function = f"{func.__module__}.{func.__qualname__}"
+        self.name = name or self.qualified_function
+        self.queue = queue
+        self.tries = tries
+        self.backoff = backoff
+        self.timeout = timeout
+        self.retry_until = retry_until
+        self.unique_key = unique_key
+        self.priority = priority
+        self.is_async = inspect.iscoroutinefunction(func)
+        signature = inspect.signature(func)
+        self.takes_cx = "cx" in signature.parameters
+        self._call_signature = signature.replace(
+            parameters=[p for p in signature.parameters.values() if p.name != "cx"]
+        )
+        self._validate()
+        update_wrapper(self, func)
+
+    def _validate(self) -> None:
+        label = f"Job {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"A job name must be a non-empty string, got {self.name!r}.")
+        if not isinstance(self.queue, str) or not self.queue:
+            raise ValueError(f"{label}: queue must be a non-empty string, got {self.queue!r}.")
+        if isinstance(self.tries, bool) or not isinstance(self.tries, int) or self.tries < 0:
+            raise ValueError(f"{label}: tries must be an integer >= 0, got {self.tries!r}.")
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool) or not isinstance(self.timeout, Real) or self.timeout <= 0
+        ):
+            raise ValueError(f"{label}: timeout must be seconds > 0 or None, got {self.timeout!r}.")
+        validate_backoff(self.name, self.backoff)
+        if self.retry_until is not None and not (
+            isinstance(self.retry_until, timedelta) or callable(self.retry_until)
+        ):
+            raise TypeError(
+                f"{label}: retry_until must be a timedelta or callable(*args, **kwargs) -> "
+                f"datetime, got {self.retry_until!r}."
+            )
+        if self.unique_key is not None and not callable(self.unique_key):
+            raise TypeError(
+                f"{label}: unique_key must be callable(*args, **kwargs) -> str or None, "
+                f"got {self.unique_key!r}."
+            )
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise TypeError(f"{label}: priority must be an integer, got {self.priority!r}.")
+
+    def __repr__(self) -> str:
+        return f"<JobFunction {self.name} queue={self.queue!r}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the function here and now, like the plain function."""
+        return self.func(*args, **kwargs)
+
+    # -- pushing --------------------------------------------------------------------
+
+    def push(self, *args: P.args, **kwargs: P.kwargs) -> Pushed:
+        """Store a call to run as soon as a worker is free."""
+        return self.enqueue(args, kwargs)
+
+    def push_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
+        """Store a call to run after `delay` (a timedelta or seconds)."""
+        if not isinstance(delay, timedelta):
+            delay = timedelta(seconds=delay)
+        return self.enqueue(args, kwargs, at=timezone.now() + delay)
+
+    def push_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
+        """Store a call to run at `when`, an aware datetime."""
+        if not isinstance(when, datetime) or timezone.is_naive(when):
+            raise ValueError(
+                f"Job {self.name!r}: push_at needs an aware datetime, got {when!r}."
+            )
+        return self.enqueue(args, kwargs, at=when)
+
+    def push_many(self, calls: Iterable[Call]) -> list[Pushed]:
+        """Store many calls in one round trip: each an args tuple/list or a kwargs dict."""
+        pairs = []
+        for index, call in enumerate(calls):
+            if isinstance(call, Mapping):
+                pairs.append(((), dict(call)))
+            elif isinstance(call, tuple | list):
+                pairs.append((tuple(call), {}))
+            else:
+                raise TypeError(
+                    f"Job {self.name!r}: push_many entry {index} must be an args tuple or a "
+                    f"kwargs dict, got {type(call).__name__}: {call!r:.80}"
+                )
+        return self.enqueue_many(pairs)
+
+    def enqueue(
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        *,
+        at: datetime | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> Pushed:
+        """Push one call with explicit options; the other push methods end here."""
+        return self.enqueue_many([(args, kwargs)], at=at, queue=queue, priority=priority)[0]
+
+    def enqueue_many(
+        self,
+        calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+        *,
+        at: datetime | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> list[Pushed]:
+        """Push (args, kwargs) pairs; in inline mode run each now instead."""
+        from .stores import NewJob, get_store
+
+        mode = settings.MODE
+        now = timezone.now()
+        new_jobs = []
+        for args, kwargs in calls:
+            self._check_arguments(args, kwargs)
+            text = payload.encode(self.name, args, kwargs)
+            new_jobs.append(
+                NewJob(
+                    name=self.name,
+                    queue=queue or self.queue,
+                    payload=text,
+                    available_at=at or now,
+                    pushed_at=now,
+                    retry_until=self._retry_until(now, args, kwargs),
+                    unique_key=self._unique_key(args, kwargs),
+                    priority=self.priority if priority is None else priority,
+                )
+            )
+        if mode == "inline":
+            return [self._run_inline(new) for new in new_jobs]
+
+        store = get_store()
+        if mode == "worker":
+            from .worker.threads import ensure_started
+
+            ensure_started()
+        alias = settings.DATABASE
+        if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
+            # The store cannot join the caller's transaction: push once it commits.
+            transaction.on_commit(lambda: store.push(new_jobs), using=alias)
+            return [Pushed("queued") for _ in new_jobs]
+        ids = store.push(new_jobs)
+        return [Pushed("duplicate") if i is None else Pushed("queued", i) for i in ids]
+
+    def _check_arguments(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        try:
+            self._call_signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"Job {self.name!r} cannot be called with these arguments: {e}") from e
+
+    def _retry_until(
+        self, now: datetime, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> datetime | None:
+        if self.retry_until is None:
+            return None
+        if isinstance(self.retry_until, timedelta):
+            return now + self.retry_until
+        value = self.retry_until(*args, **kwargs)
+        if value is None:
+            return None
+        if not isinstance(value, datetime) or timezone.is_naive(value):
+            raise ValueError(
+                f"Job {self.name!r}: retry_until returned {value!r}; it must return an aware "
+                f"datetime or None."
+            )
+        return value
+
+    def _unique_key(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
+        if self.unique_key is None:
+            return None
+        key = self.unique_key(*args, **kwargs)
+        if key is not None and not isinstance(key, str):
+            raise TypeError(
+                f"Job {self.name!r}: unique_key returned {key!r}; it must return a str or None."
+            )
+        if key is not None and len(key) > 255:
+            raise ValueError(f"Job {self.name!r}: unique_key {key[:40]!r}... is over 255 chars.")
+        return key
+
+    def _run_inline(self, new: Any) -> Pushed:
+        from .worker.execute import call_job
+
+        args, kwargs = payload.decode(new.payload)  # run on what a worker would see
+        cx = JobContext(id=None, name=self.name, queue=new.queue, attempt=1,
+                        pushed_at=new.pushed_at)
+        return Pushed("ran", result=call_job(self, args, kwargs, cx))
+
+
+def job(
+    name: str | Callable[..., Any] | None = None,
+    *,
+    queue: str = "default",
+    tries: int = 3,
+    backoff: Backoff = None,
+    timeout: float | None = 60,
+    retry_until: timedelta | Callable[..., datetime] | None = None,
+    unique_key: Callable[..., str | None] | None = None,
+    priority: int = 0,
+) -> Any:
+    """Register a function as a job: `@job`, `@job("app.name")` or `@job(queue="mail")`."""
+
+    def decorate(func: Callable[P, R]) -> JobFunction[P, R]:
+        if isinstance(func, JobFunction):
+            raise TypeError(f"{func.name!r} is already a job.")
+        job_function = JobFunction(
+            func,
+            name=name if isinstance(name, str) else None,
+            queue=queue,
+            tries=tries,
+            backoff=backoff,
+            timeout=timeout,
+            retry_until=retry_until,
+            unique_key=unique_key,
+            priority=priority,
+        )
+        registry.register(job_function)
+        return job_function
+
+    if callable(name):  # bare @job
+        return decorate(name)
+    return decorate

@@ -1,0 +1,30 @@
+"""Delete waiting and running jobs: `manage.py queue_clear [--queue Q] [--no-input]`."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from ...stores import get_store
+from ..arguments import confirm
+
+
+class Command(BaseCommand):
+    help = "Delete every waiting and running job, of one queue or of all. Failed jobs stay."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--queue", help="Only this queue (default: every queue).")
+        parser.add_argument("--no-input", "--noinput", action="store_false", dest="interactive",
+                            help="Do not ask for confirmation.")
+
+    def handle(self, *args, **options) -> None:
+        queue = options["queue"]
+        store = get_store()
+        counts = store.counts()
+        waiting = sum(
+            c.total for name, c in counts.items() if queue is None or name == queue
+        )
+        where = f"queue {queue!r}" if queue else "every queue"
+        if not confirm(self, f"This deletes {waiting} jobs from {where}.", options):
+            return
+        count = store.clear(queue)
+        self.stdout.write(f"{count} job{'s' if count != 1 else ''} deleted from {where}.")

@@ -1,0 +1,54 @@
+"""List the failed jobs: `manage.py queue_failed [--json] [--queue Q] [--limit N]`."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand
+
+from ...conf import settings
+from ...models import FailedJob
+from ..arguments import positive_int
+
+
+class Command(BaseCommand):
+    help = "List failed jobs, newest first, with the ids queue_retry and queue_forget take."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print JSON, full errors included.")
+        parser.add_argument("--queue", help="Only this queue.")
+        parser.add_argument("--name", help="Only jobs of this name.")
+        parser.add_argument("--limit", type=positive_int, default=100, help="At most this many.")
+
+    def handle(self, *args, **options) -> None:
+        rows = FailedJob.objects.using(settings.DATABASE).order_by("-failed_at", "-id")
+        if options["queue"]:
+            rows = rows.filter(queue=options["queue"])
+        if options["name"]:
+            rows = rows.filter(name=options["name"])
+        rows = list(rows[: options["limit"]])
+        if options["json"]:
+            data = [
+                {
+                    "id": row.id, "job_id": row.job_id, "name": row.name, "queue": row.queue,
+                    "attempts": row.attempts, "pushed_at": row.pushed_at.isoformat(),
+                    "failed_at": row.failed_at.isoformat(), "payload": row.payload,
+                    "error": row.error,
+                }
+                for row in rows
+            ]
+            self.stdout.write(json.dumps(data, indent=2))
+            return
+        if not rows:
+            self.stdout.write("No failed jobs.")
+            return
+        header = ("id", "name", "queue", "attempts", "failed at", "error")
+        table = [
+            (str(row.id), row.name, row.queue, str(row.attempts),
+             row.failed_at.strftime("%Y-%m-%d %H:%M:%S"), row.error_summary[:100])
+            for row in rows
+        ]
+        widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header) - 1)]
+        for row in [header, *table]:
+            cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
+            self.stdout.write("  ".join([*cells, row[-1]]))

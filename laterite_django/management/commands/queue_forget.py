@@ -1,0 +1,39 @@
+"""Delete failed jobs: `manage.py queue_forget ID ... | --all [--no-input]`."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ...models import FailedJob
+from ...stores import get_store
+from ..arguments import confirm, failed_ids, positive_int
+
+
+class Command(BaseCommand):
+    help = "Delete failed jobs for good."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("ids", nargs="*", type=positive_int, metavar="ID",
+                            help="Failed job ids, as queue_failed prints them.")
+        parser.add_argument("--all", action="store_true", help="Forget every failed job.")
+        parser.add_argument("--no-input", "--noinput", action="store_false", dest="interactive",
+                            help="Do not ask for confirmation.")
+
+    def handle(self, *args, **options) -> None:
+        ids = failed_ids(options)
+        store = get_store()
+        rows = FailedJob.objects.using(store.database)
+        if ids is not None:
+            found = set(rows.filter(pk__in=ids).values_list("pk", flat=True))
+            missing = [i for i in ids if i not in found]
+            if missing:
+                raise CommandError(
+                    f"No failed job has id {', '.join(map(str, missing))}; nothing forgotten."
+                )
+            what = f"{len(ids)} failed job{'s' if len(ids) != 1 else ''}"
+        else:
+            what = f"all {rows.count()} failed jobs"
+        if not confirm(self, f"This deletes {what} for good.", options):
+            return
+        count = store.forget(ids)
+        self.stdout.write(f"{count} failed job{'s' if count != 1 else ''} forgotten.")

@@ -1,0 +1,47 @@
+"""Push a job by name: `manage.py queue_push NAME --payload JSON [--queue Q] [--delay S]`."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from ...exceptions import InvalidPayload, JobNotRegistered
+from ...payload import decode
+from ...registry import registry
+from ..arguments import json_object, non_negative_float
+
+
+class Command(BaseCommand):
+    help = "Push a registered job by its name, with its arguments as JSON."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("name", help="The job's name (see registry).")
+        parser.add_argument(
+            "--payload", type=json_object, default={"args": [], "kwargs": {}},
+            help='The arguments: \'{"args": [...], "kwargs": {...}}\'.',
+        )
+        parser.add_argument("--queue", help="Another queue than the job's own.")
+        parser.add_argument("--delay", type=non_negative_float, default=0,
+                            help="Seconds before it is due.")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            job = registry.get(options["name"])
+            job_args, job_kwargs = decode(json.dumps(options["payload"]))
+        except (JobNotRegistered, InvalidPayload) as e:
+            raise CommandError(str(e)) from e
+        at = timezone.now() + timedelta(seconds=options["delay"]) if options["delay"] else None
+        try:
+            pushed = job.enqueue(job_args, job_kwargs, at=at, queue=options["queue"])
+        except (TypeError, ValueError) as e:
+            raise CommandError(str(e)) from e
+        if pushed.status == "queued":
+            self.stdout.write(f"Pushed {job.name} as job {pushed.id} on queue "
+                              f"{options['queue'] or job.queue!r}.")
+        elif pushed.status == "duplicate":
+            self.stdout.write(f"Not pushed: a {job.name} job with the same unique key waits.")
+        else:
+            self.stdout.write(f"Ran {job.name} inline: {pushed.result!r}")

@@ -1,0 +1,195 @@
+"""The store interface: where jobs wait. Each method is one storage operation.
+
+The worker's rules (tries, backoff, timeouts) live in the worker; a store only
+keeps jobs and settles claims. Every method that settles a claim acts only
+while the claim's token is still current, so a worker that lost its claim
+cannot settle the job a second time.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+__all__ = ["Claim", "NewJob", "QueueCounts", "Store"]
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A job about to be stored."""
+
+    name: str
+    queue: str
+    payload: str
+    available_at: datetime
+    pushed_at: datetime
+    retry_until: datetime | None = None
+    unique_key: str | None = None
+    priority: int = 0
+
+
+@dataclass(slots=True)
+class Claim:
+    """A job a worker has claimed: the job's data plus the claim's token."""
+
+    id: int
+    name: str
+    queue: str
+    payload: str
+    attempts: int  # including this claim
+    pushed_at: datetime
+    token: str
+    retry_until: datetime | None = None
+    unique_key: str | None = None
+    priority: int = 0
+    last_error: str = ""
+    available_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class QueueCounts:
+    """How many jobs of one queue are due, not yet due, and claimed."""
+
+    pending: int = 0
+    delayed: int = 0
+    reserved: int = 0
+    failed: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.pending + self.delayed + self.reserved
+
+
+class Store(abc.ABC):
+    """Where jobs wait; subclasses keep them in the database or in Redis.
+
+    The failed list lives in the database (`FailedJob`) for every store, so
+    the failed-list operations are implemented here once.
+    """
+
+    # Whether a push inside transaction.atomic() commits with the caller's data
+    # by itself (True for the database store on the same alias).
+    transactional_push: bool = False
+
+    def __init__(self, *, database: str = "default") -> None:
+        self.database = database
+
+    # -- jobs -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
+        """Store `jobs` in one round trip; return each one's id, or None if dropped
+        as a duplicate of a waiting job with the same unique key."""
+
+    @abc.abstractmethod
+    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
+        """Claim up to `limit` due jobs, the first listed queue first, oldest first."""
+
+    @abc.abstractmethod
+    def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
+        """Return claims not refreshed since `older_than` to their queues, due now."""
+
+    @abc.abstractmethod
+    def heartbeat(self, claims: Sequence[Claim]) -> int:
+        """Refresh the claims still held; return how many were."""
+
+    @abc.abstractmethod
+    def delete(self, claims: Sequence[Claim]) -> int:
+        """Delete finished jobs whose claims are still held; return how many."""
+
+    @abc.abstractmethod
+    def release(
+        self, claim: Claim, available_at: datetime, error: str = "", *, undo_attempt: bool = False
+    ) -> bool:
+        """Give the job back to its queue, due at `available_at`; False if the claim was lost.
+
+        With `undo_attempt`, the claim does not count as an attempt (a worker
+        that stopped before finishing it).
+        """
+
+    @abc.abstractmethod
+    def fail(self, claim: Claim, error: str) -> int | None:
+        """Move the job to the failed list; return the FailedJob id, None if the claim was lost."""
+
+    @abc.abstractmethod
+    def counts(self) -> dict[str, QueueCounts]:
+        """Return the counts of every queue that has jobs, failed ones included."""
+
+    @abc.abstractmethod
+    def clear(self, queue: str | None = None) -> int:
+        """Delete every waiting and running job (of `queue`, or of all); return how many."""
+
+    @abc.abstractmethod
+    def ping(self) -> None:
+        """Raise StoreUnavailable if the store cannot be reached."""
+
+    def wait(self, queues: Sequence[str], timeout: float, stop) -> None:
+        """Block until a job may be due on `queues`, `timeout` passes or `stop` is set.
+
+        `stop` is a threading.Event. Stores that can be woken (LISTEN/NOTIFY,
+        blocking pops) override this; the default sleeps.
+        """
+        stop.wait(timeout)
+
+    def close(self) -> None:
+        """Release whatever connections this store holds for the calling thread."""
+
+    # -- the failed list (in the database for every store) --------------------
+
+    def _failed_rows(self, ids: Iterable[int] | None):
+        from ..models import FailedJob
+
+        rows = FailedJob.objects.using(self.database)
+        return rows.all() if ids is None else rows.filter(pk__in=list(ids))
+
+    def failed_counts(self) -> dict[str, int]:
+        """Return the number of failed jobs per queue."""
+        from django.db.models import Count
+
+        return dict(
+            self._failed_rows(None)
+            .values_list("queue")
+            .annotate(n=Count("id"))
+            .values_list("queue", "n")
+        )
+
+    def retry(self, ids: Iterable[int] | None = None) -> int:
+        """Put failed jobs (these ids, or all) back on their queues, due now, attempts afresh.
+
+        Return how many were put back; a retried job whose unique key already
+        waits is dropped as a duplicate but still leaves the failed list.
+        """
+        now = timezone.now()
+        moved = 0
+        with transaction.atomic(using=self.database):
+            rows = list(self._failed_rows(ids).select_for_update().order_by("id"))
+            if not rows:
+                return 0
+            self.push(
+                [
+                    NewJob(
+                        name=row.name,
+                        queue=row.queue,
+                        payload=row.payload,
+                        available_at=now,
+                        pushed_at=now,
+                        unique_key=row.unique_key,
+                        priority=row.priority,
+                    )
+                    for row in rows
+                ]
+            )
+            moved = len(rows)
+            self._failed_rows([row.pk for row in rows]).delete()
+        return moved
+
+    def forget(self, ids: Iterable[int] | None = None) -> int:
+        """Delete failed jobs (these ids, or all); return how many."""
+        deleted, _ = self._failed_rows(ids).delete()
+        return deleted

@@ -1,0 +1,330 @@
+"""The worker: claim the next due jobs, run each under its timeout, settle it.
+
+The rules of the contract live here, not in the stores: attempts, backoff,
+tries, the retry window, Retry/Fail, undecodable payloads, unknown names and
+claims reclaimed past their tries.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import close_old_connections, connections
+from django.utils import timezone
+
+from .. import payload
+from ..backoff import delay_after
+from ..conf import settings
+from ..context import JobContext
+from ..exceptions import Fail, InvalidPayload, JobNotRegistered, Retry, StoreUnavailable
+from ..registry import registry
+from ..signals import job_failed, job_retrying, job_started, job_succeeded
+from ..stores import Claim, Store, get_store
+from .execute import JobTimeout, call_job, time_limit
+from .heartbeat import Heartbeat
+
+__all__ = ["Worker", "WorkerStopped", "default_worker_name"]
+
+logger = logging.getLogger("laterite")
+
+LOST_REASON = "worker lost: its claim expired after {seconds:g} s without a heartbeat"
+
+
+class WorkerStopped(BaseException):
+    """Raised in the worker's thread by a second stop signal: stop now, jobs back to the queue."""
+
+
+def default_worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How one attempt ended: "succeeded", "retrying", "failed", "returned" or "lost"."""
+
+    status: str
+    error: str = ""
+
+
+class Worker:
+    """Claim, run and settle jobs from `queues` until told to stop or a limit is hit."""
+
+    def __init__(
+        self,
+        queues: Sequence[str] | None = None,
+        *,
+        name: str | None = None,
+        store: Store | None = None,
+        batch: int = 1,
+        once: bool = False,
+        stop_when_empty: bool = False,
+        max_jobs: int | None = None,
+        max_seconds: float | None = None,
+        sleep: float | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self.queues = list(queues or settings.QUEUES)
+        self.name = name or default_worker_name()
+        self.store = store or get_store()
+        self.batch = max(1, batch)
+        self.once = once
+        self.stop_when_empty = stop_when_empty
+        self.max_jobs = max_jobs
+        self.max_seconds = max_seconds
+        self.sleep = settings.POLL if sleep is None else sleep
+        self.retry_after = float(settings.RETRY_AFTER if retry_after is None else retry_after)
+        self.processed = 0
+        self.stopping = threading.Event()
+        self.heartbeat = Heartbeat(self.store, interval=max(0.2, self.retry_after / 3))
+        self._next_requeue = 0.0
+        self._started = time.monotonic()
+
+    # -- control --------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the jobs in hand, claim no more."""
+        self.stopping.set()
+
+    def _limit_reached(self) -> bool:
+        if self.max_jobs is not None and self.processed >= self.max_jobs:
+            return True
+        return (
+            self.max_seconds is not None
+            and time.monotonic() - self._started >= self.max_seconds
+        )
+
+    # -- the loop -------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Work until stopped or done; return the number of jobs handled."""
+        self._started = time.monotonic()
+        self.heartbeat.start()
+        logger.info(
+            "Worker %s started on queues %s",
+            self.name,
+            ", ".join(self.queues),
+            extra={"action": "worker_started", "worker": self.name, "queues": self.queues},
+        )
+        unavailable_for = 0.0
+        try:
+            while not self.stopping.is_set() and not self._limit_reached():
+                try:
+                    close_old_connections()
+                    self._requeue_abandoned()
+                    claims = self.store.claim(self.queues, self.name, self._claim_limit())
+                    unavailable_for = 0.0
+                    if not claims:
+                        if self.stop_when_empty or self.once:
+                            break
+                        self.store.wait(self.queues, self.sleep, self.stopping)
+                        continue
+                    self.run_claims(claims)
+                    if self.once:
+                        break
+                except (StoreUnavailable, *_connection_errors()) as e:
+                    # The store is down: say so, back off, try again. Claims in hand
+                    # expire and return to their queues after retry_after.
+                    unavailable_for = min(max(unavailable_for * 2, 0.5), 30.0)
+                    logger.warning(
+                        "Store unavailable (%s); retrying in %.1f s",
+                        e,
+                        unavailable_for,
+                        extra={"action": "store_unavailable", "worker": self.name},
+                    )
+                    self.heartbeat.drop_all()
+                    self._drop_broken_connections()
+                    self.stopping.wait(unavailable_for)
+                    continue
+                if self.once:
+                    break
+        except WorkerStopped:
+            pass
+        finally:
+            self._return_held()
+            self.heartbeat.stop()
+            logger.info(
+                "Worker %s stopped after %d jobs",
+                self.name,
+                self.processed,
+                extra={"action": "worker_stopped", "worker": self.name, "jobs": self.processed},
+            )
+        return self.processed
+
+    def _claim_limit(self) -> int:
+        if self.once:
+            return 1
+        if self.max_jobs is not None:
+            return max(1, min(self.batch, self.max_jobs - self.processed))
+        return self.batch
+
+    def run_claims(self, claims: list[Claim]) -> None:
+        """Run a batch of claimed jobs in order; return the rest if told to stop."""
+        self.heartbeat.hold(claims)
+        for index, claim in enumerate(claims):
+            if self.stopping.is_set() and index > 0:
+                break
+            self.run_claim(claim)
+            self.processed += 1
+        self._return_held()
+
+    def _return_held(self) -> None:
+        """Give back claims not yet run (a stop mid-batch); they lose no attempt."""
+        for claim in self.heartbeat.held():
+            try:
+                self.store.release(claim, timezone.now(), claim.last_error, undo_attempt=True)
+            except Exception:
+                logger.exception("Could not return job %s to its queue", claim.id)
+            self.heartbeat.drop(claim)
+
+    def _requeue_abandoned(self) -> None:
+        now = time.monotonic()
+        if now < self._next_requeue:
+            return
+        self._next_requeue = now + min(5.0, self.retry_after / 3)
+        older_than = timezone.now() - timedelta(seconds=self.retry_after)
+        count = self.store.requeue_abandoned(
+            older_than, LOST_REASON.format(seconds=self.retry_after)
+        )
+        if count:
+            logger.warning(
+                "Returned %d abandoned jobs to their queues",
+                count,
+                extra={"action": "requeued_abandoned", "count": count},
+            )
+
+    def _drop_broken_connections(self) -> None:
+        for conn in connections.all(initialized_only=True):
+            try:
+                conn.close()
+            except Exception:
+                pass
+        self.store.close()
+
+    # -- one job --------------------------------------------------------------------
+
+    def run_claim(self, claim: Claim) -> Outcome:
+        """Run one claimed job and settle it by the rules."""
+        started = time.monotonic()
+        base = {"id": claim.id, "name": claim.name, "queue": claim.queue,
+                "attempts": claim.attempts}
+        try:
+            job = registry.get(claim.name)
+        except JobNotRegistered as e:
+            return self._fail(claim, f"unknown job: {e}")
+        if job.tries and claim.attempts > job.tries and not _in_window(claim, timezone.now()):
+            # Reclaimed after its worker died, with no tries left: do not run it again.
+            reason = claim.last_error or "worker lost"
+            return self._fail(claim, f"{reason}; no tries left ({job.tries})")
+        try:
+            args, kwargs = payload.decode(claim.payload)
+            job._check_arguments(args, kwargs)
+        except (InvalidPayload, TypeError) as e:
+            return self._fail(claim, f"payload does not decode: {e}")
+
+        cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
+                        attempt=claim.attempts, pushed_at=claim.pushed_at)
+        job_started.send(sender=job, **base)
+        logger.info("Job %s #%s started (attempt %d)", claim.name, claim.id, claim.attempts,
+                    extra={"action": "job_started", **base})
+        try:
+            with time_limit(job.timeout):
+                call_job(job, args, kwargs, cx)
+        except Retry as e:
+            error = f"Retry: {e.message}" if e.message else "Retry"
+            outcome = self._retry_or_fail(claim, job, error, e.delay)
+        except Fail as e:
+            outcome = self._fail(claim, f"Fail: {e.message}" if e.message else "Fail")
+        except JobTimeout as e:
+            outcome = self._retry_or_fail(claim, job, f"{e.__class__.__name__}: timed out "
+                                          f"after {job.timeout:g} s\n\n{traceback.format_exc()}")
+        except WorkerStopped:
+            # A second stop signal: give the job back, not counted as an attempt.
+            self.store.release(claim, timezone.now(), claim.last_error, undo_attempt=True)
+            self.heartbeat.drop(claim)
+            raise
+        except Exception as e:
+            outcome = self._retry_or_fail(claim, job, _describe(e))
+        else:
+            deleted = self.store.delete([claim])
+            self.heartbeat.drop(claim)
+            outcome = Outcome("succeeded" if deleted else "lost")
+            if deleted:
+                job_succeeded.send(sender=job, duration=time.monotonic() - started, **base)
+        duration = time.monotonic() - started
+        if outcome.status == "lost":
+            logger.warning(
+                "Job %s #%s finished but its claim was lost; not settling it again",
+                claim.name, claim.id, extra={"action": "claim_lost", **base},
+            )
+        logger.info(
+            "Job %s #%s %s in %.3f s",
+            claim.name, claim.id, outcome.status, duration,
+            extra={"action": f"job_{outcome.status}", "duration": duration,
+                   "error": outcome.error.split("\n", 1)[0], **base},
+        )
+        return outcome
+
+    def _retry_or_fail(
+        self, claim: Claim, job, error: str, delay: float | None = None
+    ) -> Outcome:
+        now = timezone.now()
+        if delay is None:
+            delay = delay_after(job.backoff, claim.attempts)
+        next_at = now + timedelta(seconds=delay)
+        tries_left = (job.tries == 0 and claim.retry_until is None) or (
+            job.tries and claim.attempts < job.tries
+        )
+        if not (tries_left or _in_window(claim, next_at)):
+            return self._fail(claim, error)
+        released = self.store.release(claim, next_at, error)
+        self.heartbeat.drop(claim)
+        if not released:
+            return Outcome("lost", error)
+        job_retrying.send(sender=job, id=claim.id, name=claim.name, queue=claim.queue,
+                          attempts=claim.attempts, error=error, delay=delay)
+        return Outcome("retrying", error)
+
+    def _fail(self, claim: Claim, error: str) -> Outcome:
+        failed_id = self.store.fail(claim, error)
+        self.heartbeat.drop(claim)
+        if failed_id is None:
+            return Outcome("lost", error)
+        sender = registry._jobs.get(claim.name, Worker)
+        job_failed.send(sender=sender, id=claim.id, name=claim.name, queue=claim.queue,
+                        attempts=claim.attempts, error=error, payload=claim.payload,
+                        failed_id=failed_id)
+        return Outcome("failed", error)
+
+
+def _in_window(claim: Claim, moment: datetime) -> bool:
+    return claim.retry_until is not None and moment <= claim.retry_until
+
+
+def _describe(error: BaseException) -> str:
+    """First line: the exception and its message; then the traceback."""
+    summary = f"{type(error).__module__}.{type(error).__qualname__}: {error}".removeprefix(
+        "builtins."
+    )
+    return f"{summary}\n\n{''.join(traceback.format_exception(error))}"
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    from django.db import InterfaceError, OperationalError
+
+    errors: list[type[BaseException]] = [OperationalError, InterfaceError]
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        errors += [RedisConnectionError, RedisTimeoutError]
+    except ImportError:
+        pass
+    return tuple(errors)

@@ -1,0 +1,103 @@
+"""Settings for the test suite: LATERITE_TEST_DB=sqlite (default) or postgres."""
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "laterite-tests"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ALLOWED_HOSTS = ["*"]
+
+DB = os.environ.get("LATERITE_TEST_DB", "sqlite")
+# Worker subprocesses started by the tests are told the test database's name.
+TEST_NAME = os.environ.get("LATERITE_TEST_DB_NAME")
+
+if DB == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": TEST_NAME or os.environ.get("LATERITE_PG_NAME", "laterite"),
+            "USER": os.environ.get("LATERITE_PG_USER", "postgres"),
+            "HOST": os.environ.get("LATERITE_PG_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("LATERITE_PG_PORT", "5432"),
+            "TEST": {"NAME": os.environ.get("LATERITE_PG_TEST_NAME")},
+        }
+    }
+elif DB == "sqlite":
+    sqlite_file = os.environ.get("LATERITE_SQLITE_FILE", str(BASE_DIR / "test.sqlite3"))
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": TEST_NAME or sqlite_file,
+            # A file (not memory) so worker subprocesses share the test database.
+            "TEST": {"NAME": sqlite_file.replace(".sqlite3", "-test.sqlite3")},
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+else:
+    raise RuntimeError(f"LATERITE_TEST_DB is {DB!r}; use sqlite or postgres")
+
+REDIS_URL = os.environ.get("LATERITE_REDIS_URL", "redis://127.0.0.1:6379/15")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "redis": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+    },
+}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "laterite_django",
+    "tests.testapp",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "/static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LATERITE_QUEUE_STORE = os.environ.get("LATERITE_TEST_STORE", "database")
+LATERITE_QUEUE_REDIS = "redis"
+LATERITE_QUEUE_PREFIX = os.environ.get("LATERITE_TEST_PREFIX", "laterite-test")
+LATERITE_QUEUE_QUEUES = ["default", "mail", "low"]
+LATERITE_QUEUE_POLL = 0.05
+LATERITE_QUEUE_RETRY_AFTER = float(os.environ.get("LATERITE_TEST_RETRY_AFTER", "90"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"laterite": {"handlers": ["console"], "level": os.environ.get(
+        "LATERITE_TEST_LOG_LEVEL", "WARNING")}},
+}
