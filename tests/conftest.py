@@ -1,0 +1,139 @@
+"""Fixtures: the store under test (every store), and real worker subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from laterite_django.stores import get_store, reset_store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Every store-level behaviour runs against each of these.
+STORES = ["database"]
+
+
+def _flush_redis(prefix: str) -> None:
+    from django_redis import get_redis_connection
+
+    client = get_redis_connection("redis", write=True)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture(params=STORES)
+def store_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The name of the store under test, set as LATERITE_QUEUE_STORE for the test."""
+    kind = request.param
+    prefix = f"laterite-test-{os.getpid()}"
+    with override_settings(LATERITE_QUEUE_STORE=kind, LATERITE_QUEUE_PREFIX=prefix):
+        reset_store()
+        if kind == "redis":
+            _flush_redis(prefix)
+        try:
+            yield kind
+        finally:
+            if kind == "redis":
+                _flush_redis(prefix)
+            reset_store()
+
+
+@pytest.fixture
+def store(store_kind: str, transactional_db: None):
+    """The configured store, on a committed test database (workers can see it)."""
+    return get_store()
+
+
+class Workers:
+    """Starts real `queue_work` subprocesses against the test database and store."""
+
+    def __init__(self, store_kind: str) -> None:
+        from django.conf import settings
+
+        self.store_kind = store_kind
+        self.prefix = settings.LATERITE_QUEUE_PREFIX
+        self.procs: list[subprocess.Popen] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            DJANGO_SETTINGS_MODULE="tests.settings",
+            LATERITE_TEST_DB_NAME=str(connection.settings_dict["NAME"]),
+            LATERITE_TEST_STORE=self.store_kind,
+            LATERITE_TEST_PREFIX=self.prefix,
+            PYTHONPATH=str(ROOT),
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(extra)
+        return env
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        """Start `manage.py queue_work ARGS` and return the process (stderr captured)."""
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "django", "queue_work", *args],
+            cwd=ROOT,
+            env=self.env(**(env or {})),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def run(self, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
+        """Run `queue_work ARGS` to its end; fail the test if it hangs."""
+        proc = self.start(*args, env=env)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"queue_work {' '.join(args)} did not end in {timeout} s:\n{err}")
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def command(self, *args: str, timeout: float = 60, input: str | None = None
+                ) -> subprocess.CompletedProcess:
+        """Run any manage.py command in a subprocess against the test database."""
+        return subprocess.run(
+            [sys.executable, "-m", "django", *args],
+            cwd=ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout,
+            input=input,
+        )
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(10)
+
+
+@pytest.fixture
+def workers(store_kind: str, transactional_db: None) -> Iterator[Workers]:
+    pool = Workers(store_kind)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30, every: float = 0.05) -> object:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"Timed out after {timeout} s waiting for {predicate}")
+        time.sleep(every)
