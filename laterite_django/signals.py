@@ -6,7 +6,7 @@ __all__ = ["job_failed", "job_retrying", "job_started", "job_succeeded"]
 
 # Every signal is sent with keyword arguments id, name, queue, attempts.
 job_started = Signal()
-# Adds duration (seconds).
+# Adds duration (seconds) and result (the function's return value).
 job_succeeded = Signal()
 # Adds error (text) and delay (seconds until the next attempt).
 job_retrying = Signal()

@@ -236,7 +236,7 @@ class Worker:
                     extra={"action": "job_started", **base})
         try:
             with time_limit(job.timeout):
-                call_job(job, args, kwargs, cx)
+                result = call_job(job, args, kwargs, cx)
         except Retry as e:
             error = f"Retry: {e.message}" if e.message else "Retry"
             outcome = self._retry_or_fail(claim, job, error, e.delay)
@@ -257,7 +257,9 @@ class Worker:
             self.heartbeat.drop(claim)
             outcome = Outcome("succeeded" if deleted else "lost")
             if deleted:
-                job_succeeded.send(sender=job, duration=time.monotonic() - started, **base)
+                job_succeeded.send(
+                    sender=job, duration=time.monotonic() - started, result=result, **base
+                )
         duration = time.monotonic() - started
         if outcome.status == "lost":
             logger.warning(
