@@ -1,0 +1,1 @@
+"""Benchmark laterite_django against its peers: see bench/README.md."""

@@ -1,0 +1,284 @@
+"""Measure one system, inside its own virtualenv; write the figures as JSON.
+
+    .venvs/<venv>/bin/python -m bench.driver --system huey --out x.json
+
+Run by bench/run.py; the JSON is rewritten after every figure, so a crash
+keeps what was measured before it.
+"""
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from bench.procs import WorkerGroup
+from bench.systems import ROOT, SYSTEMS
+
+__all__ = ["main"]
+
+
+class Records:
+    """Read the lines that jobs append to the record file, from a mark on."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.touch()
+        self.mark()
+
+    def mark(self):
+        self.offset = self.path.stat().st_size
+        self.rest = b""
+
+    def new(self):
+        """Return [(id, pid, t)] appended since the last call."""
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        self.offset += len(data)
+        data = self.rest + data
+        lines = data.split(b"\n")
+        self.rest = lines.pop()
+        out = []
+        for line in lines:
+            i, pid, t = line.split()
+            out.append((int(i), int(pid), float(t)))
+        return out
+
+
+class Stalled(Exception):
+    pass
+
+
+def wait_for(records, ids, workers, timeout, stall=30.0):
+    """Wait until every id in `ids` is recorded; return {id: (pid, t)}."""
+    want = set(ids)
+    seen = {}
+    start = last_progress = time.monotonic()
+    while want:
+        got = records.new()
+        for i, pid, t in got:
+            if i in want:
+                want.discard(i)
+                seen[i] = (pid, t)
+        now = time.monotonic()
+        if got:
+            last_progress = now
+        if not want:
+            break
+        if workers is not None and workers.dead():
+            raise Stalled(f"worker exited ({workers.dead()}) with {len(want)} jobs left")
+        if now - start > timeout or now - last_progress > stall:
+            raise Stalled(f"{len(seen)}/{len(ids)} jobs ran within {now - start:.0f} s")
+        time.sleep(0.005)
+    return seen
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.desc = SYSTEMS[args.system]
+        self.run_dir = Path(args.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.record_path = self.run_dir / f"{self.desc.name}.rec"
+        self.record_path.unlink(missing_ok=True)
+        self.log_path = self.run_dir / f"{self.desc.name}.workers.log"
+        self.log_path.unlink(missing_ok=True)
+        self.records = Records(self.record_path)
+        self.out = Path(args.out)
+        self.result = {"system": self.desc.name, "errors": [], "notes": []}
+        self.phase = 0
+        self.workers = None
+
+    def save(self):
+        tmp = self.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.result, indent=1))
+        tmp.replace(self.out)
+
+    def log(self, msg):
+        print(f"[{self.desc.name}] {msg}", file=sys.stderr, flush=True)
+
+    def ids(self, n):
+        self.phase += 1
+        base = self.phase * 10_000_000
+        return list(range(base, base + n))
+
+    def figure(self, key, values, unit):
+        values = [v for v in values if v is not None]
+        if values:
+            self.result[key] = {"median": statistics.median(values), "values": values, "unit": unit}
+        self.save()
+
+    # -- phases -----------------------------------------------------------------
+    def measure_push(self, sys_):
+        n, reps = self.args.n, self.args.repeat
+        for key, bulk in (("push_one", False), ("push_bulk", True)):
+            values = []
+            for _ in range(reps):
+                sys_.reset()
+                warm = self.ids(20)
+                (sys_.push_bulk if bulk else _loop(sys_.push_one))(warm)
+                sys_.reset()
+                ids = self.ids(n)
+                t0 = time.perf_counter()
+                if bulk:
+                    sys_.push_bulk(ids)
+                else:
+                    for i in ids:
+                        sys_.push_one(i)
+                values.append(n / (time.perf_counter() - t0))
+            self.figure(key, values, "jobs/s")
+            self.log(f"{key}: {statistics.median(values):,.0f} jobs/s")
+        self.result["has_bulk"] = sys_.has_bulk
+        sys_.reset()
+
+    def start_workers(self, sys_, n):
+        self.records.mark()
+        self.workers = WorkerGroup(sys_.worker_commands(n), sys_.worker_env(), str(ROOT), self.log_path)
+        waited = self.workers.wait_idle()
+        # Warm every connection path, then let the workers settle again.
+        warm = self.ids(2 * n)
+        sys_.push_bulk(warm)
+        wait_for(self.records, warm, self.workers, timeout=90)
+        self.workers.wait_idle(min_age=0, timeout=20)
+        self.log(f"{n} worker process(es) ready after {waited:.1f} s")
+
+    def stop_workers(self):
+        if self.workers is not None:
+            self.workers.stop()
+            self.workers = None
+
+    def measure_drain(self, sys_, n_workers):
+        n = self.args.n
+        if sys_.max_drain_jobs:
+            n = min(n, sys_.max_drain_jobs)
+        values = []
+        for _ in range(self.args.repeat):
+            ids = self.ids(n)
+            self.workers.pause()
+            self.records.mark()
+            try:
+                sys_.push_bulk(ids)
+            finally:
+                self.workers.resume()
+            seen = wait_for(self.records, ids, self.workers, timeout=self.args.drain_timeout)
+            times = sorted(t for _, t in seen.values())
+            values.append((len(times) - 1) / max(times[-1] - times[0], 1e-6))
+            self.workers.wait_idle(min_age=0, timeout=20)
+        self.figure(f"drain_{n_workers}", values, "jobs/s")
+        self.result.setdefault("drain_n", {})[str(n_workers)] = n
+        self.log(f"drain with {n_workers}: {statistics.median(values):,.0f} jobs/s (N={n})")
+
+    def measure_latency(self, sys_):
+        samples = []
+        missed = 0
+        budget = time.monotonic() + self.args.latency_budget
+        ids = self.ids(self.args.latency_samples)
+        for i in ids:
+            if time.monotonic() > budget:
+                break
+            self.records.mark()
+            t0 = time.time()
+            sys_.push_wake(i)
+            try:
+                seen = wait_for(self.records, [i], self.workers, timeout=5, stall=5)
+                samples.append((seen[i][1] - t0) * 1000)
+            except Stalled:
+                missed += 1
+                if missed >= 3:
+                    break
+            time.sleep(random.uniform(0.02, 0.04))
+        if samples:
+            q = statistics.quantiles(samples, n=20, method="inclusive") if len(samples) > 1 else [samples[0]] * 19
+            self.result["latency"] = {
+                "p50": statistics.median(samples),
+                "p95": q[18],
+                "samples": len(samples),
+                "missed": missed,
+                "unit": "ms",
+            }
+            self.log(f"latency p50 {statistics.median(samples):.2f} ms, p95 {q[18]:.2f} ms ({len(samples)} samples)")
+        if missed:
+            self.result["notes"].append(f"latency: {missed} pushed job(s) did not start within 5 s")
+        self.save()
+
+    def run(self):
+        module = importlib.import_module(f"bench.systems.{self.desc.module}")
+        sys_ = module.System(self.desc, self.run_dir, self.record_path)
+        self.result["python"] = platform.python_version()
+        self.result["versions"] = sys_.versions()
+        self.result["notes"] += [sys_.notes] if sys_.notes else []
+        self.save()
+        self.log("setup")
+        sys_.setup()
+        try:
+            if sys_.measure_push:
+                self.guard("push", self.measure_push, sys_)
+            for n in self.args.workers:
+                if self.result.get("fatal"):
+                    break
+                sys_.reset()
+                try:
+                    self.start_workers(sys_, n)
+                    self.guard(f"drain_{n}", self.measure_drain, sys_, n)
+                    if n == 1 and sys_.measure_latency and self.args.latency_samples:
+                        self.guard("latency", self.measure_latency, sys_)
+                except Exception as e:  # noqa: BLE001 - reported in the table
+                    self.error(f"workers({n})", e)
+                finally:
+                    self.stop_workers()
+        finally:
+            self.stop_workers()
+            try:
+                sys_.reset()
+                sys_.teardown()
+            except Exception as e:  # noqa: BLE001
+                self.error("teardown", e)
+            self.save()
+
+    def guard(self, what, fn, *args):
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - one figure failing must not end the run
+            self.error(what, e)
+
+    def error(self, what, e):
+        traceback.print_exc()
+        msg = f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        self.result["errors"].append(msg[:300])
+        self.log("ERROR " + msg)
+        self.save()
+
+
+def _loop(push_one):
+    def push(ids):
+        for i in ids:
+            push_one(i)
+
+    return push
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--system", required=True, choices=sorted(SYSTEMS))
+    p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
+    p.add_argument("--latency-samples", type=int, default=100)
+    p.add_argument("--latency-budget", type=float, default=60.0, help="seconds at most for the latency figure")
+    p.add_argument("--drain-timeout", type=float, default=120.0)
+    p.add_argument("--run-dir", default=str(ROOT / "bench" / ".runs"))
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    os.environ.setdefault("PYTHONPATH", str(ROOT))
+    Run(args).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The adapter interface every system implements, and store helpers.
+
+Imported inside a system's own virtualenv by `bench.driver`. An adapter:
+  setup()            make a fresh store (database bench_<name>, Redis db)
+  reset()            empty it between figures
+  push_one(i)        push job `i` the way a user would, one at a time
+  push_bulk(ids)     the system's bulk path (or a loop, has_bulk = False)
+  worker_commands(n) argv lists that start n worker processes
+  teardown()         drop what setup made
+The driver does the measuring, the same way for every system.
+"""
+
+import importlib.metadata
+import os
+import sys
+from pathlib import Path
+
+from bench.systems import ROOT
+
+__all__ = ["Base", "pg_dsn", "pkg_versions"]
+
+PG_HOST = os.environ.get("BENCH_PG_HOST", "127.0.0.1")
+PG_PORT = os.environ.get("BENCH_PG_PORT", "5432")
+PG_USER = os.environ.get("BENCH_PG_USER", "postgres")
+REDIS_HOST = os.environ.get("BENCH_REDIS_HOST", "127.0.0.1")
+REDIS_PORT = int(os.environ.get("BENCH_REDIS_PORT", "6379"))
+
+
+def pg_dsn(dbname):
+    return f"host={PG_HOST} port={PG_PORT} user={PG_USER} dbname={dbname}"
+
+
+def pg_url(dbname):
+    return f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{dbname}"
+
+
+def pkg_versions(*names):
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "?"
+    return out
+
+
+class Base:
+    has_bulk = True  # False: push_bulk is a loop of push_one (no bulk path)
+    measure_push = True  # False: push figures come from another row
+    measure_latency = True
+    max_drain_jobs = None  # cap N for very slow drains
+    notes = ""  # shown under the table
+
+    def __init__(self, desc, run_dir, record_path):
+        self.desc = desc
+        self.name = desc.name
+        self.run_dir = Path(run_dir)
+        self.record_path = str(record_path)
+        self.db_name = f"bench_{self.name}"
+        self.dsn = pg_dsn(self.db_name)
+        self.redis_db = desc.redis_db
+        self.redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{desc.redis_db or 0}"
+        self.bin = Path(sys.executable).parent
+
+    # -- the interface ------------------------------------------------------
+    def versions(self):
+        return {}
+
+    def setup(self):
+        pass
+
+    def reset(self):
+        pass
+
+    def teardown(self):
+        pass
+
+    def push_one(self, i):
+        raise NotImplementedError
+
+    def push_bulk(self, ids):
+        for i in ids:
+            self.push_one(i)
+
+    def push_wake(self, i):
+        """Push one job for the latency figure (floors add their wake-up here)."""
+        self.push_one(i)
+
+    def worker_commands(self, n):
+        raise NotImplementedError
+
+    def worker_env(self):
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=str(ROOT),
+            PYTHONUNBUFFERED="1",
+            BENCH_RECORD=self.record_path,
+            BENCH_SYSTEM=self.name,
+            BENCH_PG_DSN=self.dsn,
+            BENCH_PG_DB=self.db_name,
+            BENCH_REDIS_URL=self.redis_url,
+            BENCH_REDIS_DB=str(self.redis_db or 0),
+            BENCH_RUN_DIR=str(self.run_dir),
+        )
+        return env
+
+    # -- helpers ------------------------------------------------------------
+    def pg_create_database(self):
+        import psycopg
+
+        with psycopg.connect(pg_dsn("postgres"), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{self.db_name}"')
+
+    def pg_drop_database(self):
+        import psycopg
+
+        with psycopg.connect(pg_dsn("postgres"), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+
+    def pg_truncate(self, *tables):
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("TRUNCATE " + ", ".join(tables) + " RESTART IDENTITY CASCADE")
+
+    def pg_server_version(self):
+        import psycopg
+
+        with psycopg.connect(pg_dsn("postgres"), autocommit=True) as conn:
+            return conn.execute("SHOW server_version").fetchone()[0].split()[0]
+
+    def redis_client(self):
+        import redis
+
+        return redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=self.redis_db or 0)
+
+    def redis_flush(self):
+        r = self.redis_client()
+        r.flushdb()
+        r.close()
+
+    def redis_server_version(self):
+        r = self.redis_client()
+        try:
+            return r.info("server")["redis_version"]
+        finally:
+            r.close()
