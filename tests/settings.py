@@ -27,6 +27,7 @@ if DB == "postgres":
     }
 elif DB == "sqlite":
     sqlite_file = os.environ.get("LATERITE_SQLITE_FILE", str(BASE_DIR / "test.sqlite3"))
+    Path(sqlite_file).parent.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
