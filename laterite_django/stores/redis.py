@@ -1,0 +1,305 @@
+"""Jobs kept in Redis, through a django-redis cache's raw client.
+
+Every operation that touches more than one key is one Lua script (see
+redis_scripts), registered once and run by its SHA. The raw client skips the
+cache's key prefix and serializer, so every key lives under
+LATERITE_QUEUE_PREFIX and payloads are the JSON text the job layer wrote.
+
+The failed list stays in the database. `fail()` marks the claim in Redis,
+writes the FailedJob row, then removes the job from Redis; if the process dies
+between the row and the removal, the job stays claimed and marked, and once
+its claim expires `requeue_abandoned` finds the row and finishes the removal
+(or, with no row, returns the job to its queue). Nothing is lost and no job is
+both failed and queued again.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from ..exceptions import LateriteConfigurationError, StoreUnavailable
+from . import redis_scripts as scripts
+from .base import Claim, NewJob, QueueCounts, Store
+
+__all__ = ["RedisStore"]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+# Jobs per script call; a bigger push is several calls in one pipeline.
+_PUSH_CHUNK = 2000
+# The longest single blocking wait, so a stop request is seen within a second.
+_MAX_BLOCK = 1.0
+
+
+def _us(moment: datetime) -> int:
+    """Return an aware datetime as integer microseconds since the epoch (exact)."""
+    return max(0, (moment - EPOCH) // _MICROSECOND)
+
+
+def _dt(value: Any) -> datetime | None:
+    if value is None or value == b"" or value == "":
+        return None
+    return EPOCH + timedelta(microseconds=int(value))
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisStore(Store):
+    """The `redis` store: a django-redis cache alias, keys under a prefix."""
+
+    # Redis cannot join a database transaction; jobs.py pushes on commit instead.
+    transactional_push = False
+
+    def __init__(self, *, database: str = "default", alias: str, prefix: str) -> None:
+        super().__init__(database=database)
+        if not isinstance(prefix, str) or not prefix:
+            raise LateriteConfigurationError(
+                f"LATERITE_QUEUE_PREFIX is {prefix!r}; it must be a non-empty string."
+            )
+        self.alias = alias
+        self.prefix = prefix
+        self._scripts: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"<RedisStore alias={self.alias!r} prefix={self.prefix!r}>"
+
+    # -- plumbing ---------------------------------------------------------------
+
+    @property
+    def client(self):
+        """The raw redis-py client of the cache alias (pooled by django-redis)."""
+        try:
+            from django_redis import get_redis_connection
+        except ImportError as e:
+            raise LateriteConfigurationError(
+                "LATERITE_QUEUE_STORE is 'redis' but django-redis is not installed; "
+                "pip install 'laterite-django[redis]'."
+            ) from e
+        try:
+            return get_redis_connection(self.alias, write=True)
+        except NotImplementedError as e:
+            raise LateriteConfigurationError(
+                f"The cache {self.alias!r} named by LATERITE_QUEUE_REDIS is not a "
+                f"django-redis cache."
+            ) from e
+
+    def _script(self, name: str):
+        script = self._scripts.get(name)
+        if script is None:
+            # register_script only hashes the source; the first call loads it on a miss.
+            script = self._scripts[name] = self.client.register_script(getattr(scripts, name))
+        return script
+
+    def _run(self, name: str, args: Sequence[Any], client=None) -> Any:
+        client = client if client is not None else self.client
+        return self._script(name)(keys=[], args=[self.prefix, *args], client=client)
+
+    def key(self, *parts: str) -> str:
+        """Return the Redis key for `parts` under this store's prefix."""
+        return ":".join((self.prefix, *parts))
+
+    # -- push -------------------------------------------------------------------
+
+    def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
+        if not jobs:
+            return []
+        now = str(_us(timezone.now()))
+        chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
+        if len(chunks) == 1:
+            results = [self._run("PUSH", self._push_args(now, chunks[0]))]
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for chunk in chunks:
+                self._run("PUSH", self._push_args(now, chunk), client=pipe)
+            results = pipe.execute()
+        return [int(i) or None for result in results for i in result]
+
+    @staticmethod
+    def _push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
+        args: list[Any] = [now, len(jobs)]
+        for job in jobs:
+            args += [
+                job.name,
+                job.queue,
+                job.payload,
+                int(job.priority),
+                _us(job.pushed_at),
+                _us(job.available_at),
+                "" if job.retry_until is None else _us(job.retry_until),
+                "0" if job.unique_key is None else "1",
+                job.unique_key or "",
+            ]
+        return args
+
+    # -- claim ------------------------------------------------------------------
+
+    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
+        if not queues or limit < 1:
+            return []
+        token = uuid.uuid4().hex
+        now = _us(timezone.now())
+        rows = self._run("CLAIM", [now, token, worker, int(limit), *queues])
+        return [
+            Claim(
+                id=int(row[0]),
+                attempts=int(row[1]),
+                name=_text(row[2]),
+                queue=_text(row[3]),
+                payload=_text(row[4]),
+                pushed_at=_dt(row[5]),
+                retry_until=_dt(row[6]),
+                unique_key=_text(row[7]),
+                priority=int(row[8] or 0),
+                last_error=_text(row[9]) or "",
+                available_at=_dt(row[10]),
+                token=token,
+            )
+            for row in rows
+        ]
+
+    def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
+        now = _us(timezone.now())
+        count, marked = self._run("REQUEUE_ABANDONED", [now, _us(older_than), reason])
+        count = int(count)
+        # Claims that died while moving to the failed list: finish what they started.
+        for job_id, token, name, queue, pushed_at in marked:
+            claim_id, token = int(job_id), _text(token)
+            if self._failed_row_exists(claim_id, _text(name), _text(queue), _dt(pushed_at)):
+                self._run("DELETE", [claim_id, token])
+            elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
+                count += 1
+        return count
+
+    def _failed_row_exists(
+        self, job_id: int, name: str | None, queue: str | None, pushed_at: datetime | None
+    ) -> bool:
+        return (
+            self._failed_rows(None)
+            .filter(job_id=job_id, name=name, queue=queue, pushed_at=pushed_at)
+            .exists()
+        )
+
+    def heartbeat(self, claims: Sequence[Claim]) -> int:
+        if not claims:
+            return 0
+        pairs = [value for c in claims for value in (c.id, c.token)]
+        return int(self._run("HEARTBEAT", [_us(timezone.now()), *pairs]))
+
+    # -- settle -----------------------------------------------------------------
+
+    def delete(self, claims: Sequence[Claim]) -> int:
+        if not claims:
+            return 0
+        pairs = [value for c in claims for value in (c.id, c.token)]
+        return sum(1 for code in self._run("DELETE", pairs) if int(code) == 1)
+
+    def release(
+        self, claim: Claim, available_at: datetime, error: str = "", *, undo_attempt: bool = False
+    ) -> bool:
+        now = _us(timezone.now())
+        args = [now, claim.id, claim.token, _us(available_at), error, "1" if undo_attempt else "0"]
+        return bool(self._run("RELEASE", args))
+
+    def fail(self, claim: Claim, error: str) -> int | None:
+        """Move the job to the failed list: mark it, write the row, then remove it.
+
+        The removal is safe to repeat; see the module docstring for a crash
+        between the row and the removal.
+        """
+        if not self._run("MARK_FAILING", [claim.id, claim.token]):
+            return None
+        from ..models import FailedJob
+
+        row = FailedJob.objects.using(self.database).create(
+            job_id=claim.id,
+            name=claim.name,
+            queue=claim.queue,
+            payload=claim.payload,
+            priority=claim.priority,
+            unique_key=claim.unique_key,
+            attempts=claim.attempts,
+            pushed_at=claim.pushed_at,
+            failed_at=timezone.now(),
+            error=error,
+        )
+        (code,) = self._run("DELETE", [claim.id, claim.token])
+        if int(code) == -1:
+            # The claim expired meanwhile and the job went back to its queue: it
+            # will run again, so it is not failed after all.
+            row.delete()
+            return None
+        return row.pk
+
+    # -- inspect and manage -------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        """Return the names of the queues that ever held a job, sorted."""
+        return sorted(_text(q) for q in self.client.smembers(self.key("queues")))
+
+    def counts(self) -> dict[str, QueueCounts]:
+        now = _us(timezone.now())
+        names = self.queues()
+        pipe = self.client.pipeline(transaction=True)
+        for queue in names:
+            pipe.zcard(self.key("queue", queue, "ready"))
+            pipe.zcount(self.key("queue", queue, "delayed"), "-inf", now)
+            pipe.zcount(self.key("queue", queue, "delayed"), f"({now}", "+inf")
+            pipe.zcard(self.key("queue", queue, "claimed"))
+        values = pipe.execute() if names else []
+        result: dict[str, QueueCounts] = {}
+        for index, queue in enumerate(names):
+            ready, due, later, claimed = values[index * 4 : index * 4 + 4]
+            counts = QueueCounts(pending=ready + due, delayed=later, reserved=claimed)
+            if counts.total:
+                result[queue] = counts
+        for queue, failed in self.failed_counts().items():
+            result.setdefault(queue, QueueCounts()).failed = failed
+        return dict(sorted(result.items()))
+
+    def clear(self, queue: str | None = None) -> int:
+        return int(self._run("CLEAR", [queue or ""]))
+
+    def ping(self) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            self.client.ping()
+        except RedisError as e:
+            raise StoreUnavailable(
+                f"Redis (cache {self.alias!r}) cannot be reached: {e}"
+            ) from e
+
+    def wait(self, queues: Sequence[str], timeout: float, stop) -> None:
+        """Block on the queues' wake-up lists until a push, a delayed job falls due,
+        `timeout` passes or `stop` is set."""
+        if stop.is_set() or not queues:
+            return
+        client = self.client
+        pipe = client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zrange(self.key("queue", queue, "delayed"), 0, 0, withscores=True)
+        earliest = [entries[0][1] for entries in pipe.execute() if entries]
+        block = float(timeout)
+        if earliest:
+            block = min(block, (min(earliest) - _us(timezone.now())) / 1_000_000)
+        socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+        limit = _MAX_BLOCK if not socket_timeout else min(_MAX_BLOCK, socket_timeout / 2)
+        keys = [self.key("queue", queue, "wake") for queue in queues]
+        deadline = time.monotonic() + block
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left < 0.001:
+                return
+            # BLPOP's timeout 0 means forever; `left` is at least a millisecond here.
+            if client.blpop(keys, timeout=min(left, limit)) is not None:
+                return

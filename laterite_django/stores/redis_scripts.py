@@ -1,0 +1,288 @@
+"""The Lua scripts of the Redis store: each multi-key operation runs atomically on the server.
+
+Every script takes the key prefix as ARGV[1] and builds its keys from it, so
+one script serves any queue; the store therefore needs a single Redis server
+(not a cluster). The layout under the prefix `P`:
+
+    P:id                   counter for job ids (INCR)
+    P:job:<id>             hash: one job (name, queue, payload, priority, pushed_at,
+                           available_at, attempts, retry_until, unique_key, last_error,
+                           member; while claimed: token, claimed_at, claimed_by; while
+                           being moved to the failed list: failing)
+    P:queues               set of the queue names ever pushed to
+    P:unique               hash: unique key -> id of the *waiting* job that holds it
+    P:queue:<q>:ready      zset of due jobs: score -priority, member "<available_at>:<id>"
+                           zero-padded, so equal scores sort oldest first, then by id
+    P:queue:<q>:delayed    zset of jobs not yet due: score available_at, member id
+    P:queue:<q>:claimed    zset of claimed jobs: score the last heartbeat, member id
+    P:queue:<q>:wake       list that idle workers block on (BLPOP); a push adds to it
+
+Times are integer microseconds since the epoch, passed in by the caller.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CLAIM",
+    "CLEAR",
+    "DELETE",
+    "HEARTBEAT",
+    "MARK_FAILING",
+    "PUSH",
+    "RELEASE",
+    "REQUEUE_ABANDONED",
+    "WAKE_CAP",
+]
+
+# At most this many wake-up tokens wait per queue: enough to wake every idle worker
+# at once, few enough that stale tokens cost idle workers only a few empty claims.
+WAKE_CAP = 32
+
+_COMMON = """
+local P = ARGV[1]
+local function jkey(id) return P .. ':job:' .. id end
+local function qkey(q, kind) return P .. ':queue:' .. q .. ':' .. kind end
+local function pad(s, width) return string.rep('0', width - #s) .. s end
+local function member(avail, id) return pad(avail, 17) .. ':' .. pad(id, 19) end
+local function member_id(m) return string.match(m, ':0*(%d+)$') end
+
+-- Wake up to `count` idle workers blocked on queue `q`.
+local function wake(q, count)
+  local key = qkey(q, 'wake')
+  local tokens = {}
+  for i = 1, math.min(count, """ + str(WAKE_CAP) + """) do tokens[i] = '1' end
+  redis.call('RPUSH', key, unpack(tokens))
+  redis.call('LTRIM', key, -""" + str(WAKE_CAP) + """, -1)
+end
+
+-- A key holder is stale if its job is gone or claimed (a running job holds no key).
+local function take_key(key, id)
+  local holder = redis.call('HGET', P .. ':unique', key)
+  if holder and holder ~= id then
+    local hk = jkey(holder)
+    if redis.call('EXISTS', hk) == 1 and redis.call('HEXISTS', hk, 'token') == 0 then
+      return false
+    end
+  end
+  redis.call('HSET', P .. ':unique', key, id)
+  return true
+end
+
+local function drop_key(k, id)
+  local key = redis.call('HGET', k, 'unique_key')
+  if key and redis.call('HGET', P .. ':unique', key) == id then
+    redis.call('HDEL', P .. ':unique', key)
+  end
+end
+
+-- Put job `id` (hash `k`, available at `avail`) in its queue's ready or delayed set.
+local function enqueue(k, q, id, avail, now)
+  if tonumber(avail) <= tonumber(now) then
+    local priority = tonumber(redis.call('HGET', k, 'priority') or '0')
+    local m = member(avail, id)
+    redis.call('HSET', k, 'member', m)
+    redis.call('ZADD', qkey(q, 'ready'), -priority, m)
+  else
+    redis.call('HSET', k, 'member', member(avail, id))
+    redis.call('ZADD', qkey(q, 'delayed'), avail, id)
+  end
+end
+
+-- Return a claimed job to its queue, due at `avail`; it keeps its unique key
+-- unless another waiting job took it meanwhile.
+local function unclaim(k, q, id, avail, now, err, undo)
+  redis.call('HDEL', k, 'token', 'claimed_at', 'failing')
+  redis.call('HSET', k, 'claimed_by', '', 'last_error', err, 'available_at', avail)
+  if undo then redis.call('HINCRBY', k, 'attempts', -1) end
+  redis.call('ZREM', qkey(q, 'claimed'), id)
+  local key = redis.call('HGET', k, 'unique_key')
+  if key and not take_key(key, id) then redis.call('HDEL', k, 'unique_key') end
+  enqueue(k, q, id, avail, now)
+end
+"""
+
+# ARGV: prefix, now, n, then per job: name, queue, payload, priority, pushed_at,
+# available_at, retry_until ('' for none), has_key ('1'/'0'), unique_key.
+# Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
+PUSH = _COMMON + """
+local now = ARGV[2]
+local n = tonumber(ARGV[3])
+local ids = {}
+local pushed = {}
+for i = 0, n - 1 do
+  local b = 3 + i * 9
+  local name, queue, payload = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+  local priority, pushed_at, avail = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
+  local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]
+  local id = tostring(redis.call('INCR', P .. ':id'))
+  if has_key == '1' and not take_key(key, id) then
+    ids[i + 1] = 0
+  else
+    local k = jkey(id)
+    redis.call('HSET', k, 'name', name, 'queue', queue, 'payload', payload,
+      'priority', priority, 'pushed_at', pushed_at, 'available_at', avail,
+      'attempts', 0, 'last_error', '', 'claimed_by', '')
+    if retry_until ~= '' then redis.call('HSET', k, 'retry_until', retry_until) end
+    if has_key == '1' then redis.call('HSET', k, 'unique_key', key) end
+    enqueue(k, queue, id, avail, now)
+    redis.call('SADD', P .. ':queues', queue)
+    pushed[queue] = (pushed[queue] or 0) + 1
+    ids[i + 1] = tonumber(id)
+  end
+end
+for q, count in pairs(pushed) do wake(q, count) end
+return ids
+"""
+
+# ARGV: prefix, now, token, worker, limit, then the queue names in priority order.
+# Moves due delayed jobs to ready first. Returns one array per claimed job:
+# id, attempts, name, queue, payload, pushed_at, retry_until, unique_key, priority,
+# last_error, available_at.
+CLAIM = _COMMON + """
+local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local out = {}
+for qi = 6, #ARGV do
+  if #out >= limit then break end
+  local q = ARGV[qi]
+  local ready = qkey(q, 'ready')
+  local due = redis.call('ZRANGEBYSCORE', qkey(q, 'delayed'), '-inf', now, 'LIMIT', 0, 1000)
+  for _, id in ipairs(due) do
+    local k = jkey(id)
+    local f = redis.call('HMGET', k, 'priority', 'member')
+    if f[2] then redis.call('ZADD', ready, -tonumber(f[1] or '0'), f[2]) end
+    redis.call('ZREM', qkey(q, 'delayed'), id)
+  end
+  while #out < limit do
+    local members = redis.call('ZRANGE', ready, 0, limit - #out - 1)
+    if #members == 0 then break end
+    for _, m in ipairs(members) do
+      redis.call('ZREM', ready, m)
+      local id = member_id(m)
+      local k = jkey(id)
+      if redis.call('EXISTS', k) == 1 then
+        redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', worker)
+        redis.call('HDEL', k, 'failing')
+        local attempts = redis.call('HINCRBY', k, 'attempts', 1)
+        redis.call('ZADD', qkey(q, 'claimed'), now, id)
+        drop_key(k, id)
+        local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
+          'retry_until', 'unique_key', 'priority', 'last_error', 'available_at')
+        out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
+          f[8], f[9]}
+      end
+    end
+  end
+end
+return out
+"""
+
+# ARGV: prefix, now, older_than, reason. Returns {requeued, marked}: `marked` lists
+# the abandoned claims that were being moved to the failed list (id, token, name,
+# queue, pushed_at), left in place for the caller to settle against the database.
+REQUEUE_ABANDONED = _COMMON + """
+local now, older, reason = ARGV[2], ARGV[3], ARGV[4]
+local count = 0
+local marked = {}
+for _, q in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
+  local claimed = qkey(q, 'claimed')
+  local woken = 0
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', claimed, '-inf', '(' .. older)) do
+    local k = jkey(id)
+    if redis.call('EXISTS', k) == 0 then
+      redis.call('ZREM', claimed, id)
+    elseif redis.call('HEXISTS', k, 'failing') == 1 then
+      local f = redis.call('HMGET', k, 'token', 'name', 'pushed_at')
+      marked[#marked + 1] = {tonumber(id), f[1], f[2], q, f[3]}
+    else
+      unclaim(k, q, id, now, now, reason, false)
+      count = count + 1
+      woken = woken + 1
+    end
+  end
+  if woken > 0 then wake(q, woken) end
+end
+return {count, marked}
+"""
+
+# ARGV: prefix, now, then id, token pairs. Returns how many claims were still held.
+HEARTBEAT = _COMMON + """
+local now = ARGV[2]
+local count = 0
+for i = 3, #ARGV, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  local k = jkey(id)
+  if redis.call('HGET', k, 'token') == token then
+    redis.call('HSET', k, 'claimed_at', now)
+    redis.call('ZADD', qkey(redis.call('HGET', k, 'queue'), 'claimed'), 'XX', now, id)
+    count = count + 1
+  end
+end
+return count
+"""
+
+# ARGV: prefix, then id, token pairs. Deletes the jobs whose claims are still held.
+# Returns one code per pair: 1 deleted, 0 the job is gone, -1 it is under another
+# claim or waiting again (the claim was lost). Safe to repeat.
+DELETE = _COMMON + """
+local out = {}
+for i = 2, #ARGV, 2 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  local k = jkey(id)
+  local held = redis.call('HGET', k, 'token')
+  if held == token then
+    drop_key(k, id)
+    redis.call('ZREM', qkey(redis.call('HGET', k, 'queue'), 'claimed'), id)
+    redis.call('DEL', k)
+    out[#out + 1] = 1
+  elseif redis.call('EXISTS', k) == 0 then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = -1
+  end
+end
+return out
+"""
+
+# ARGV: prefix, now, id, token, available_at, error, undo ('1'/'0'). Returns 1 if
+# the claim was still held (the job is back in its queue), else 0.
+RELEASE = _COMMON + """
+local now, id, token, avail, err, undo = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local k = jkey(id)
+if redis.call('HGET', k, 'token') ~= token then return 0 end
+local q = redis.call('HGET', k, 'queue')
+unclaim(k, q, id, avail, now, err, undo == '1')
+wake(q, 1)
+return 1
+"""
+
+# ARGV: prefix, id, token. Marks a held claim as being moved to the failed list.
+MARK_FAILING = _COMMON + """
+local k = jkey(ARGV[2])
+if redis.call('HGET', k, 'token') ~= ARGV[3] then return 0 end
+redis.call('HSET', k, 'failing', '1')
+return 1
+"""
+
+# ARGV: prefix, queue ('' for every queue). Deletes every waiting and running job.
+CLEAR = _COMMON + """
+local queues
+if ARGV[2] == '' then queues = redis.call('SMEMBERS', P .. ':queues') else queues = {ARGV[2]} end
+local count = 0
+local function forget(id)
+  local k = jkey(id)
+  if redis.call('EXISTS', k) == 1 then
+    drop_key(k, id)
+    redis.call('DEL', k)
+    count = count + 1
+  end
+end
+for _, q in ipairs(queues) do
+  for _, m in ipairs(redis.call('ZRANGE', qkey(q, 'ready'), 0, -1)) do forget(member_id(m)) end
+  for _, kind in ipairs({'delayed', 'claimed'}) do
+    for _, id in ipairs(redis.call('ZRANGE', qkey(q, kind), 0, -1)) do forget(id) end
+  end
+  redis.call('DEL', qkey(q, 'ready'), qkey(q, 'delayed'), qkey(q, 'claimed'), qkey(q, 'wake'))
+  redis.call('SREM', P .. ':queues', q)
+end
+return count
+"""
