@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # venv name -> pip requirements. Peers are pinned so a run is repeatable.
 VENVS = {
     "floor": ["psycopg[binary]==3.3.9", "redis==8.1.0"],
-    "pgqueuer": ["pgqueuer==1.6.0", "psycopg[binary]==3.3.9"],
+    "pgqueuer": ["pgqueuer==1.6.0", "asyncpg==0.32.0", "psycopg[binary]==3.3.9"],
     "procrastinate": ["procrastinate==3.10.0", "psycopg[binary]==3.3.9"],
     "django_tasks_db": [
         "django-tasks-db==0.13.0",

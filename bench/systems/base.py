@@ -98,6 +98,7 @@ class Base:
             BENCH_SYSTEM=self.name,
             BENCH_PG_DSN=self.dsn,
             BENCH_PG_DB=self.db_name,
+            BENCH_PG_URL=pg_url(self.db_name),
             BENCH_REDIS_URL=self.redis_url,
             BENCH_REDIS_DB=str(self.redis_db or 0),
             BENCH_RUN_DIR=str(self.run_dir),

@@ -1,0 +1,53 @@
+"""pgqueuer: push with its sync psycopg driver; workers as `pgq run` on asyncpg (batch 10)."""
+
+import asyncio
+import sys
+
+import psycopg
+from pgqueuer.db import PsycopgDriver, SyncPsycopgDriver
+from pgqueuer.queries import Queries, SyncQueries
+
+from bench.systems.base import Base, pkg_versions
+
+__all__ = ["System"]
+
+
+class System(Base):
+    def versions(self):
+        return {**pkg_versions("pgqueuer", "asyncpg", "psycopg"), "postgresql": self.pg_server_version()}
+
+    def setup(self):
+        self.pg_create_database()
+
+        async def install():
+            conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+            await Queries(PsycopgDriver(conn)).install()
+            await conn.close()
+
+        asyncio.run(install())
+        self.conn = psycopg.connect(self.dsn, autocommit=True)
+        self.q = SyncQueries(SyncPsycopgDriver(self.conn))
+        self.tables = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchall()
+        ]
+
+    def reset(self):
+        self.pg_truncate(*self.tables)
+
+    def teardown(self):
+        self.conn.close()
+        self.pg_drop_database()
+
+    def push_one(self, i):
+        self.q.enqueue("noop", b"%d" % i)
+
+    def push_bulk(self, ids):
+        n = len(ids)
+        self.q.enqueue(["noop"] * n, [b"%d" % i for i in ids], [0] * n)
+
+    def worker_commands(self, n):
+        # pgqueuer.run() is what `pgq run` calls, with the same defaults.
+        return [[sys.executable, "-m", "bench.systems.pgqueuer_jobs"]] * n
