@@ -7,6 +7,7 @@ claims reclaimed past their tries.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -30,12 +31,18 @@ from ..signals import job_failed, job_retrying, job_started, job_succeeded
 from ..stores import Claim, Store, get_store
 from .execute import JobTimeout, call_job, time_limit
 from .heartbeat import Heartbeat
+from .memory import resident_bytes
+from .reports import Monitor
 
-__all__ = ["Worker", "WorkerStopped", "default_worker_name"]
+__all__ = ["Outcome", "Worker", "WorkerStopped", "default_worker_name"]
 
 logger = logging.getLogger("laterite")
 
 LOST_REASON = "worker lost: its claim expired after {seconds:g} s without a heartbeat"
+TIMEOUT_REASON = "JobTimeout: timed out after {seconds:g} s"
+
+# How long a worker keeps trying to settle a finished job while its store is down.
+SETTLE_PATIENCE = 60.0
 
 
 class WorkerStopped(BaseException):
@@ -70,6 +77,8 @@ class Worker:
         max_seconds: float | None = None,
         sleep: float | None = None,
         retry_after: float | None = None,
+        max_memory: int | None = None,
+        monitor: Monitor | None = None,
     ) -> None:
         self.queues = list(queues or settings.QUEUES)
         self.name = name or default_worker_name()
@@ -81,8 +90,14 @@ class Worker:
         self.max_seconds = max_seconds
         self.sleep = settings.POLL if sleep is None else sleep
         self.retry_after = float(settings.RETRY_AFTER if retry_after is None else retry_after)
+        self.max_memory = max_memory  # bytes
+        self.settle_patience = SETTLE_PATIENCE
+        self.monitor = monitor or Monitor()
         self.processed = 0
         self.stopping = threading.Event()
+        self.stop_reason = ""
+        self._stop_now = False
+        self._in_job = False
         self.heartbeat = Heartbeat(self.store, interval=max(0.2, self.retry_after / 3))
         self._next_requeue = 0.0
         self._started = time.monotonic()
@@ -91,15 +106,40 @@ class Worker:
 
     def stop(self) -> None:
         """Finish the jobs in hand, claim no more."""
+        self.stop_reason = self.stop_reason or "stopped"
         self.stopping.set()
 
+    def stop_now(self) -> None:
+        """Stop the running job now and give the jobs in hand back to their queues.
+
+        Call it from a signal handler in the worker's thread: it raises
+        WorkerStopped there if a job is running; otherwise the loop returns
+        its claims before it runs another.
+        """
+        self.stop_reason = "stopped"
+        self._stop_now = True
+        self.stopping.set()
+        if self._in_job:
+            raise WorkerStopped
+
     def _limit_reached(self) -> bool:
+        """Say whether a limit stops this worker, and record which in `stop_reason`."""
         if self.max_jobs is not None and self.processed >= self.max_jobs:
-            return True
-        return (
+            self.stop_reason = "max-jobs"
+        elif (
             self.max_seconds is not None
             and time.monotonic() - self._started >= self.max_seconds
-        )
+        ):
+            self.stop_reason = "max-seconds"
+        elif (
+            self.max_memory is not None
+            and self.processed
+            and resident_bytes() > self.max_memory
+        ):
+            self.stop_reason = "max-memory"
+        else:
+            return False
+        return True
 
     # -- the loop -------------------------------------------------------------------
 
@@ -123,11 +163,13 @@ class Worker:
                     unavailable_for = 0.0
                     if not claims:
                         if self.stop_when_empty or self.once:
+                            self.stop_reason = "empty"
                             break
                         self.store.wait(self.queues, self.sleep, self.stopping)
                         continue
                     self.run_claims(claims)
                     if self.once:
+                        self.stop_reason = "once"
                         break
                 except (StoreUnavailable, *_connection_errors()) as e:
                     # The store is down: say so, back off, try again. Claims in hand
@@ -150,11 +192,14 @@ class Worker:
         finally:
             self._return_held()
             self.heartbeat.stop()
+            self.monitor.exit(self.stop_reason or "stopped")
             logger.info(
-                "Worker %s stopped after %d jobs",
+                "Worker %s stopped after %d jobs (%s)",
                 self.name,
                 self.processed,
-                extra={"action": "worker_stopped", "worker": self.name, "jobs": self.processed},
+                self.stop_reason or "stopped",
+                extra={"action": "worker_stopped", "worker": self.name, "jobs": self.processed,
+                       "reason": self.stop_reason or "stopped"},
             )
         return self.processed
 
@@ -168,8 +213,9 @@ class Worker:
     def run_claims(self, claims: list[Claim]) -> None:
         """Run a batch of claimed jobs in order; return the rest if told to stop."""
         self.heartbeat.hold(claims)
+        self.monitor.hold(claims)
         for index, claim in enumerate(claims):
-            if self.stopping.is_set() and index > 0:
+            if self.stopping.is_set() and (index > 0 or self._stop_now):
                 break
             self.run_claim(claim)
             self.processed += 1
@@ -179,10 +225,10 @@ class Worker:
         """Give back claims not yet run (a stop mid-batch); they lose no attempt."""
         for claim in self.heartbeat.held():
             try:
-                self.store.release(claim, timezone.now(), claim.last_error, undo_attempt=True)
+                self.give_back(claim)
             except Exception:
                 logger.exception("Could not return job %s to its queue", claim.id)
-            self.heartbeat.drop(claim)
+                self.heartbeat.drop(claim)
 
     def _requeue_abandoned(self) -> None:
         now = time.monotonic()
@@ -202,16 +248,21 @@ class Worker:
 
     def _drop_broken_connections(self) -> None:
         for conn in connections.all(initialized_only=True):
-            try:
+            with contextlib.suppress(Exception):
                 conn.close()
-            except Exception:
-                pass
-        self.store.close()
+        with contextlib.suppress(Exception):
+            self.store.close()
 
     # -- one job --------------------------------------------------------------------
 
     def run_claim(self, claim: Claim) -> Outcome:
         """Run one claimed job and settle it by the rules."""
+        try:
+            return self._run_claim(claim)
+        finally:
+            self.monitor.done(claim)
+
+    def _run_claim(self, claim: Claim) -> Outcome:
         started = time.monotonic()
         base = {"id": claim.id, "name": claim.name, "queue": claim.queue,
                 "attempts": claim.attempts}
@@ -232,28 +283,38 @@ class Worker:
         cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                         attempt=claim.attempts, pushed_at=claim.pushed_at)
         job_started.send(sender=job, **base)
+        # LogRecord reserves "name": log the job's name as "job".
+        logged = {"job_id": claim.id, "job": claim.name, "queue": claim.queue,
+                  "attempts": claim.attempts}
         logger.info("Job %s #%s started (attempt %d)", claim.name, claim.id, claim.attempts,
-                    extra={"action": "job_started", **base})
+                    extra={"action": "job_started", **logged})
+        # A job starts and ends on connections fit for use, whatever the last one did.
+        close_old_connections()
+        self.monitor.start(claim, job.timeout)
         try:
-            with time_limit(job.timeout):
-                result = call_job(job, args, kwargs, cx)
+            self._in_job = True
+            try:
+                with time_limit(job.timeout):
+                    result = call_job(job, args, kwargs, cx)
+            finally:
+                self._in_job = False
+                close_old_connections()
         except Retry as e:
             error = f"Retry: {e.message}" if e.message else "Retry"
             outcome = self._retry_or_fail(claim, job, error, e.delay)
         except Fail as e:
             outcome = self._fail(claim, f"Fail: {e.message}" if e.message else "Fail")
-        except JobTimeout as e:
-            outcome = self._retry_or_fail(claim, job, f"{e.__class__.__name__}: timed out "
-                                          f"after {job.timeout:g} s\n\n{traceback.format_exc()}")
+        except JobTimeout:
+            error = TIMEOUT_REASON.format(seconds=job.timeout)
+            outcome = self._retry_or_fail(claim, job, f"{error}\n\n{traceback.format_exc()}")
         except WorkerStopped:
-            # A second stop signal: give the job back, not counted as an attempt.
-            self.store.release(claim, timezone.now(), claim.last_error, undo_attempt=True)
-            self.heartbeat.drop(claim)
+            # Stopped now (a second signal): give the job back, not counted as an attempt.
+            self.give_back(claim)
             raise
         except Exception as e:
             outcome = self._retry_or_fail(claim, job, _describe(e))
         else:
-            deleted = self.store.delete([claim])
+            deleted = self._settle(lambda: self.store.delete([claim]))
             self.heartbeat.drop(claim)
             outcome = Outcome("succeeded" if deleted else "lost")
             if deleted:
@@ -264,15 +325,59 @@ class Worker:
         if outcome.status == "lost":
             logger.warning(
                 "Job %s #%s finished but its claim was lost; not settling it again",
-                claim.name, claim.id, extra={"action": "claim_lost", **base},
+                claim.name, claim.id, extra={"action": "claim_lost", **logged},
             )
         logger.info(
             "Job %s #%s %s in %.3f s",
             claim.name, claim.id, outcome.status, duration,
             extra={"action": f"job_{outcome.status}", "duration": duration,
-                   "error": outcome.error.split("\n", 1)[0], **base},
+                   "error": outcome.error.split("\n", 1)[0], **logged},
         )
         return outcome
+
+    # -- settling for a process that cannot ------------------------------------------
+
+    def settle_failed_attempt(self, claim: Claim, error: str) -> Outcome:
+        """Count `claim` as a failed attempt with `error`: retry or fail it by its job's rules.
+
+        For a claim whose worker can no longer settle it (killed past its
+        timeout, or dead), settled by the process that watched it.
+        """
+        try:
+            job = registry.get(claim.name)
+        except JobNotRegistered as e:
+            return self._fail(claim, f"unknown job: {e}")
+        return self._retry_or_fail(claim, job, error)
+
+    def give_back(self, claim: Claim) -> bool:
+        """Return `claim` to its queue, due now, not counted as an attempt."""
+        try:
+            return self._settle(lambda: self.store.release(
+                claim, timezone.now(), claim.last_error, undo_attempt=True))
+        finally:
+            self.heartbeat.drop(claim)
+
+    def _settle(self, action):
+        """Run a store call that settles a claim, retrying while the store is down.
+
+        A finished job settled late beats one run twice: keep trying for up to
+        `settle_patience` seconds, unless told to stop now.
+        """
+        wait = 0.25
+        deadline = time.monotonic() + self.settle_patience
+        while True:
+            try:
+                return action()
+            except (StoreUnavailable, *_connection_errors()) as e:
+                if self._stop_now or time.monotonic() + wait > deadline:
+                    raise
+                logger.warning(
+                    "Store unavailable while settling a job (%s); retrying in %.1f s", e, wait,
+                    extra={"action": "store_unavailable", "worker": self.name},
+                )
+                self._drop_broken_connections()
+                time.sleep(wait)
+                wait = min(wait * 2, 5.0)
 
     def _retry_or_fail(
         self, claim: Claim, job, error: str, delay: float | None = None
@@ -286,7 +391,7 @@ class Worker:
         )
         if not (tries_left or _in_window(claim, next_at)):
             return self._fail(claim, error)
-        released = self.store.release(claim, next_at, error)
+        released = self._settle(lambda: self.store.release(claim, next_at, error))
         self.heartbeat.drop(claim)
         if not released:
             return Outcome("lost", error)
@@ -295,7 +400,7 @@ class Worker:
         return Outcome("retrying", error)
 
     def _fail(self, claim: Claim, error: str) -> Outcome:
-        failed_id = self.store.fail(claim, error)
+        failed_id = self._settle(lambda: self.store.fail(claim, error))
         self.heartbeat.drop(claim)
         if failed_id is None:
             return Outcome("lost", error)

@@ -1,4 +1,12 @@
-"""SIGTERM/SIGINT for a worker: the first stops claiming, the second stops now."""
+"""Stop signals for a worker: the first finishes the jobs in hand, the next stops now.
+
+SIGTERM and SIGINT count: the first asks the worker to finish its jobs and
+claim no more, the second stops the running job and returns it to its queue.
+A supervisor speaks to its workers with two signals of its own that do not
+count, so a worker that also got the operator's signal directly (Ctrl-C in a
+terminal, systemd signalling every process of the service) is not pushed from
+"finish" to "stop now" by its supervisor passing the same word on.
+"""
 
 from __future__ import annotations
 
@@ -8,40 +16,70 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["stop_signals"]
+__all__ = ["FINISH", "SIGNALS", "STOP_NOW", "stop_signals"]
 
 logger = logging.getLogger("laterite")
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# From a supervisor: finish the jobs in hand, claim no more.
+FINISH = signal.SIGUSR1
+# From a supervisor, a dead supervisor (the parent-death signal) or the end of
+# the grace period: stop the running job now, jobs back to their queues.
+STOP_NOW = signal.SIGUSR2
 
 
 @contextmanager
-def stop_signals(graceful: Callable[[], None], immediate: Callable[[], None]) -> Iterator[None]:
-    """Call `graceful` on the first SIGTERM/SIGINT and `immediate` on the next.
+def stop_signals(
+    graceful: Callable[[], None],
+    immediate: Callable[[], None],
+    *,
+    grace: float | None = None,
+) -> Iterator[None]:
+    """Call `graceful` on the first stop signal and `immediate` on the next.
 
+    With `grace`, `immediate` also runs `grace` seconds after the first.
     Restores the previous handlers on exit; does nothing off the main thread,
     where Python cannot install signal handlers.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    received: list[int] = []
+    stage = [0]  # 0 running, 1 finishing the jobs in hand, 2 stopped now
+    timers: list[threading.Timer] = []
+    main = threading.main_thread().ident
+
+    def finish(name: str) -> None:
+        stage[0] = 1
+        logger.info("%s received: finishing the jobs in hand, then stopping", name,
+                    extra={"action": "stop_requested", "signal": name})
+        if grace is not None:
+            timer = threading.Timer(grace, signal.pthread_kill, (main, STOP_NOW))
+            timer.daemon = True
+            timer.start()
+            timers.append(timer)
+        graceful()
+
+    def stop_now(name: str) -> None:
+        stage[0] = 2
+        logger.warning("%s received: stopping now, jobs back to their queues", name,
+                       extra={"action": "stop_now", "signal": name})
+        immediate()
 
     def handle(signum: int, frame: object) -> None:
-        received.append(signum)
         name = signal.Signals(signum).name
-        if len(received) == 1:
-            logger.info("%s received: finishing the jobs in hand, then stopping", name,
-                        extra={"action": "stop_requested", "signal": name})
-            graceful()
-        else:
-            logger.warning("%s received again: stopping now, jobs back to their queues", name,
-                           extra={"action": "stop_now", "signal": name})
-            immediate()
+        if stage[0] == 2:
+            return  # already stopping now: never interrupt the jobs' return
+        if signum == STOP_NOW or (signum in SIGNALS and stage[0] == 1):
+            stop_now(name)
+        elif stage[0] == 0:
+            finish(name)
 
-    previous = {sig: signal.signal(sig, handle) for sig in SIGNALS}
+    handled = (*SIGNALS, FINISH, STOP_NOW)
+    previous = {sig: signal.signal(sig, handle) for sig in handled}
     try:
         yield
     finally:
+        for timer in timers:
+            timer.cancel()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,6 +1,13 @@
-"""Run jobs: `manage.py queue_work [--queue Q ...] [--stop-when-empty] ...`."""
+"""Run jobs: `manage.py queue_work [--queue Q ...] [--processes N] [--stop-when-empty] ...`.
+
+With one process the worker runs in the command's own process; with more, a
+supervisor forks them, replaces each that dies or is recycled, and kills one
+whose job is stuck past its timeout.
+"""
 
 from __future__ import annotations
+
+import os
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -8,6 +15,7 @@ from ...conf import settings
 from ...exceptions import StoreUnavailable
 from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import stop_signals
+from ...worker.supervisor import Supervisor
 from ..arguments import non_negative_float, positive_float, positive_int
 
 
@@ -26,13 +34,32 @@ class Command(BaseCommand):
         parser.add_argument(
             "--stop-when-empty", action="store_true", help="Exit 0 once no job is due."
         )
-        parser.add_argument("--max-jobs", type=positive_int, help="Exit after this many jobs.")
+        parser.add_argument(
+            "--processes", type=positive_int,
+            help="Worker processes to run (default: LATERITE_QUEUE_WORKERS). With 1, the "
+            "worker runs in this process; with more, a supervisor starts and watches them.",
+        )
+        parser.add_argument(
+            "--max-jobs", type=positive_int,
+            help="Replace a worker process after this many jobs (with one process: exit).",
+        )
+        parser.add_argument(
+            "--max-memory", type=positive_int, metavar="MB",
+            help="Replace a worker process once it holds more than this many MB, after "
+            "its job (with one process: exit).",
+        )
+        parser.add_argument(
+            "--grace", type=non_negative_float, metavar="SECONDS",
+            help="After SIGTERM/SIGINT, give running jobs this long to finish, then stop "
+            "them and return them to their queues (default: wait for them).",
+        )
         parser.add_argument(
             "--max-seconds", type=positive_float, help="Claim no more after this many seconds."
         )
         parser.add_argument(
             "--sleep", type=non_negative_float,
-            help="Seconds an idle worker waits before looking again (default: LATERITE_QUEUE_POLL).",
+            help="Seconds an idle worker waits before looking again "
+            "(default: LATERITE_QUEUE_POLL).",
         )
         parser.add_argument("--name", help="This worker's name, shown as claimed_by.")
         parser.add_argument(
@@ -42,15 +69,29 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         queues = options["queues"] or list(settings.QUEUES)
+        processes = options["processes"] or _default_processes()
+        if options["once"]:
+            if options["processes"] not in (None, 1):
+                raise CommandError("--once runs one job: it cannot take --processes "
+                                   f"{options['processes']}.")
+            processes = 1
+        if processes > 1 and not hasattr(os, "fork"):
+            raise CommandError(f"--processes {processes} needs os.fork(), which this "
+                               "platform lacks; use --processes 1.")
+        max_memory = options["max_memory"] and options["max_memory"] * 1024 * 1024
+        worker_options = {
+            "batch": options["batch"],
+            "stop_when_empty": options["stop_when_empty"],
+            "max_jobs": options["max_jobs"],
+            "sleep": options["sleep"],
+            "max_memory": max_memory,
+        }
         worker = Worker(
             queues,
             name=options["name"],
-            batch=options["batch"],
             once=options["once"],
-            stop_when_empty=options["stop_when_empty"],
-            max_jobs=options["max_jobs"],
             max_seconds=options["max_seconds"],
-            sleep=options["sleep"],
+            **worker_options,
         )
         try:
             worker.store.ping()
@@ -58,11 +99,24 @@ class Command(BaseCommand):
             # Not fatal: the worker keeps retrying with backoff until the store answers.
             self.stderr.write(f"{e}; waiting for it to come back.")
 
-        def stop_now() -> None:
-            raise WorkerStopped
-
-        with stop_signals(worker.stop, stop_now):
+        if processes > 1:
+            Supervisor(
+                processes, queues, name=options["name"], grace=options["grace"],
+                max_seconds=options["max_seconds"], **worker_options,
+            ).run()
+            return
+        with stop_signals(worker.stop, worker.stop_now, grace=options["grace"]):
             try:
                 worker.run()
+            except WorkerStopped:  # pragma: no cover - the loop catches it
+                pass
             except KeyboardInterrupt as e:  # pragma: no cover - handlers replace SIGINT
                 raise CommandError("Interrupted") from e
+
+
+def _default_processes() -> int:
+    value = settings.WORKERS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CommandError(f"LATERITE_QUEUE_WORKERS is {value!r}; it must be a whole number, "
+                           "1 or more.")
+    return value
