@@ -1,5 +1,6 @@
 """Settings for the test suite: LATERITE_TEST_DB=sqlite (default) or postgres."""
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -93,6 +94,8 @@ LATERITE_QUEUE_REDIS = "redis"
 LATERITE_QUEUE_PREFIX = os.environ.get("LATERITE_TEST_PREFIX", "laterite-test")
 LATERITE_QUEUE_QUEUES = ["default", "mail", "low"]
 LATERITE_QUEUE_POLL = 0.05
+# One worker process per `queue_work` unless a test asks for more (--processes).
+LATERITE_QUEUE_WORKERS = int(os.environ.get("LATERITE_TEST_WORKERS", "1"))
 LATERITE_QUEUE_RETRY_AFTER = float(os.environ.get("LATERITE_TEST_RETRY_AFTER", "90"))
 
 LOGGING = {
@@ -101,4 +104,24 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"laterite": {"handlers": ["console"], "level": os.environ.get(
         "LATERITE_TEST_LOG_LEVEL", "WARNING")}},
+}
+
+# Django's Tasks framework: django.tasks (Django 6+), or the django_tasks backport (5.2).
+if importlib.util.find_spec("django.tasks"):
+    TASKS_PACKAGE = "django.tasks"
+elif importlib.util.find_spec("django_tasks"):
+    TASKS_PACKAGE = "django_tasks"
+    INSTALLED_APPS.append("django_tasks")
+else:
+    TASKS_PACKAGE = None
+TASKS = {
+    "default": {
+        "BACKEND": "laterite_django.tasks.LateriteBackend",
+        "QUEUES": LATERITE_QUEUE_QUEUES,
+        "OPTIONS": {"TRIES": 2, "BACKOFF": 0, "TIMEOUT": 30, "RESULT_TTL": 3600},
+    },
+    "immediate": {
+        "BACKEND": f"{TASKS_PACKAGE}.backends.immediate.ImmediateBackend",
+        "QUEUES": [],
+    },
 }

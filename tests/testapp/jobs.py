@@ -115,3 +115,52 @@ def mail(value: str) -> None:
 @job("tests.low", queue="low")
 def low(value: str) -> None:
     _record("low", value)
+
+
+# -- process, signal and crash tests (tests/test_processes.py, test_chaos.py) ---------------
+
+
+@job("tests.patient", timeout=None, tries=3, backoff=0)
+def patient(seconds: float, value: str, cx: JobContext) -> None:
+    """Like `sleeper`, with tries left: it runs again after its worker died."""
+    _record("patient-start", value, cx.attempt)
+    time.sleep(seconds)
+    _record("patient-end", value, cx.attempt)
+
+
+@job("tests.stuck_in_c", timeout=0.5, tries=2, backoff=0)
+def stuck_in_c(seconds: int, cx: JobContext) -> None:
+    """Sleep in libc with signals blocked, as some C libraries do: the worker's alarm
+    never reaches the interpreter, so only its supervisor's kill stops it."""
+    import ctypes
+    import signal
+
+    _record("stuck-start", str(seconds), cx.attempt)
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL,
+                                                                   signal.SIGSTOP})
+    ctypes.CDLL(None).sleep(seconds)
+    _record("stuck-end", str(seconds), cx.attempt)
+
+
+_hoard: list[bytes] = []
+
+
+@job("tests.hog")
+def hog(megabytes: int) -> None:
+    """Keep `megabytes` MB for the life of the process (memory recycling)."""
+    _hoard.append(os.urandom(megabytes * 1024 * 1024))
+    _record("hog", str(megabytes))
+
+
+@job("tests.chaos", tries=25, backoff=0)
+def chaos(i: int) -> None:
+    """Record one run, taking a moment so that kills land mid-job."""
+    time.sleep(0.004)
+    _record("chaos", str(i))
+
+
+@job("tests.sturdy", tries=10, backoff=0.2)
+def sturdy(i: int) -> None:
+    """Record one run; retried quickly if the database is away (restart tests)."""
+    time.sleep(0.02)
+    _record("sturdy", str(i))
