@@ -115,7 +115,7 @@ class Workers:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
-                proc.wait(10)
+            proc.communicate(timeout=10)  # reap it and close its pipes
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def always_broken(value: str, cx: JobContext) -> None:
     raise ValueError(f"broken {value}")
 
 
-@job("tests.windowed", tries=1, backoff=0.05, retry_until=timedelta(seconds=0.6))
+@job("tests.windowed", tries=1, backoff=0.3, retry_until=timedelta(seconds=3))
 def windowed(value: str, cx: JobContext) -> None:
     _record("windowed", value, cx.attempt)
     raise RuntimeError("still failing")
@@ -128,18 +128,28 @@ def patient(seconds: float, value: str, cx: JobContext) -> None:
     _record("patient-end", value, cx.attempt)
 
 
-@job("tests.stuck_in_c", timeout=0.5, tries=2, backoff=0)
-def stuck_in_c(seconds: int, cx: JobContext) -> None:
-    """Sleep in libc with signals blocked, as some C libraries do: the worker's alarm
-    never reaches the interpreter, so only its supervisor's kill stops it."""
+def _stuck_in_c(seconds: int, cx: JobContext) -> None:
+    """Sleep in libc with signals blocked, as some C libraries do: no alarm or stop
+    signal reaches the interpreter, so only the supervisor's kill ends it."""
     import ctypes
     import signal
 
     _record("stuck-start", str(seconds), cx.attempt)
-    signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL,
-                                                                   signal.SIGSTOP})
+    signal.pthread_sigmask(
+        signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP}
+    )
     ctypes.CDLL(None).sleep(seconds)
     _record("stuck-end", str(seconds), cx.attempt)
+
+
+@job("tests.stuck_in_c", timeout=0.5, tries=2, backoff=0)
+def stuck_in_c(seconds: int, cx: JobContext) -> None:
+    _stuck_in_c(seconds, cx)
+
+
+@job("tests.stuck_untimed", timeout=None, tries=1)
+def stuck_untimed(seconds: int, cx: JobContext) -> None:
+    _stuck_in_c(seconds, cx)
 
 
 _hoard: list[bytes] = []
@@ -148,7 +158,7 @@ _hoard: list[bytes] = []
 @job("tests.hog")
 def hog(megabytes: int) -> None:
     """Keep `megabytes` MB for the life of the process (memory recycling)."""
-    _hoard.append(os.urandom(megabytes * 1024 * 1024))
+    _hoard.append(b"x" * (megabytes * 1024 * 1024))
     _record("hog", str(megabytes))
 
 
