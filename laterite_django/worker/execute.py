@@ -10,6 +10,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
+from django.db import connections
+
 from ..context import JobContext
 
 if TYPE_CHECKING:
@@ -49,12 +52,24 @@ def call_job(
         return job.func(*args, **kwargs)
     runner = _runner()
     try:
-        return runner.run(job.func(*args, **kwargs))
+        return runner.run(_closing_connections(job.func(*args, **kwargs)))
     except BaseException:
         # A loop interrupted mid-run (timeout, shutdown) is not reused.
         runner.close()
         _loops.runner = None
         raise
+
+
+async def _closing_connections(coroutine: Any) -> Any:
+    """Await the job, then close the connections its ORM calls opened.
+
+    Django runs an async job's ORM calls in a thread of its own; without this
+    each of those threads would keep a connection open after the job.
+    """
+    try:
+        return await coroutine
+    finally:
+        await sync_to_async(connections.close_all)()
 
 
 @contextmanager
