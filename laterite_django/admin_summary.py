@@ -1,0 +1,84 @@
+"""The per-queue summary above both changelists, from the store's `counts()`.
+
+It asks the configured store, so with the Redis store the jobs waiting in
+Redis are counted too. It is read once per request: the queue filter lists
+the same queues.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.http import HttpRequest
+
+from .conf import settings
+from .stores import QueueCounts, get_store
+
+__all__ = ["QueueRow", "Summary", "queue_summary"]
+
+logger = logging.getLogger("laterite.admin")
+
+_CACHE_ATTR = "_laterite_queue_summary"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """One queue's line in the summary."""
+
+    queue: str
+    waiting: int
+    delayed: int
+    running: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Every queue's counts, the store they came from, or why they could not be read."""
+
+    rows: tuple[QueueRow, ...]
+    store: str
+    error: str = ""
+
+    @property
+    def queues(self) -> list[str]:
+        return [row.queue for row in self.rows]
+
+    @property
+    def totals(self) -> QueueRow:
+        return QueueRow(
+            queue="",
+            waiting=sum(r.waiting for r in self.rows),
+            delayed=sum(r.delayed for r in self.rows),
+            running=sum(r.running for r in self.rows),
+            failed=sum(r.failed for r in self.rows),
+        )
+
+
+def _row(queue: str, counts: QueueCounts) -> QueueRow:
+    return QueueRow(queue, counts.pending, counts.delayed, counts.reserved, counts.failed)
+
+
+def queue_summary(request: HttpRequest) -> Summary:
+    """Return the summary for this request, asking the store the first time only.
+
+    A store that cannot be read (Redis down, say) gives an empty summary with
+    the error, so the failed list stays usable.
+    """
+    cached = getattr(request, _CACHE_ATTR, None)
+    if cached is not None:
+        return cached
+    kind = str(settings.STORE)
+    try:
+        counts = get_store().counts()
+    except Exception as e:
+        logger.warning("The admin could not read the queue counts: %s", e,
+                       extra={"action": "admin_counts_failed"})
+        summary = Summary(rows=(), store=kind, error=f"The queue counts cannot be read: {e}")
+    else:
+        summary = Summary(
+            rows=tuple(_row(queue, c) for queue, c in sorted(counts.items())), store=kind
+        )
+    setattr(request, _CACHE_ATTR, summary)
+    return summary
