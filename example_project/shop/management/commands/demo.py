@@ -1,0 +1,52 @@
+"""`manage.py demo`: migrate, place two orders, run the worker until done, show the result."""
+
+import time
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from laterite_django.stores import get_store
+from shop.jobs import charge_card, send_receipt, sync_inventory
+from shop.models import Order
+
+
+class Command(BaseCommand):
+    help = "Run the example end to end on SQLite."
+
+    def handle(self, *args, **options) -> None:  # noqa: ANN002, ANN003
+        call_command("migrate", verbosity=0)
+        call_command("queue_clear", no_input=True, interactive=False, verbosity=0,
+                     stdout=self.stdout)
+        call_command("queue_forget", all=True, interactive=False, stdout=self.stdout)
+        self.stdout.write("\n== Placing two orders (one with a declined card)")
+        for email, card in [("ada@example.com", "4242424242424242"),
+                            ("bob@example.com", "0000000000000000")]:
+            with transaction.atomic():
+                order = Order.objects.create(email=email, total_cents=1999, card=card)
+                send_receipt.push(order.pk)
+                send_receipt.push(order.pk)  # a duplicate, dropped by unique_key
+                sync_inventory.push(order.pk)
+                charge_card.push(order.pk)
+        call_command("queue_status", stdout=self.stdout)
+
+        self.stdout.write("\n== Running the worker until every job is done or failed")
+        store = get_store()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            call_command("queue_work", "--queue", "default", "--queue", "mail",
+                         "--stop-when-empty", "--processes", "1")
+            if not any(c.total for c in store.counts().values()):
+                break
+            time.sleep(0.5)  # a retry is waiting for its backoff
+
+        self.stdout.write("\n== Status")
+        call_command("queue_status", stdout=self.stdout)
+        self.stdout.write("\n== Failed list")
+        call_command("queue_failed", stdout=self.stdout)
+        self.stdout.write("\n== Orders")
+        for order in Order.objects.order_by("pk"):
+            self.stdout.write(
+                f"{order}: receipt_sent={order.receipt_sent} stock_synced={order.stock_synced} "
+                f"paid={order.paid}"
+            )
