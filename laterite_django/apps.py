@@ -20,3 +20,8 @@ class LateriteConfig(AppConfig):
         setting_changed.connect(on_setting_changed, dispatch_uid="laterite_reset_store")
         # As the admin does with admin.py: import each installed app's jobs module.
         autodiscover_modules("jobs")
+        # Django's Tasks framework: when TASKS names LateriteBackend, the worker
+        # needs the job that runs tasks.
+        from .tasks.runner import register_if_configured
+
+        register_if_configured()

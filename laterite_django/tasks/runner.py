@@ -1,0 +1,291 @@
+"""The job that runs Django tasks: `laterite.task`, one registered job for every task.
+
+A task is stored as a call of this job (its module path, arguments, backend
+alias and result id), so one table and one `queue_work` serve jobs and tasks
+alike. The job imports the task, applies its tries, backoff and timeout
+itself (it is registered with no limits of its own), records each attempt
+in the task's result and sends Django's task signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import traceback
+from collections.abc import Callable
+from inspect import iscoroutinefunction
+from types import SimpleNamespace
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.utils import timezone
+
+from ..backoff import delay_after
+from ..context import JobContext
+from ..exceptions import Fail, Retry
+from ..jobs import JobFunction
+from ..registry import registry
+from ..worker.execute import time_limit
+
+__all__ = ["TASK_JOB", "register_if_configured", "run_task", "task_job"]
+
+TASK_JOB = "laterite.task"
+BACKEND_PATH = "laterite_django.tasks"
+
+_job: JobFunction | None = None
+_lock = threading.Lock()
+
+
+def _pushed_key(*args: Any, unique_key: str | None = None, **kwargs: Any) -> str | None:
+    """The unique key the backend computed at enqueue, carried in the payload."""
+    return unique_key
+
+
+def task_job() -> JobFunction:
+    """Return the `laterite.task` job, registering it if this process has not yet."""
+    global _job
+    with _lock:
+        if _job is None:
+            _job = JobFunction(
+                run_task, name=TASK_JOB, tries=0, timeout=None, unique_key=_pushed_key
+            )
+        if TASK_JOB not in registry:
+            registry.register(_job)
+    return _job
+
+
+def register_if_configured() -> None:
+    """Register `laterite.task` when a TASKS backend is laterite's (called by ready())."""
+    backends = getattr(django_settings, "TASKS", None)
+    if isinstance(backends, dict) and any(
+        isinstance(params, dict) and str(params.get("BACKEND", "")).startswith(BACKEND_PATH)
+        for params in backends.values()
+    ):
+        task_job()
+
+
+def _worker_id() -> str:
+    from ..worker.loop import default_worker_name
+
+    thread = threading.current_thread()
+    if thread is threading.main_thread():
+        return default_worker_name()
+    return f"{default_worker_name()}/{thread.name}"
+
+
+def _call(task: Any, task_result: Any, args: list, kwargs: dict) -> Any:
+    if task.takes_context:
+        from .compat import TaskContext
+
+        args = [TaskContext(task_result=task_result), *args]
+    if iscoroutinefunction(task.func):
+        # Run in this thread, so a timeout (SIGALRM) interrupts the coroutine itself.
+        return asyncio.run(task.func(*args, **kwargs))
+    return task.func(*args, **kwargs)
+
+
+def run_task(
+    task: str,
+    args: list,
+    kwargs: dict,
+    backend: str = "default",
+    result: str | None = None,
+    unique_key: str | None = None,
+    *,
+    cx: JobContext,
+) -> Any:
+    """Run the task at module path `task` once, as attempt `cx.attempt` of its result."""
+    return TaskRun(task, args, kwargs, backend, result, cx).run()
+
+
+class TaskRun:
+    """One attempt of one task: start, call, and settle its result by the task's rules."""
+
+    def __init__(
+        self, path: str, args: list, kwargs: dict, alias: str, result_id: str | None,
+        cx: JobContext,
+    ) -> None:
+        self.path = path
+        self.args = args
+        self.kwargs = kwargs
+        self.alias = alias
+        self.result_id = result_id
+        self.cx = cx
+        self.inline = cx.id is None
+        self.task: Any = None
+        self.sender: type = TaskRun
+        self.ttl: float | None = None
+        # A task pushed without a result (queue_push, say) is described in memory only.
+        self.unsaved = SimpleNamespace(
+            pk=f"job:{cx.id}", task_path=path, backend=alias, queue=cx.queue, priority=0,
+            run_after=None, args=args, kwargs=kwargs, status="READY",
+            enqueued_at=cx.pushed_at, started_at=None, last_attempted_at=None,
+            finished_at=None, errors=[], worker_ids=[], return_value=None, expires_at=None,
+        )
+
+    def run(self) -> Any:
+        from .compat import normalize_json, task_backends, task_started
+        from .results import WorkerLost, resolve_task
+
+        try:
+            backend = task_backends[self.alias]
+            self.sender = type(backend)
+            self.ttl = backend.result_ttl
+            self.task = resolve_task(self.path)
+            tries, backoff, timeout = backend.run_options(self.task)
+        except Exception as e:
+            self._record(self._failed(e))
+            raise Fail(f"cannot run task {self.path!r}: {_summary(e)}") from e
+        if not self.inline and tries and self.cx.attempt > tries:
+            # Reclaimed after its worker died, with no tries left: do not run it again.
+            try:
+                raise WorkerLost(f"its worker was lost and no tries are left ({tries})")
+            except WorkerLost as e:
+                self._finish(self._failed(e))
+                raise Fail(str(e)) from None
+
+        task_result = self._start()
+        task_started.send(sender=self.sender, task_result=task_result)
+        returned = False
+        try:
+            with time_limit(None if self.inline else timeout):
+                value = _call(self.task, task_result, self.args, self.kwargs)
+            returned = True
+            value = normalize_json(value)
+        except BaseException as e:
+            if _stopping(e):
+                self._record(_undo_start)
+                raise
+            error = f"{_summary(e)}\n\n{''.join(traceback.format_exception(e))}"
+            # Fail, inline runs and a return value that is not JSON are final.
+            if (
+                not self.inline
+                and not returned
+                and not isinstance(e, Fail)
+                and (tries == 0 or self.cx.attempt < tries)
+            ):
+                self._record(_retrying(e))
+                delay = e.delay if isinstance(e, Retry) else None
+                if delay is None:
+                    delay = delay_after(backoff, self.cx.attempt)
+                raise Retry(error, delay=delay) from e
+            self._finish(self._failed(e))
+            if self.inline:
+                raise
+            raise Fail(error) from e
+        self._finish(self._succeeded(value))
+        return value
+
+    # -- the result -----------------------------------------------------------------
+
+    def _record(self, change: Callable[[Any], None]) -> Any:
+        """Apply `change` to the stored result (or the unsaved one); return it."""
+        from .results import update_record
+
+        if self.result_id is None:
+            change(self.unsaved)
+            return self.unsaved
+        return update_record(self.result_id, change)
+
+    def _result(self, record: Any) -> Any:
+        from .results import build_result
+
+        return build_result(record, self.task)
+
+    def _start(self) -> Any:
+        now = timezone.now()
+        worker = _worker_id()
+
+        def change(record: Any) -> None:
+            record.status = "RUNNING"
+            record.started_at = record.started_at or now
+            record.last_attempted_at = now
+            record.finished_at = None
+            record.expires_at = None
+            record.worker_ids = [*record.worker_ids, worker]
+
+        record = self._record(change)
+        if record is None:  # pruned meanwhile: carry on without it
+            self.result_id = None
+            record = self._record(change)
+        return self._result(record)
+
+    def _failed(self, error: BaseException) -> Callable[[Any], None]:
+        from .results import expiry
+
+        entry = _error_entry(error)
+        ttl = self.ttl
+
+        def change(record: Any) -> None:
+            now = timezone.now()
+            record.status = "FAILED"
+            record.finished_at = now
+            record.expires_at = expiry(now, ttl)
+            record.errors = [*record.errors, entry]
+
+        return change
+
+    def _succeeded(self, value: Any) -> Callable[[Any], None]:
+        from .results import expiry
+
+        ttl = self.ttl
+
+        def change(record: Any) -> None:
+            now = timezone.now()
+            record.status = "SUCCESSFUL"
+            record.finished_at = now
+            record.expires_at = expiry(now, ttl)
+            record.return_value = value
+
+        return change
+
+    def _finish(self, change: Callable[[Any], None]) -> None:
+        """Record the outcome and send task_finished.
+
+        On failure this runs inside the except block, as in Django's own
+        backends, so the framework's log line carries the traceback.
+        """
+        from .compat import task_finished
+
+        record = self._record(change) or self._record_unsaved(change)
+        task_finished.send(sender=self.sender, task_result=self._result(record))
+
+    def _record_unsaved(self, change: Callable[[Any], None]) -> Any:
+        self.result_id = None
+        return self._record(change)
+
+
+def _undo_start(record: Any) -> None:
+    """Give the attempt back: the worker returns the job to its queue uncounted."""
+    record.status = "READY"
+    record.worker_ids = record.worker_ids[:-1]
+
+
+def _retrying(error: BaseException) -> Callable[[Any], None]:
+    entry = _error_entry(error)
+
+    def change(record: Any) -> None:
+        record.status = "READY"
+        record.errors = [*record.errors, entry]
+
+    return change
+
+
+def _error_entry(error: BaseException) -> dict[str, str]:
+    kind = type(error)
+    return {
+        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+        "traceback": "".join(traceback.format_exception(error)),
+    }
+
+
+def _stopping(error: BaseException) -> bool:
+    """Whether `error` stops the worker (the attempt is given back, not failed)."""
+    from ..worker.loop import WorkerStopped
+
+    return isinstance(error, KeyboardInterrupt | GeneratorExit | WorkerStopped)
+
+
+def _summary(error: BaseException) -> str:
+    kind = type(error)
+    return f"{kind.__module__}.{kind.__qualname__}: {error}".removeprefix("builtins.")

@@ -1,0 +1,155 @@
+"""Tasks for the Tasks-framework tests (no tests here): the worker imports them by path.
+
+Each records what it did in the `Record` table; the task signals are recorded
+too, so tests can see what a worker process sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import time
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from laterite_django import Fail
+from tests.testapp.models import Record
+
+try:
+    from laterite_django.tasks.compat import TaskContext, task, task_finished, task_started
+except ImproperlyConfigured as e:  # neither django.tasks nor the django_tasks backport
+    pytest.skip(str(e), allow_module_level=True)
+
+# Django 6.1 and the backport pass @task(**kwargs) to the backend's task class.
+TASK_OPTIONS = "kwargs" in inspect.signature(task).parameters
+
+
+def _record(kind: str, value: str = "", attempt: int = 0) -> None:
+    Record.objects.create(kind=kind, value=value, attempt=attempt, pid=os.getpid())
+
+
+def with_options(**options):
+    """@task(**options) where the framework passes them on, else a plain @task()."""
+    return task(**options) if TASK_OPTIONS else task()
+
+
+def _on_started(sender, task_result, **kwargs) -> None:
+    _record("signal-started", f"{task_result.id}:{task_result.status}", task_result.attempts)
+
+
+def _on_finished(sender, task_result, **kwargs) -> None:
+    _record("signal-finished", f"{task_result.id}:{task_result.status}", task_result.attempts)
+
+
+task_started.connect(_on_started, dispatch_uid="laterite-tests-started")
+task_finished.connect(_on_finished, dispatch_uid="laterite-tests-finished")
+
+
+@task()
+def noop(*args, **kwargs) -> None:
+    return None
+
+
+@task()
+async def noop_async(*args, **kwargs) -> None:
+    await asyncio.sleep(0)
+
+
+@task()
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task()
+async def add_async(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    return a + b
+
+
+@task()
+def echo(value):
+    return value
+
+
+@task()
+def record(value: str) -> str:
+    _record("task", value)
+    return value
+
+
+@task(queue_name="mail")
+def record_mail(value: str) -> str:
+    _record("task-mail", value)
+    return value
+
+
+@task(takes_context=True)
+def with_context(context, value: str) -> dict:
+    assert isinstance(context, TaskContext)
+    _record("context", value, context.attempt)
+    return {"id": context.task_result.id, "attempt": context.attempt, "value": value}
+
+
+@task(takes_context=True)
+def flaky(context, value: str, succeed_on: int) -> int:
+    """Fail until attempt `succeed_on` (the backend's OPTIONS give 2 tries)."""
+    _record("flaky", value, context.attempt)
+    if context.attempt < succeed_on:
+        raise RuntimeError(f"flaky attempt {context.attempt}")
+    return context.attempt
+
+
+@task()
+def failing(message: str) -> None:
+    raise ValueError(message)
+
+
+@task()
+def exits() -> None:
+    raise SystemExit("This task failed due to SystemExit")
+
+
+@task()
+def fails_now(value: str) -> None:
+    _record("fails-now", value)
+    raise Fail(f"no such thing: {value}")
+
+
+@task()
+def bad_return():
+    return object()
+
+
+@with_options(tries=4, backoff=[0])
+def flaky_four(value: str, succeed_on: int) -> int:
+    """Count attempts in Record; tries=4 from @task (Django 6.1+ and the backport)."""
+    attempt = Record.objects.filter(kind="flaky-four", value=value).count() + 1
+    _record("flaky-four", value, attempt)
+    if attempt < succeed_on:
+        raise RuntimeError(f"attempt {attempt}")
+    return attempt
+
+
+@with_options(tries=1)
+def fails_first_time(value: str) -> str:
+    """Fail the first time it ever runs for `value`; succeed afterwards."""
+    seen = Record.objects.filter(kind="first-time", value=value).exists()
+    _record("first-time", value)
+    if not seen:
+        raise RuntimeError(f"first time for {value}")
+    return f"ok {value}"
+
+
+@with_options(timeout=0.5, tries=1)
+def too_slow(seconds: float) -> None:
+    _record("slow-start", str(seconds))
+    time.sleep(seconds)
+    _record("slow-end", str(seconds))
+
+
+@with_options(unique_key=lambda user_id: f"task-user:{user_id}")
+def unique_per_user(user_id: int) -> int:
+    _record("unique-task", str(user_id))
+    return user_id
