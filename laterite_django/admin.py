@@ -14,6 +14,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
@@ -26,7 +27,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.translation import ngettext
 
-from .admin_filters import QueueFilter, StateFilter
+from .admin_filters import NameFilter, QueueFilter, StateFilter
 from .admin_paginator import EstimatedCountPaginator
 from .admin_state import STATES, state_of
 from .admin_summary import queue_summary
@@ -72,8 +73,20 @@ class QueueAdmin(admin.ModelAdmin):
     # Actions whose POST without the permission is answered 403, not ignored.
     guarded_actions: tuple[str, ...] = ()
 
+    # Big text columns the list does not show, left out of its query.
+    list_defer: tuple[str, ...] = ()
+
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).using(settings.DATABASE)
+
+    def get_changelist(self, request: HttpRequest, **kwargs):
+        defer = self.list_defer
+
+        class QueueChangeList(ChangeList):
+            def get_queryset(self, request, exclude_parameters=None):
+                return super().get_queryset(request, exclude_parameters).defer(*defer)
+
+        return QueueChangeList
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -137,9 +150,9 @@ class JobAdmin(QueueAdmin):
     list_display = (
         "id", "name", "queue", "state", "attempts", "due_at", "claimed_by", "pushed_at",
     )
-    list_display_links = ("id", "name")
-    list_filter = (QueueFilter, "name", StateFilter)
+    list_filter = (QueueFilter, NameFilter, StateFilter)
     search_fields = ("name", "payload")
+    list_defer = ("payload", "last_error")
     actions = ("run_now", "delete_selected")
     guarded_actions = ("run_now", "delete_selected")
     change_form_template = "laterite_django/admin/job_change_form.html"
@@ -241,9 +254,9 @@ class FailedJobAdmin(QueueAdmin):
     """The failed list: why each job failed, and putting it back on its queue."""
 
     list_display = ("id", "name", "queue", "attempts", "failed_at", "error_line")
-    list_display_links = ("id", "name")
-    list_filter = (QueueFilter, "name", "failed_at")
+    list_filter = (QueueFilter, NameFilter, "failed_at")
     search_fields = ("name", "error")
+    list_defer = ("payload",)
     actions = ("retry_selected", "forget_selected")
     guarded_actions = ("retry_selected", "forget_selected", "delete_selected")
     change_form_template = "laterite_django/admin/failedjob_change_form.html"
