@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from numbers import Real
 from typing import Any
 
@@ -100,13 +101,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
 
 
 def _check_redis(alias: Any) -> list:
+    """Check that LATERITE_QUEUE_REDIS names a usable django-redis cache (one server)."""
     caches = getattr(django_settings, "CACHES", {})
     if not isinstance(alias, str) or alias not in caches:
         return [
             Error(
                 f"LATERITE_QUEUE_REDIS is {alias!r}; it must name a cache in CACHES "
-                f"({', '.join(caches) or 'none configured'}).",
-                hint="Configure a django-redis cache and name its alias here.",
+                f"({', '.join(map(repr, caches)) or 'none configured'}).",
+                hint="Configure a django-redis cache (BACKEND 'django_redis.cache.RedisCache') "
+                "and set LATERITE_QUEUE_REDIS to its alias.",
                 id="laterite.E010",
             )
         ]
@@ -116,29 +119,46 @@ def _check_redis(alias: Any) -> list:
         return [
             Error(
                 "LATERITE_QUEUE_STORE is 'redis' but django-redis is not installed.",
-                hint="pip install 'laterite-django[redis]'",
+                hint="pip install 'laterite-django[redis]' (or django-redis).",
                 id="laterite.E011",
             )
         ]
+    config = caches[alias]
     try:
         get_redis_connection(alias, write=True)
     except NotImplementedError:
+        client = config.get("OPTIONS", {}).get("CLIENT_CLASS")
+        given = f"BACKEND {config.get('BACKEND')!r}" + (
+            f", CLIENT_CLASS {client!r}" if client else ""
+        )
         return [
             Error(
                 f"The cache {alias!r} named by LATERITE_QUEUE_REDIS is not a django-redis "
-                f"cache (its BACKEND is {caches[alias].get('BACKEND')!r}).",
-                hint="Use BACKEND 'django_redis.cache.RedisCache' (not sharded) for this alias.",
+                f"cache on a single server (its {given}).",
+                hint="Use BACKEND 'django_redis.cache.RedisCache' with the default client "
+                "(not the sharded one) for this alias.",
                 id="laterite.E012",
             )
         ]
     except Exception as e:
         return [
             Error(
-                f"The cache {alias!r} named by LATERITE_QUEUE_REDIS cannot be used: {e}",
+                f"The cache {alias!r} named by LATERITE_QUEUE_REDIS (LOCATION "
+                f"{_masked(config.get('LOCATION'))!r}) cannot be used: {e}",
+                hint="Check that cache's LOCATION and OPTIONS.",
                 id="laterite.E013",
             )
         ]
     return []
+
+
+def _masked(location: Any) -> Any:
+    """Hide the password of a Redis URL (redis://user:secret@host) in messages."""
+    if isinstance(location, list | tuple):
+        return [_masked(item) for item in location]
+    if isinstance(location, str):
+        return re.sub(r"://([^:@/]*):[^@/]*@", r"://\1:***@", location)
+    return location
 
 
 @register()

@@ -1,0 +1,100 @@
+"""System checks for LATERITE_QUEUE_STORE = "redis": each broken cache setup is a clear
+error with a hint."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from laterite_django.checks import check_settings
+
+__all__: list[str] = []
+
+REDIS = settings.CACHES["redis"]
+
+
+def redis_errors() -> list:
+    return [m for m in check_settings() if m.id in {f"laterite.E01{i}" for i in range(4)}]
+
+
+def only(messages: list, code: str):
+    assert [m.id for m in messages] == [code], messages
+    return messages[0]
+
+
+@override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_REDIS="redis")
+def test_a_django_redis_cache_is_clean():
+    assert redis_errors() == []
+
+
+@override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_REDIS="queue")
+def test_alias_not_in_caches():
+    error = only(redis_errors(), "laterite.E010")
+    assert "LATERITE_QUEUE_REDIS is 'queue'" in error.msg
+    assert "'default', 'redis'" in error.msg and "django_redis" in error.hint
+
+
+@override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_REDIS="default")
+def test_alias_of_a_cache_that_is_not_django_redis():
+    error = only(redis_errors(), "laterite.E012")
+    assert "'default'" in error.msg and "LocMemCache" in error.msg
+    assert "django_redis.cache.RedisCache" in error.hint
+
+
+@override_settings(
+    LATERITE_QUEUE_STORE="redis",
+    CACHES={
+        **settings.CACHES,
+        "redis": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": [REDIS["LOCATION"], REDIS["LOCATION"]],
+            "OPTIONS": {"CLIENT_CLASS": "django_redis.client.ShardClient"},
+        },
+    },
+)
+def test_a_sharded_django_redis_cache_is_refused():
+    error = only(redis_errors(), "laterite.E012")
+    assert "ShardClient" in error.msg and "sharded" in error.hint
+
+
+@override_settings(
+    LATERITE_QUEUE_STORE="redis",
+    CACHES={**settings.CACHES, "redis": {**REDIS, "LOCATION": "nonsense://127.0.0.1"}},
+)
+def test_a_cache_that_cannot_connect_at_all():
+    error = only(redis_errors(), "laterite.E013")
+    assert "'redis'" in error.msg and "'nonsense://127.0.0.1'" in error.msg
+
+
+@override_settings(
+    LATERITE_QUEUE_STORE="redis",
+    CACHES={**settings.CACHES, "redis": {**REDIS, "LOCATION": "redis2://u:s3cret@127.0.0.1"}},
+)
+def test_a_password_in_the_location_is_not_shown():
+    error = only(redis_errors(), "laterite.E013")
+    assert "redis2://u:***@127.0.0.1" in error.msg and "s3cret" not in error.msg
+
+
+@override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_REDIS="redis")
+def test_django_redis_not_installed(monkeypatch: pytest.MonkeyPatch):
+    # A None entry makes `import django_redis` raise ImportError, as if it were absent.
+    monkeypatch.setitem(sys.modules, "django_redis", None)
+    error = only(redis_errors(), "laterite.E011")
+    assert "django-redis is not installed" in error.msg and "pip install" in error.hint
+
+
+@override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_REDIS="default",
+                   LATERITE_QUEUE_MODE="inline")
+def test_inline_mode_stores_nothing_so_needs_no_redis():
+    assert redis_errors() == []
+
+
+@override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_REDIS="missing")
+def test_manage_py_check_fails_on_a_bad_redis_alias():
+    with pytest.raises(SystemCheckError, match=r"laterite\.E010"):
+        call_command("check")
