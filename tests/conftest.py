@@ -51,7 +51,9 @@ def store_kind(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture
 def store(store_kind: str, transactional_db: None):
     """The configured store, on a committed test database (workers can see it)."""
-    return get_store()
+    store = get_store()
+    yield store
+    store.close()
 
 
 class Workers:

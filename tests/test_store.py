@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -259,3 +260,39 @@ def test_push_in_atomic_commits_with_the_caller(store):
 
 def _fields(claim):
     return {name: getattr(claim, name) for name in claim.__dataclass_fields__}
+
+
+def test_settle_and_claim_deletes_finished_and_claims_next(store):
+    first, second, third = store.push([new(), new(), new()])
+    done = store.claim(["default"], "w", limit=2)
+    nxt = store.settle_and_claim(done, ["default"], "w", limit=2)
+    assert [c.id for c in nxt] == [third]
+    assert store.counts()["default"].total == 1
+    assert store.settle_and_claim(nxt, ["default"], "w") == []
+    assert store.counts().get("default") is None or store.counts()["default"].total == 0
+    assert {c.id for c in done} == {first, second}
+
+
+def test_wait_wakes_on_a_push_or_times_out(store, store_kind):
+    stop = threading.Event()
+    started = time.monotonic()
+    store.wait(["default"], 0.2, stop)
+    assert time.monotonic() - started >= 0.15  # nothing pushed: it waited
+    if connections["default"].vendor == "sqlite" and store_kind == "database":
+        return  # SQLite cannot be woken: the worker polls every LATERITE_QUEUE_POLL
+    woke = threading.Event()
+
+    def waiter() -> None:
+        try:
+            get_store().wait(["default"], 30, stop)
+            woke.set()
+        finally:
+            get_store().close()
+            connections.close_all()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.5)  # let it start listening
+    jobs.record.push("wake up")
+    assert woke.wait(15), "a push did not wake the waiting worker"
+    thread.join()

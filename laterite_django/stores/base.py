@@ -91,6 +91,16 @@ class Store(abc.ABC):
     def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
         """Claim up to `limit` due jobs, the first listed queue first, oldest first."""
 
+    def settle_and_claim(
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
+    ) -> list[Claim]:
+        """Delete `finished` jobs (claims still held) and claim the next ones.
+
+        Stores that can do both in one round trip override this.
+        """
+        self.delete(finished)
+        return self.claim(queues, worker, limit)
+
     @abc.abstractmethod
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
         """Return claims not refreshed since `older_than` to their queues, due now."""

@@ -1,15 +1,20 @@
 """Jobs kept in the `Job` table through the Django connection (PostgreSQL or SQLite).
 
-The hot path speaks SQL through the connection's cursor: a claim is one
+The hot path speaks SQL on the connection Django already holds: a claim is one
 statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL; SQLite takes its write lock
-for the statement, so claims are serialized), and no model is instantiated.
+for the statement, so claims are serialized), finished jobs are deleted in the
+same statement as the next claim, and no model is instantiated. On PostgreSQL
+a push notifies the `laterite` channel, so idle workers wake at once.
 """
 
 from __future__ import annotations
 
+import select
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
@@ -18,10 +23,11 @@ from django.utils.dateparse import parse_datetime
 from ..exceptions import StoreUnavailable
 from .base import Claim, NewJob, QueueCounts, Store
 
-__all__ = ["DatabaseStore"]
+__all__ = ["CHANNEL", "DatabaseStore"]
 
 TABLE = "laterite_job"
 FAILED_TABLE = "laterite_failed_job"
+CHANNEL = "laterite"
 _COLUMNS = (
     "id, name, queue, payload, attempts, pushed_at, token, retry_until, unique_key, "
     "priority, last_error, available_at"
@@ -30,7 +36,32 @@ _INSERT_COLUMNS = (
     "name, queue, payload, priority, pushed_at, available_at, attempts, retry_until, "
     "unique_key, claimed_by, last_error"
 )
+_ROW = "(%s, %s, %s, %s, %s, %s, 0, %s, %s, '', '')"
+# Stay under the drivers' bound-parameter limits (SQLite: 32,766).
 _PUSH_CHUNK = 2000
+# A released or requeued job keeps its unique key unless another job with that
+# key now waits (the key is unique among waiting jobs only).
+_KEEP_KEY = (
+    f"CASE WHEN unique_key IS NOT NULL AND EXISTS (SELECT 1 FROM {TABLE} other "
+    f"WHERE other.unique_key = {TABLE}.unique_key AND other.token IS NULL) "
+    f"THEN NULL ELSE unique_key END"
+)
+_PG_PICK = (
+    f"SELECT j.id FROM unnest(%s::varchar[]) WITH ORDINALITY AS q(name, ord) "
+    f"CROSS JOIN LATERAL (SELECT id FROM {TABLE} WHERE queue = q.name "
+    f"AND token IS NULL AND available_at <= %s "
+    f"ORDER BY priority DESC, available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) j "
+    f"ORDER BY q.ord LIMIT %s"
+)
+_PG_CLAIM = (
+    f"UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
+    f"attempts = attempts + 1 FROM ({_PG_PICK}) picked WHERE {TABLE}.id = picked.id "
+    f"RETURNING {', '.join(f'{TABLE}.{c}' for c in _COLUMNS.split(', '))}"
+)
+_PG_DELETE = (
+    f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
+    f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token"
+)
 
 
 def _aware(value: datetime | str | None) -> datetime | None:
@@ -49,16 +80,27 @@ class DatabaseStore(Store):
 
     transactional_push = True
 
+    def __init__(self, *, database: str = "default") -> None:
+        super().__init__(database=database)
+        # Each thread that waits LISTENs on a psycopg connection of its own.
+        self._local = threading.local()
+
     @property
-    def connection(self):
+    def connection(self):  # noqa: ANN201
         return connections[self.database]
 
     @property
     def postgres(self) -> bool:
         return self.connection.vendor == "postgresql"
 
-    def _ts(self, value: datetime | None):
+    def _ts(self, value: datetime | None) -> Any:
         return None if value is None else self.connection.ops.adapt_datetimefield_value(value)
+
+    def _execute(self, sql: str, params: Sequence[Any], fetch: bool = False) -> tuple[list, int]:
+        """Run one statement on Django's connection; return (rows, rowcount)."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return (cursor.fetchall() if fetch else []), cursor.rowcount
 
     def _claim_from_row(self, row: Sequence) -> Claim:
         return Claim(
@@ -81,7 +123,6 @@ class DatabaseStore(Store):
     def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
         if len(jobs) <= _PUSH_CHUNK:
             return self._push(jobs)
-        # Stay under the drivers' bound-parameter limits (SQLite: 32,766).
         return [
             job_id
             for start in range(0, len(jobs), _PUSH_CHUNK)
@@ -95,36 +136,35 @@ class DatabaseStore(Store):
         seen: set[str] = set()
         keep: list[bool] = []
         for job in jobs:
-            fresh = job.unique_key is None or job.unique_key not in seen
+            keep.append(job.unique_key is None or job.unique_key not in seen)
             if job.unique_key is not None:
                 seen.add(job.unique_key)
-            keep.append(fresh)
         rows = [job for job, fresh in zip(jobs, keep, strict=True) if fresh]
         params: list = []
         for job in rows:
             params += [
-                job.name,
-                job.queue,
-                job.payload,
-                job.priority,
-                self._ts(job.pushed_at),
-                self._ts(job.available_at),
-                0,
-                self._ts(job.retry_until),
-                job.unique_key,
-                "",
-                "",
+                job.name, job.queue, job.payload, job.priority, self._ts(job.pushed_at),
+                self._ts(job.available_at), self._ts(job.retry_until), job.unique_key,
             ]
-        placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
-        sql = (
-            f"INSERT INTO {TABLE} ({_INSERT_COLUMNS}) VALUES {placeholders} "
-            f"ON CONFLICT DO NOTHING RETURNING id, unique_key"
-        )
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            returned = cursor.fetchall()
-        # RETURNING gives inserted rows in VALUES order; a keyed row absent from it
-        # was a duplicate of a job already waiting.
+        values = ", ".join([_ROW] * len(rows))
+        insert = f"INSERT INTO {TABLE} ({_INSERT_COLUMNS}) VALUES {values} ON CONFLICT DO NOTHING"
+        if self.postgres:
+            # Tell idle workers in the same statement; PostgreSQL delivers the
+            # notification when the pushing transaction commits, not before.
+            queues = sorted({job.queue for job in rows})
+            sql = (
+                f"WITH ins AS ({insert} RETURNING id, unique_key), "
+                f"n AS (SELECT pg_notify(%s, q) FROM unnest(%s::varchar[]) AS q) "
+                f"SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM n) >= 0 "
+                f"ORDER BY id"
+            )
+            params += [CHANNEL, queues]
+        else:
+            sql = f"{insert} RETURNING id, unique_key"
+        returned, _ = self._execute(sql, params, fetch=True)
+        # Ids follow the VALUES order; a keyed row missing from them was a duplicate
+        # of a job already waiting.
+        returned.sort()
         inserted_keys = {key for _, key in returned if key is not None}
         ids = iter(row_id for row_id, _ in returned)
         result: list[int | None] = []
@@ -138,23 +178,23 @@ class DatabaseStore(Store):
     # -- claim ------------------------------------------------------------------
 
     def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
+        return self.settle_and_claim((), queues, worker, limit)
+
+    def settle_and_claim(
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
+    ) -> list[Claim]:
         token = uuid.uuid4().hex
         now = self._ts(timezone.now())
         if self.postgres:
-            # One statement: for each queue in priority order, lock its oldest due
-            # rows (skipping rows other workers hold); the nested loop stops as
-            # soon as `limit` rows are found.
-            sql = (
-                f"UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
-                f"attempts = attempts + 1 WHERE id IN ("
-                f"SELECT j.id FROM unnest(%s::varchar[]) WITH ORDINALITY AS q(name, ord) "
-                f"CROSS JOIN LATERAL (SELECT id FROM {TABLE} WHERE queue = q.name "
-                f"AND token IS NULL AND available_at <= %s "
-                f"ORDER BY priority DESC, available_at, id LIMIT %s "
-                f"FOR UPDATE SKIP LOCKED) j ORDER BY q.ord LIMIT %s"
-                f") RETURNING {_COLUMNS}"
-            )
-            params = [token, now, worker, list(queues), now, limit, limit]
+            # One statement: delete the finished jobs, and for each queue in
+            # priority order lock its oldest due rows (skipping rows other workers
+            # hold); the nested loop stops as soon as `limit` rows are found.
+            params: list = [token, now, worker, list(queues), now, limit, limit]
+            sql = _PG_CLAIM
+            if finished:
+                sql = f"WITH done AS ({_PG_DELETE}) {_PG_CLAIM}"
+                params = [[c.id for c in finished], [c.token for c in finished], *params]
+            rows, _ = self._execute(sql, params, fetch=True)
         else:
             order = " ".join(f"WHEN %s THEN {i}" for i in range(len(queues)))
             marks = ", ".join(["%s"] * len(queues))
@@ -167,9 +207,13 @@ class DatabaseStore(Store):
                 f") RETURNING {_COLUMNS}"
             )
             params = [token, now, worker, *queues, now, *queues, limit]
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+            if finished:
+                # One transaction, so one commit, for both statements.
+                with transaction.atomic(using=self.database):
+                    self.delete(finished)
+                    rows, _ = self._execute(sql, params, fetch=True)
+            else:
+                rows, _ = self._execute(sql, params, fetch=True)
         claims = [self._claim_from_row(row) for row in rows]
         rank = {queue: i for i, queue in enumerate(queues)}
         claims.sort(key=lambda c: (rank[c.queue], -c.priority, c.available_at, c.id))
@@ -177,114 +221,130 @@ class DatabaseStore(Store):
 
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
         params = [reason, self._ts(timezone.now()), self._ts(older_than)]
-        where = "token IS NOT NULL AND claimed_at < %s"
-        keep_key = (
-            f"CASE WHEN unique_key IS NOT NULL AND EXISTS (SELECT 1 FROM {TABLE} other "
-            f"WHERE other.unique_key = {TABLE}.unique_key AND other.token IS NULL) "
-            f"THEN NULL ELSE unique_key END"
-        )
         sql = (
             f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', "
-            f"last_error = %s, available_at = %s, unique_key = {keep_key} WHERE {where}"
+            f"last_error = %s, available_at = %s, unique_key = {_KEEP_KEY} "
+            f"WHERE token IS NOT NULL AND claimed_at < %s"
         )
         try:
-            with self.connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                return cursor.rowcount
+            return self._execute(sql, params)[1]
         except IntegrityError:
             # A job with the same key was pushed meanwhile: requeue without the key.
-            sql = sql.replace(keep_key, "NULL")
-            with self.connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                return cursor.rowcount
+            return self._execute(sql.replace(_KEEP_KEY, "NULL"), params)[1]
 
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
-        marks = ", ".join(["%s"] * len(claims))
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {TABLE} SET claimed_at = %s WHERE token IN ({marks})",
-                [self._ts(timezone.now()), *(c.token for c in claims)],
-            )
-            return cursor.rowcount
+        tokens = sorted({c.token for c in claims})
+        marks = ", ".join(["%s"] * len(tokens))
+        return self._execute(
+            f"UPDATE {TABLE} SET claimed_at = %s WHERE token IN ({marks})",
+            [self._ts(timezone.now()), *tokens],
+        )[1]
 
     # -- settle -----------------------------------------------------------------
 
     def delete(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
-        if len(claims) == 1:
-            sql, params = f"DELETE FROM {TABLE} WHERE id = %s AND token = %s", [
-                claims[0].id,
-                claims[0].token,
-            ]
-        else:
-            pairs = " OR ".join(["(id = %s AND token = %s)"] * len(claims))
-            sql = f"DELETE FROM {TABLE} WHERE {pairs}"
-            params = [value for c in claims for value in (c.id, c.token)]
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount
+        if self.postgres:
+            return self._execute(
+                _PG_DELETE, [[c.id for c in claims], [c.token for c in claims]]
+            )[1]
+        pairs = " OR ".join(["(id = %s AND token = %s)"] * len(claims))
+        params = [value for c in claims for value in (c.id, c.token)]
+        return self._execute(f"DELETE FROM {TABLE} WHERE {pairs}", params)[1]
 
     def release(
         self, claim: Claim, available_at: datetime, error: str = "", *, undo_attempt: bool = False
     ) -> bool:
         attempts = "attempts - 1" if undo_attempt else "attempts"
-        keep_key = (
-            f"CASE WHEN unique_key IS NOT NULL AND EXISTS (SELECT 1 FROM {TABLE} other "
-            f"WHERE other.unique_key = {TABLE}.unique_key AND other.token IS NULL) "
-            f"THEN NULL ELSE unique_key END"
-        )
         sql = (
             f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', "
             f"attempts = {attempts}, available_at = %s, last_error = %s, "
-            f"unique_key = {keep_key} WHERE id = %s AND token = %s"
+            f"unique_key = {_KEEP_KEY} WHERE id = %s AND token = %s"
         )
         params = [self._ts(available_at), error, claim.id, claim.token]
         try:
-            with self.connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                return cursor.rowcount == 1
+            return self._execute(sql, params)[1] == 1
         except IntegrityError:
             # Another job with this key was pushed between the check and the write.
-            with self.connection.cursor() as cursor:
-                cursor.execute(sql.replace(keep_key, "NULL"), params)
-                return cursor.rowcount == 1
+            return self._execute(sql.replace(_KEEP_KEY, "NULL"), params)[1] == 1
 
     def fail(self, claim: Claim, error: str) -> int | None:
         now = self._ts(timezone.now())
-        with transaction.atomic(using=self.database), self.connection.cursor() as cursor:
-            cursor.execute(
+        with transaction.atomic(using=self.database):
+            rows, _ = self._execute(
                 f"DELETE FROM {TABLE} WHERE id = %s AND token = %s "
                 f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at",
                 [claim.id, claim.token],
+                fetch=True,
             )
-            row = cursor.fetchone()
-            if row is None:
+            if not rows:
                 return None
-            cursor.execute(
+            rows, _ = self._execute(
                 f"INSERT INTO {FAILED_TABLE} (job_id, name, queue, payload, priority, "
                 f"unique_key, attempts, pushed_at, failed_at, error) "
                 f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                [*row, now, error],
+                [*rows[0], now, error],
+                fetch=True,
             )
-            return cursor.fetchone()[0]
+            return rows[0][0]
+
+    # -- wait -------------------------------------------------------------------
+
+    def wait(self, queues: Sequence[str], timeout: float, stop: threading.Event) -> None:
+        """On PostgreSQL, sleep until a push to one of `queues` is notified."""
+        if not self.postgres:
+            stop.wait(timeout)
+            return
+        try:
+            listener = self._listen()
+            ready, _, _ = select.select([listener.fileno()], [], [], timeout)
+            if ready:
+                # Drain what arrived; any notification is a reason to look again.
+                for _ in listener.notifies(timeout=0, stop_after=1000):
+                    pass
+        except Exception:
+            # A broken listener must not stop the worker: poll until it comes back.
+            self._close_listener()
+            stop.wait(timeout)
+
+    def _listen(self) -> Any:
+        listener = getattr(self._local, "listener", None)
+        if listener is None or listener.closed:
+            import psycopg
+
+            self.connection.ensure_connection()
+            params = self.connection.get_connection_params()
+            for unused in ("cursor_factory", "context", "prepare_threshold", "pool"):
+                params.pop(unused, None)
+            listener = self._local.listener = psycopg.connect(**params, autocommit=True)
+            listener.execute(f"LISTEN {CHANNEL}")
+        return listener
+
+    def _close_listener(self) -> None:
+        listener = getattr(self._local, "listener", None)
+        if listener is not None:
+            try:  # noqa: SIM105 -- a dead connection may fail to close; that is fine
+                listener.close()
+            except Exception:
+                pass
+            self._local.listener = None
 
     # -- inspect and manage -------------------------------------------------------
 
     def counts(self) -> dict[str, QueueCounts]:
         now = self._ts(timezone.now())
-        sql = (
+        rows, _ = self._execute(
             f"SELECT queue, "
             f"SUM(CASE WHEN token IS NULL AND available_at <= %s THEN 1 ELSE 0 END), "
             f"SUM(CASE WHEN token IS NULL AND available_at > %s THEN 1 ELSE 0 END), "
             f"SUM(CASE WHEN token IS NOT NULL THEN 1 ELSE 0 END) "
-            f"FROM {TABLE} GROUP BY queue"
+            f"FROM {TABLE} GROUP BY queue",
+            [now, now],
+            fetch=True,
         )
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, [now, now])
-            rows = cursor.fetchall()
         result = {
             queue: QueueCounts(pending=int(p or 0), delayed=int(d or 0), reserved=int(r or 0))
             for queue, p, d, r in rows
@@ -294,21 +354,18 @@ class DatabaseStore(Store):
         return dict(sorted(result.items()))
 
     def clear(self, queue: str | None = None) -> int:
-        with self.connection.cursor() as cursor:
-            if queue is None:
-                cursor.execute(f"DELETE FROM {TABLE}")
-            else:
-                cursor.execute(f"DELETE FROM {TABLE} WHERE queue = %s", [queue])
-            return cursor.rowcount
+        if queue is None:
+            return self._execute(f"DELETE FROM {TABLE}", [])[1]
+        return self._execute(f"DELETE FROM {TABLE} WHERE queue = %s", [queue])[1]
 
     def ping(self) -> None:
         try:
-            with self.connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
+            self._execute("SELECT 1", [])
         except Exception as e:
             raise StoreUnavailable(
                 f"The database {self.database!r} cannot be reached: {e}"
             ) from e
 
     def close(self) -> None:
+        self._close_listener()
         self.connection.close()
