@@ -1,0 +1,74 @@
+"""One small Django project for every Django-based system in the bench.
+
+$BENCH_SYSTEM picks the apps and the store: django_q2, django_tasks_db,
+laterite_pg, laterite_redis or laterite_sqlite. Settings are as shipped
+(CONN_MAX_AGE=0, each library's defaults) unless the comment says why not.
+"""
+
+import os
+from pathlib import Path
+
+SYSTEM = os.environ.get("BENCH_SYSTEM", "laterite_sqlite")
+RUN_DIR = Path(os.environ.get("BENCH_RUN_DIR", Path(__file__).resolve().parents[1] / ".runs"))
+
+SECRET_KEY = "bench-not-secret"
+DEBUG = False  # DEBUG=True keeps every query in memory
+USE_TZ = True
+ALLOWED_HOSTS = []
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+}
+
+_pg = {
+    "ENGINE": "django.db.backends.postgresql",
+    "NAME": os.environ.get("BENCH_PG_DB", f"bench_{SYSTEM}"),
+    "USER": os.environ.get("BENCH_PG_USER", "postgres"),
+    "HOST": os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
+    "PORT": os.environ.get("BENCH_PG_PORT", "5432"),
+}
+_sqlite = {
+    "ENGINE": "django.db.backends.sqlite3",
+    "NAME": str(RUN_DIR / f"{SYSTEM}.sqlite3"),
+    # What laterite's docs ask of a project with several worker processes.
+    "OPTIONS": {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    },
+}
+DATABASES = {"default": _sqlite if SYSTEM == "laterite_sqlite" else _pg}
+
+if SYSTEM == "django_q2":
+    INSTALLED_APPS += ["django_q"]
+    Q_CLUSTER = {
+        "name": "bench",
+        "orm": "default",
+        "workers": int(os.environ.get("BENCH_WORKERS", "1")),
+        "timeout": 60,
+        "retry": 120,
+        "catch_up": False,
+        "log_level": "WARNING",
+    }
+
+elif SYSTEM == "django_tasks_db":
+    INSTALLED_APPS += ["django_tasks", "django_tasks_db"]
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
+elif SYSTEM.startswith("laterite"):
+    INSTALLED_APPS += ["laterite_django", "bench.laterite_app"]
+    if SYSTEM == "laterite_redis":
+        LATERITE_QUEUE_STORE = "redis"
+        LATERITE_QUEUE_REDIS = "default"
+        CACHES = {
+            "default": {
+                "BACKEND": "django_redis.cache.RedisCache",
+                "LOCATION": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
+            }
+        }
+    else:
+        LATERITE_QUEUE_STORE = "database"

@@ -1,0 +1,35 @@
+"""django-tasks-db: Task.enqueue() on the database backend; `db_worker` processes."""
+
+from bench.systems.base import pkg_versions
+from bench.systems.djangobase import DjangoBase
+
+__all__ = ["System"]
+
+
+class System(DjangoBase):
+    has_bulk = False  # no bulk enqueue in django-tasks: a loop of enqueue()
+    notes = "django-tasks-db: as shipped (db_worker polls every 1 s when idle, CONN_MAX_AGE=0)."
+
+    def versions(self):
+        return {
+            **pkg_versions("django-tasks-db", "django-tasks", "Django", "psycopg"),
+            "postgresql": self.pg_server_version(),
+        }
+
+    def setup(self):
+        self.setup_django()
+        from django_tasks_db.models import DBTaskResult
+
+        from bench.systems.dtasks_jobs import noop
+
+        self.model = DBTaskResult
+        self.noop = noop
+
+    def reset(self):
+        self.truncate_models(self.model)
+
+    def push_one(self, i):
+        self.noop.enqueue(i)
+
+    def worker_commands(self, n):
+        return [self.manage("db_worker", "--queue-name", "default")] * n
