@@ -1,0 +1,228 @@
+"""Workers killed at random, and a database restarted under them: no job is lost.
+
+Both tests run real supervisors and worker processes for a while; they are
+marked slow and run in CI all the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from laterite_django.models import FailedJob
+from tests.conftest import ROOT, wait_for
+from tests.test_processes import kill_tree, waiting, worker_pids
+from tests.testapp import jobs
+from tests.testapp.models import Record
+
+__all__: list[str] = []
+
+pytestmark = pytest.mark.slow
+
+
+class Stderr:
+    """Read a process's stderr in a thread, so a chatty process never blocks on it."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stderr:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        self._thread.join(10)
+        return "".join(self.lines)
+
+
+def start(workers, *args: str, env: dict[str, str]) -> tuple[subprocess.Popen, Stderr]:
+    proc = workers.start(*args, env=env)
+    return proc, Stderr(proc)
+
+
+def test_random_kills_lose_no_job(store, workers):
+    total = 2000
+    jobs.chaos.push_many([(i,) for i in range(total)])  # tries=25, backoff 0
+    env = {"LATERITE_TEST_RETRY_AFTER": "3", "LATERITE_TEST_LOG_LEVEL": "WARNING"}
+    args = ("--processes", "4")
+    proc, stderr = start(workers, *args, env=env)
+    kills = 0
+    rng = random.Random(5)
+    try:
+        # Kill a random worker every 0.15 s for a while; halfway, kill the whole
+        # supervisor with its workers (their claims expire after retry_after).
+        end = time.monotonic() + 8
+        halfway = time.monotonic() + 4
+        while time.monotonic() < end:
+            time.sleep(0.15)
+            if halfway and time.monotonic() > halfway:
+                halfway = 0
+                kills += len(worker_pids(proc))
+                kill_tree(proc)
+                proc, stderr = start(workers, *args, env=env)
+                continue
+            pids = sorted(worker_pids(proc))
+            if pids:
+                try:
+                    psutil.Process(rng.choice(pids)).kill()
+                    kills += 1
+                except psutil.NoSuchProcess:
+                    pass
+        # Now the rest drains, claims of the dead returned after retry_after.
+        wait_for(lambda: waiting(store) == 0, timeout=240, every=0.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        kill_tree(proc)
+    values = list(Record.objects.filter(kind="chaos").values_list("value", flat=True))
+    ran = {int(v) for v in values}
+    duplicates = len(values) - len(ran)
+    print(f"\n{total} jobs, {kills} workers killed, {duplicates} ran twice or more")
+    assert ran == set(range(total))
+    assert not FailedJob.objects.exists(), FailedJob.objects.first().error
+    assert duplicates <= kills
+    assert "was killed by SIGKILL; starting another" in stderr.text()
+
+
+# -- PostgreSQL restarted under the workers ---------------------------------------------
+
+
+def _server_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    return Path(found[-1]).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    """A throwaway PostgreSQL server in a temporary folder, on its own port and socket."""
+
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        self.dir = Path(tempfile.mkdtemp(prefix="laterite-pg-"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.as_postgres: list[str] = []
+        if os.geteuid() == 0:
+            # PostgreSQL refuses to run as root.
+            pw = __import__("pwd").getpwnam("postgres")
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+            self.as_postgres = ["runuser", "-u", "postgres", "--"]
+
+    def _run(self, *command: str) -> None:
+        subprocess.run([*self.as_postgres, *command], check=True, capture_output=True,
+                       timeout=120)
+
+    def init(self) -> None:
+        self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
+                  "-A", "trust", "-E", "UTF8", "--no-sync")
+
+    def start(self) -> None:
+        options = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+                   f"-c fsync=off -c full_page_writes=off")
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options,
+                  "-l", str(self.dir / "log"), "-w", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop("immediate")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    bindir = _server_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (/usr/lib/postgresql/*/bin) are not installed")
+    server = Cluster(bindir)
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        server.remove()
+
+
+def test_workers_recover_from_a_postgresql_restart(cluster):
+    import psycopg
+
+    total = 300
+    env = dict(os.environ)
+    for name in ("LATERITE_TEST_DB_NAME", "LATERITE_PG_TEST_NAME", "LATERITE_TEST_STORE"):
+        env.pop(name, None)
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1",
+        LATERITE_TEST_DB="postgres", LATERITE_PG_HOST="127.0.0.1",
+        LATERITE_PG_PORT=str(cluster.port), LATERITE_PG_NAME="laterite_restart",
+        LATERITE_TEST_RETRY_AFTER="5", LATERITE_TEST_LOG_LEVEL="WARNING",
+    )
+    dsn = f"host=127.0.0.1 port={cluster.port} user=postgres"
+    with psycopg.connect(f"{dsn} dbname=postgres", autocommit=True) as conn:
+        conn.execute("CREATE DATABASE laterite_restart")
+
+    def django(*args: str) -> None:
+        subprocess.run([sys.executable, "-m", "django", *args], cwd=ROOT, env=env, check=True,
+                       capture_output=True, timeout=120)
+
+    def query(sql: str) -> int:
+        with psycopg.connect(f"{dsn} dbname=laterite_restart", connect_timeout=5) as conn:
+            return conn.execute(sql).fetchone()[0]
+
+    def ran() -> int:
+        return query("SELECT COUNT(DISTINCT value) FROM testapp_record WHERE kind = 'sturdy'")
+
+    django("migrate", "-v0")
+    subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from tests.testapp.jobs import "
+         f"sturdy; sturdy.push_many([(i,) for i in range({total})])"],
+        cwd=ROOT, env=env, check=True, timeout=120,
+    )
+    log = cluster.dir / "workers.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "django", "queue_work", "--processes",
+                                 "2"], cwd=ROOT, env=env, stdout=err, stderr=err, text=True)
+    try:
+        wait_for(lambda: ran() >= total // 4, timeout=60)
+        before = worker_pids(proc)
+        cluster.stop("fast")  # every connection is cut
+        time.sleep(2)
+        cluster.start()
+        wait_for(lambda: ran() == total and query("SELECT COUNT(*) FROM laterite_job") == 0,
+                 timeout=120, every=0.5)
+        assert worker_pids(proc) == before  # recovered in place: none died
+        assert query("SELECT COUNT(*) FROM laterite_failed_job") == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        kill_tree(proc)
+    text = log.read_text()
+    print(f"\n{total} jobs across a restart; {text.count('Store unavailable')} "
+          f"'store unavailable' warnings")
+    shutil.copy(log, "/tmp/proc/restart-workers.log") if os.environ.get("KEEP") else None
+    assert "Store unavailable" in text  # they did see it go
+    # Reconnected, not stuck retrying a dead connection.
+    assert text.count("connection already closed") < 10, text[-3000:]
