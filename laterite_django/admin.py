@@ -24,7 +24,7 @@ from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.text import Truncator
+from django.utils.text import Truncator, capfirst
 from django.utils.translation import ngettext
 
 from .admin_filters import NameFilter, QueueFilter, StateFilter
@@ -48,6 +48,18 @@ def _chunked(ids: Sequence[int], operation: Callable[[list[int]], int]) -> int:
 
 def _pre(text: str) -> SafeString:
     return format_html('<pre class="laterite-pre">{}</pre>', text)
+
+
+def _when(value) -> SafeString | str:
+    """Show a moment compactly (the list has many columns), the full timestamp on hover."""
+    if value is None:
+        return "-"
+    local = timezone.localtime(value)
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        value.isoformat(), local.isoformat(sep=" ", timespec="milliseconds"),
+        local.strftime("%Y-%m-%d %H:%M:%S"),
+    )
 
 
 def _pretty_json(text: str) -> SafeString:
@@ -124,6 +136,7 @@ class QueueAdmin(admin.ModelAdmin):
                     raise PermissionDenied(f"You may not run the action {name!r}.")
         summary = queue_summary(request)
         context = {
+            "title": capfirst(self.model._meta.verbose_name_plural),
             "queue_summary": summary,
             "summary_job_url": self._list_url(request, Job),
             "summary_failed_url": self._list_url(request, FailedJob),
@@ -148,7 +161,7 @@ class JobAdmin(QueueAdmin):
     """Jobs waiting or running: their state, and making them due now."""
 
     list_display = (
-        "id", "name", "queue", "state", "attempts", "due_at", "claimed_by", "pushed_at",
+        "id", "name", "queue", "state", "attempts", "due_at", "claimed_by", "pushed",
     )
     list_filter = (QueueFilter, NameFilter, StateFilter)
     search_fields = ("name", "payload")
@@ -179,8 +192,12 @@ class JobAdmin(QueueAdmin):
         )
 
     @admin.display(description="due at", ordering="available_at")
-    def due_at(self, obj: Job):
-        return obj.available_at
+    def due_at(self, obj: Job) -> SafeString | str:
+        return _when(obj.available_at)
+
+    @admin.display(description="pushed at", ordering="pushed_at")
+    def pushed(self, obj: Job) -> SafeString | str:
+        return _when(obj.pushed_at)
 
     @admin.display(description="payload")
     def payload_json(self, obj: Job) -> SafeString:
@@ -253,7 +270,7 @@ class JobAdmin(QueueAdmin):
 class FailedJobAdmin(QueueAdmin):
     """The failed list: why each job failed, and putting it back on its queue."""
 
-    list_display = ("id", "name", "queue", "attempts", "failed_at", "error_line")
+    list_display = ("id", "name", "queue", "attempts", "failed", "error_line")
     list_filter = (QueueFilter, NameFilter, "failed_at")
     search_fields = ("name", "error")
     list_defer = ("payload",)
@@ -271,12 +288,16 @@ class FailedJobAdmin(QueueAdmin):
         "traceback", "payload_json", "unique_key",
     )
 
+    @admin.display(description="failed at", ordering="failed_at")
+    def failed(self, obj: FailedJob) -> SafeString | str:
+        return _when(obj.failed_at)
+
     @admin.display(description="error")
     def error_line(self, obj: FailedJob) -> SafeString:
         line = obj.error_summary
         return format_html('<span title="{}">{}</span>', line, Truncator(line).chars(120))
 
-    @admin.display(description="error")
+    @admin.display(description="traceback")
     def traceback(self, obj: FailedJob) -> SafeString:
         return format_html("<pre>{}</pre>", obj.error)
 
