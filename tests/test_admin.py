@@ -273,7 +273,8 @@ def test_retry_button_shows_the_job_waiting_on_its_queue(admin_client, store):
     assert response["Location"] == f"{JOBS}?queue=mail"
     page = admin_client.get(response["Location"])
     assert texts(page) == ["1 job put back on its queue."]
-    assert page.context["queue_summary"].rows[0].waiting == 1
+    rows = {row.queue: row for row in page.context["queue_summary"].rows}
+    assert (rows["mail"].waiting, rows["mail"].failed) == (1, 0)
     assert not FailedJob.objects.exists()
     # Retrying it again (a second click, another admin) does nothing, clearly.
     assert admin_client.post(failed_url("retry", failed.pk)).status_code == 404
@@ -400,3 +401,34 @@ def staff_with(client, *codenames: str):
         content_type__app_label="laterite_django", codename__in=codenames))
     client.force_login(user)
     return client
+
+
+# -- the Redis store -----------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_down(settings):
+    """The Redis store, pointed at a port where no Redis listens."""
+    from laterite_django.stores import reset_store
+
+    settings.CACHES = {**settings.CACHES, "down": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": "redis://127.0.0.1:1/0",
+        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient",
+                    "SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 1},
+    }}
+    settings.LATERITE_QUEUE_STORE = "redis"
+    settings.LATERITE_QUEUE_REDIS = "down"
+    reset_store()
+    yield
+    reset_store()
+
+
+def test_failed_list_stays_usable_when_the_store_is_down(admin_client, redis_down, caplog):
+    failed = make_failed()
+    response = admin_client.get(FAILED)
+    assert response.status_code == 200
+    assert "The queue counts cannot be read:" in response.content.decode()
+    assert ids(response) == {failed.pk}
+    assert admin_client.get(failed_url("change", failed.pk)).status_code == 200
+    assert "could not read the queue counts" in caplog.text
