@@ -63,7 +63,10 @@ def _option_problem(name: str, value: Any) -> str | None:
         try:
             validate_backoff("backoff", value)
         except (TypeError, ValueError) as e:
-            return str(e).removeprefix("Job 'backoff': ")
+            text = str(e).removeprefix("Job 'backoff': ").rstrip(".")
+            return text.removeprefix("backoff ") if text.startswith("backoff ") else (
+                f"is wrong: {text}"
+            )
     return None
 
 
