@@ -4,6 +4,7 @@ Linux only (reads /proc). Every signal goes to a process id (or the process
 group) that this module started; nothing is matched by name.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -40,7 +41,7 @@ class WorkerGroup:
     """The worker processes of one system: each command in its own session."""
 
     def __init__(self, commands, env, cwd, log_path):
-        self.log = open(log_path, "ab")
+        self.log = open(log_path, "ab")  # noqa: SIM115 - closed by stop()
         self.procs = []
         for argv in commands:
             self.log.write(("\n$ " + " ".join(argv) + "\n").encode())
@@ -101,10 +102,8 @@ class WorkerGroup:
 
     def _signal_all(self, sig):
         for pid in self.pids():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
 
     def pause(self):
         """SIGSTOP every process, so jobs pushed now wait for `resume`."""
@@ -122,10 +121,8 @@ class WorkerGroup:
         pids = self.pids()
         for p in self.procs:
             if p.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         self._signal_all(signal.SIGTERM)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
@@ -133,15 +130,11 @@ class WorkerGroup:
                 break
             time.sleep(0.05)
         for pid in self.pids() | _alive(pids):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for p in self.procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
         self.log.close()
 
 

@@ -1,8 +1,7 @@
 """The laterite side of the workload: one no-op job."""
 
-from laterite_django import job
-
 from bench.systems._record import record
+from laterite_django import job
 
 
 @job("bench.noop")

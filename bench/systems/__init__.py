@@ -55,20 +55,66 @@ class System:
 
 
 _ALL = [
-    System("floor_pg", "floor_pg", "floor", "bare psycopg: DELETE ... SKIP LOCKED RETURNING per job", "PostgreSQL", "floor"),
-    System("floor_pg_update", "floor_pg", "floor", "bare psycopg: UPDATE claim, then DELETE per job", "PostgreSQL", "floor"),
-    System("floor_pg_batch", "floor_pg", "floor", "bare psycopg: claim 100 at a time", "PostgreSQL", "floor"),
+    System(
+        "floor_pg",
+        "floor_pg",
+        "floor",
+        "bare psycopg: DELETE ... SKIP LOCKED RETURNING per job",
+        "PostgreSQL",
+        "floor",
+    ),
+    System(
+        "floor_pg_update",
+        "floor_pg",
+        "floor",
+        "bare psycopg: UPDATE claim, then DELETE per job",
+        "PostgreSQL",
+        "floor",
+    ),
+    System(
+        "floor_pg_batch",
+        "floor_pg",
+        "floor",
+        "bare psycopg: claim 100 at a time",
+        "PostgreSQL",
+        "floor",
+    ),
     System("pgqueuer", "pgqueuer", "pgqueuer", "pgqueuer", "PostgreSQL", "peer"),
-    System("procrastinate", "procrastinate", "procrastinate", "Procrastinate", "PostgreSQL", "peer"),
+    System(
+        "procrastinate", "procrastinate", "procrastinate", "Procrastinate", "PostgreSQL", "peer"
+    ),
     System("django_q2", "django_q2", "django_q2", "django-q2, ORM broker", "PostgreSQL", "peer"),
-    System("django_tasks_db", "django_tasks_db", "django_tasks_db", "django-tasks-db, db_worker", "PostgreSQL", "peer"),
+    System(
+        "django_tasks_db",
+        "django_tasks_db",
+        "django_tasks_db",
+        "django-tasks-db, db_worker",
+        "PostgreSQL",
+        "peer",
+    ),
     System("laterite_pg", "laterite", "laterite", "laterite_django", "PostgreSQL", "laterite"),
-    System("floor_redis", "floor_redis", "floor", "bare redis-py: LMOVE + LREM", "Redis", "floor", redis_db=9),
+    System(
+        "floor_redis",
+        "floor_redis",
+        "floor",
+        "bare redis-py: LMOVE + LREM",
+        "Redis",
+        "floor",
+        redis_db=9,
+    ),
     System("huey", "huey", "huey", "Huey", "Redis", "peer", redis_db=10),
     System("rq", "rq", "rq", "RQ, Worker (fork per job)", "Redis", "peer", redis_db=11),
     System("rq_simple", "rq", "rq", "RQ, SimpleWorker", "Redis", "peer", redis_db=12),
     System("celery", "celery", "celery", "Celery, solo pool", "Redis", "peer", redis_db=13),
-    System("laterite_redis", "laterite", "laterite", "laterite_django", "Redis", "laterite", redis_db=14),
+    System(
+        "laterite_redis",
+        "laterite",
+        "laterite",
+        "laterite_django",
+        "Redis",
+        "laterite",
+        redis_db=14,
+    ),
     System("laterite_sqlite", "laterite", "laterite", "laterite_django", "SQLite", "laterite"),
 ]
 

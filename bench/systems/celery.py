@@ -39,9 +39,21 @@ class System(Base):
     def worker_commands(self, n):
         return [
             [
-                str(self.bin / "celery"), "-A", "bench.systems.celery_jobs", "worker",
-                "--pool", "solo", "-Q", "bench", "-n", f"w{k}@%h", "--loglevel", "WARNING",
-                "--without-heartbeat", "--without-gossip", "--without-mingle",
+                str(self.bin / "celery"),
+                "-A",
+                "bench.systems.celery_jobs",
+                "worker",
+                "--pool",
+                "solo",
+                "-Q",
+                "bench",
+                "-n",
+                f"w{k}@%h",
+                "--loglevel",
+                "WARNING",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
             ]
             for k in range(n)
         ]

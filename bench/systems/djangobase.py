@@ -14,7 +14,7 @@ class DjangoBase(Base):
     def setup_django(self):
         """Make the database, configure Django in this process and migrate."""
         os.environ.update(self.worker_env())
-        if self.desc.store == "PostgreSQL":
+        if self.uses_pg:
             self.pg_create_database()
         import django
         from django.core.management import call_command
@@ -24,6 +24,11 @@ class DjangoBase(Base):
 
     def manage(self, *args):
         return [sys.executable, "-m", "django", *args, "--settings", SETTINGS]
+
+    @property
+    def uses_pg(self):
+        """Whether the Django database is PostgreSQL (Redis systems keep their tables there)."""
+        return self.desc.store != "SQLite"
 
     workers = 1  # set by worker_commands(n): some settings need the count
 
@@ -47,5 +52,5 @@ class DjangoBase(Base):
         from django.db import connections
 
         connections.close_all()
-        if self.desc.store == "PostgreSQL":
+        if self.uses_pg:
             self.pg_drop_database()

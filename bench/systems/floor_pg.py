@@ -7,7 +7,7 @@ import psycopg
 
 from bench.systems.base import Base, pkg_versions
 
-__all__ = ["System", "SCHEMA"]
+__all__ = ["SCHEMA", "System"]
 
 SCHEMA = """
 CREATE TABLE floor_job (

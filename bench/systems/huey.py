@@ -34,7 +34,14 @@ class System(Base):
 
     def worker_commands(self, n):
         # One consumer with n worker processes: Huey's own way to use n processes.
-        return [[
-            str(self.bin / "huey_consumer"), "bench.systems.huey_jobs.huey",
-            "-k", "process", "-w", str(n), "-q",
-        ]]
+        return [
+            [
+                str(self.bin / "huey_consumer"),
+                "bench.systems.huey_jobs.huey",
+                "-k",
+                "process",
+                "-w",
+                str(n),
+                "-q",
+            ]
+        ]

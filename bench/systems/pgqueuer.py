@@ -14,7 +14,10 @@ __all__ = ["System"]
 
 class System(Base):
     def versions(self):
-        return {**pkg_versions("pgqueuer", "asyncpg", "psycopg"), "postgresql": self.pg_server_version()}
+        return {
+            **pkg_versions("pgqueuer", "asyncpg", "psycopg"),
+            "postgresql": self.pg_server_version(),
+        }
 
     def setup(self):
         self.pg_create_database()

@@ -48,8 +48,12 @@ class System(Base):
 
     def worker_commands(self, n):
         argv = [
-            sys.executable, "-m", "procrastinate",
+            sys.executable,
+            "-m",
+            "procrastinate",
             "--app=bench.systems.procrastinate_jobs.app",
-            "worker", "--concurrency", "1",
+            "worker",
+            "--concurrency",
+            "1",
         ]
         return [argv] * n

@@ -49,4 +49,4 @@ class System(Base):
         argv = [str(self.bin / "rq"), "worker", "-u", self.redis_url, "-q"]
         if self.simple:
             argv += ["-w", "rq.worker.SimpleWorker"]
-        return [argv + ["bench"]] * n
+        return [[*argv, "bench"]] * n

@@ -1,0 +1,198 @@
+"""Turn the figures of a run into tables (Markdown, also printed). Stdlib only."""
+
+from bench.systems import SYSTEMS
+
+__all__ = ["COLUMNS", "markdown", "ratio_tables", "value"]
+
+# key, heading, higher is better
+COLUMNS = [
+    ("push_one", "push one /s", True),
+    ("push_bulk", "push bulk /s", True),
+    ("drain_1", "drain 1 proc /s", True),
+    ("drain_2", "drain 2 procs /s", True),
+    ("drain_4", "drain 4 procs /s", True),
+    ("p50", "push-to-start p50 ms", False),
+    ("p95", "push-to-start p95 ms", False),
+]
+FLOORS = {"PostgreSQL": "floor_pg", "Redis": "floor_redis"}
+
+
+def value(result, key):
+    """Return the median figure `key` of one system's result, or None."""
+    if not result:
+        return None
+    if key in ("p50", "p95"):
+        return (result.get("latency") or {}).get(key)
+    fig = result.get(key)
+    return fig["median"] if fig else None
+
+
+def _fmt(v, key):
+    if v is None:
+        return "-"
+    if key in ("p50", "p95"):
+        return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+    return f"{v:,.0f}"
+
+
+def _ratio(v, ref, higher):
+    if v is None or not ref:
+        return None
+    return v / ref if higher else ref / v
+
+
+def _fmt_ratio(r):
+    if r is None:
+        return "-"
+    return f"{r:.2f}x" if r < 10 else f"{r:.0f}x"
+
+
+def _rows(results):
+    return [(SYSTEMS[name], results[name]) for name in SYSTEMS if name in results]
+
+
+def best_peer(results, store, key, higher):
+    vals = [
+        value(res, key)
+        for desc, res in _rows(results)
+        if desc.kind == "peer" and desc.store == store and not res.get("failed")
+    ]
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None
+    return max(vals) if higher else min(vals)
+
+
+def ratio_tables(results):
+    """Return {name: {key: (vs floor, vs best peer)}}."""
+    out = {}
+    for desc, res in _rows(results):
+        row = {}
+        for key, _, higher in COLUMNS:
+            v = value(res, key)
+            floor = FLOORS.get(desc.store)
+            ref_floor = value(results.get(floor), key) if floor else None
+            # SQLite has no peer here: compare it with the best PostgreSQL peer.
+            peer_store = desc.store if desc.store != "SQLite" else "PostgreSQL"
+            ref_peer = best_peer(results, peer_store, key, higher)
+            row[key] = (_ratio(v, ref_floor, higher), _ratio(v, ref_peer, higher))
+        out[desc.name] = row
+    return out
+
+
+def _table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _label(desc, res):
+    label = desc.label
+    if desc.kind == "laterite":
+        label = f"**{label}**"
+    return label
+
+
+def markdown(run):
+    """Return the Markdown report of `run` (the JSON that bench/run.py writes)."""
+    results = run["results"]
+    meta = run["meta"]
+    out = [
+        "# Benchmarks",
+        "",
+        "Made by `python bench/run.py` (see `bench/README.md`): every system below was"
+        " measured in the same run, on the same machine, one after the other.",
+        "",
+        f"- date: {meta['date']}",
+        f"- machine: {meta['nproc']} cores ({meta['cpu']}), {meta['memory']}, {meta['os']}",
+        f"- load average: {meta['load_start']} at the start, {meta['load_end']} at the end"
+        " (a shared machine: other work ran beside the bench)",
+        f"- Python {meta['python']}; PostgreSQL {meta.get('postgresql', '?')}"
+        f" and Redis {meta.get('redis', '?')} on 127.0.0.1",
+        f"- workload: N = {meta['n']} no-op jobs; medians of {meta['repeat']} repetitions;"
+        f" latency from {meta['latency_samples']} pushes, one at a time, to an idle worker",
+        f"- command: `{meta['command']}`",
+        "",
+        "## Figures",
+        "",
+    ]
+    head = ["system", "store"] + [h for _, h, _ in COLUMNS]
+    rows = []
+    notes = []
+    for desc, res in _rows(results):
+        if res.get("failed"):
+            rows.append([_label(desc, res), desc.store, f"failed: {res['failed']}"] + [""] * 6)
+            continue
+        cells = [_label(desc, res), desc.store]
+        for key, _, _ in COLUMNS:
+            cell = _fmt(value(res, key), key)
+            if key == "push_bulk" and cell != "-" and res.get("has_bulk") is False:
+                cell += " †"
+            cells.append(cell)
+        rows.append(cells)
+        for e in res.get("errors", []):
+            notes.append(f"- {desc.name}: {e}")
+        for n in res.get("notes", []):
+            notes.append(f"- {desc.name}: {n}")
+        caps = {k: v for k, v in (res.get("drain_n") or {}).items() if v != meta["n"]}
+        if caps:
+            notes.append(f"- {desc.name}: drains measured on N = {sorted(set(caps.values()))[0]}")
+    out.append(_table(head, rows))
+    out += [
+        "",
+        "† no bulk path in this system: the figure is a loop of single pushes.",
+        "",
+        "## Ratios",
+        "",
+        "Each figure divided by the reference's (for latency, the reference's divided"
+        " by the figure's), so above 1 is better than the reference. The floor is the"
+        " one-job-per-round-trip floor of the same store (`DELETE ... SKIP LOCKED` for"
+        " PostgreSQL, `LMOVE` for Redis); the best peer is the best of Procrastinate,"
+        " pgqueuer, django-q2 and django-tasks-db (PostgreSQL) or of Huey, RQ and Celery"
+        " (Redis) in that column. SQLite is compared with the best PostgreSQL peer.",
+        "",
+    ]
+    ratios = ratio_tables(results)
+    head = ["system", "store"] + [h.replace(" /s", "").replace(" ms", "") for _, h, _ in COLUMNS]
+    rows = []
+    for desc, res in _rows(results):
+        if res.get("failed") or (desc.kind == "floor" and desc.name in FLOORS.values()):
+            continue
+        cells = [_label(desc, res), desc.store]
+        for key, _, _ in COLUMNS:
+            vs_floor, vs_peer = ratios[desc.name][key]
+            cells.append(f"{_fmt_ratio(vs_floor)} / {_fmt_ratio(vs_peer)}")
+        rows.append(cells)
+    out += ["Cells: against the floor / against the best peer.", "", _table(head, rows), ""]
+    out += [
+        "## How it is measured",
+        "",
+        "- Each system runs in its own virtualenv (`bench/.venvs/<name>`), installed by"
+        " the script with pip, on its own database (`bench_<system>`) or Redis db.",
+        "- A job records its start with one `os.write` of `id pid time.time()` to a file"
+        " (`bench/systems/_record.py`): the same cost in every system.",
+        "- push one: N pushes in a loop from one process; push bulk: the system's bulk"
+        " call with all N jobs (a loop where it has none).",
+        "- drain: the workers are started and left to go idle, then paused (SIGSTOP);"
+        " N jobs are pushed; the workers resume (SIGCONT). The figure is (N - 1) /"
+        " (last job start - first job start): start-up is not counted. Each worker"
+        " process runs one job at a time (Celery solo pool, Procrastinate concurrency 1,"
+        " Huey and django-q2 with n worker processes, laterite `--processes n`).",
+        "- push-to-start: from just before the push call to the job's start, one job at"
+        " a time, 20-40 ms apart, on an idle single worker.",
+        "- the floors are bench/systems/floor_worker.py: no library, one claim"
+        " statement, JSON decode, run, settle.",
+        "",
+        f"![benchmarks]({meta.get('png_name', 'benchmarks.png')})",
+        "",
+        "## Versions",
+        "",
+    ]
+    for desc, res in _rows(results):
+        v = res.get("versions") or {}
+        if v:
+            out.append(f"- {desc.name}: " + ", ".join(f"{k} {x}" for k, x in v.items()))
+    if notes:
+        out += ["", "## Notes and errors", "", *notes]
+    out.append("")
+    return "\n".join(out)

@@ -1,0 +1,350 @@
+"""Benchmark laterite_django against its peers, each in its own virtualenv.
+
+    python bench/run.py                      # everything, N=2000, medians of 3
+    python bench/run.py --quick              # N=500, 1 repetition, 30 latency samples
+    python bench/run.py --only huey,laterite_redis --merge
+    python bench/run.py --report-only        # redraw docs/ from docs/benchmarks.json
+
+Writes docs/benchmarks.md, docs/benchmarks.png and docs/benchmarks.json.
+Needs PostgreSQL (trust auth) and Redis on 127.0.0.1; see bench/README.md.
+"""
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python bench/run.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import report
+from bench.systems import ROOT, SYSTEMS, VENVS
+
+__all__ = ["main"]
+
+BENCH = ROOT / "bench"
+VENV_DIR = BENCH / ".venvs"
+RUN_DIR = BENCH / ".runs"
+
+
+def say(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def base_python():
+    return getattr(sys, "_base_executable", None) or sys.executable
+
+
+def venv_python(name):
+    return VENV_DIR / name / "bin" / "python"
+
+
+def ensure_venv(name, timeout=900):
+    """Create and fill bench/.venvs/<name>; return None or the reason it failed."""
+    reqs = VENVS[name]
+    marker = VENV_DIR / name / ".bench-requirements"
+    digest = hashlib.sha256(json.dumps(reqs).encode()).hexdigest()
+    editable = "-e" in reqs  # laterite: reinstall each run, its dependencies may change
+    if not editable and marker.exists() and marker.read_text() == digest:
+        return None
+    log = RUN_DIR / f"pip-{name}.log"
+    say(f"== installing {name}: {' '.join(reqs)}")
+    try:
+        if not venv_python(name).exists():
+            subprocess.run(
+                [base_python(), "-m", "venv", str(VENV_DIR / name)],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+        with open(log, "w") as f:
+            proc = subprocess.run(
+                [
+                    str(venv_python(name)),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    *reqs,
+                ],
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+    except (subprocess.SubprocessError, OSError) as e:
+        return f"install: {type(e).__name__}: {e}"[:200]
+    if proc.returncode != 0:
+        lines = [ln for ln in log.read_text().splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "ERROR" in ln] or lines[-1:]
+        return f"install: {errors[0].strip() if errors else 'pip failed'}"[:200]
+    marker.write_text(digest)
+    return None
+
+
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def machine():
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.0f} GiB memory"
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory": mem,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
+
+
+def load():
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run_system(desc, args):
+    """Run bench.driver for one system in its venv; return its result dict."""
+    out = RUN_DIR / f"{desc.name}.json"
+    out.unlink(missing_ok=True)
+    argv = [
+        str(venv_python(desc.venv)),
+        "-m",
+        "bench.driver",
+        "--system",
+        desc.name,
+        "--n",
+        str(args.n),
+        "--repeat",
+        str(args.repeat),
+        "--workers",
+        ",".join(map(str, args.workers)),
+        "--latency-samples",
+        str(args.latency_samples),
+        "--run-dir",
+        str(RUN_DIR),
+        "--out",
+        str(out),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if args.laterite_args:
+        env["BENCH_LATERITE_ARGS"] = args.laterite_args
+    log = RUN_DIR / f"{desc.name}.driver.log"
+    started = time.monotonic()
+    load_before = load()
+    reason = None
+    with open(log, "w") as f:
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=f,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+        def echo():  # progress lines, shown as they come
+            for line in proc.stderr:
+                f.write(line)
+                f.flush()
+                if line.startswith("["):
+                    say("   " + line.rstrip())
+
+        reader = threading.Thread(target=echo, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=args.system_timeout)
+        except subprocess.TimeoutExpired:
+            reason = f"timed out after {args.system_timeout:.0f} s"
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        reader.join(timeout=5)
+    result = json.loads(out.read_text()) if out.exists() else {"errors": []}
+    if proc.returncode and not reason:
+        tail = [ln for ln in log.read_text().splitlines() if ln.strip()]
+        reason = f"exit {proc.returncode}: {tail[-1].strip()[:160] if tail else ''}"
+    measured = any(report.value(result, k) is not None for k, _, _ in report.COLUMNS)
+    if reason:
+        result.setdefault("errors", []).append(reason)
+        if not measured:
+            result["failed"] = reason
+    elif not measured:
+        errs = result.get("errors") or ["nothing measured"]
+        result["failed"] = errs[0]
+    result["seconds"] = round(time.monotonic() - started)
+    result["load"] = [load_before, load()]
+    return result
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--n", type=int, help="jobs per figure (default 2000; --quick 500)")
+    p.add_argument("--repeat", type=int, help="repetitions per figure, medians (default 3)")
+    p.add_argument("--workers", default="1,2,4", help="worker process counts to drain with")
+    p.add_argument("--latency-samples", type=int, help="pushes for the latency (default 100)")
+    p.add_argument("--only", help="comma-separated systems: " + ",".join(SYSTEMS))
+    p.add_argument("--skip", help="comma-separated systems to leave out")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="N=500, 1 repetition, 30 latency samples (unless given)",
+    )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other systems' figures from the last docs/benchmarks.json",
+    )
+    p.add_argument(
+        "--laterite-args",
+        default=os.environ.get("BENCH_LATERITE_ARGS", ""),
+        help="extra queue_work arguments for laterite, e.g. '--batch 100'",
+    )
+    p.add_argument(
+        "--system-timeout",
+        type=float,
+        default=900.0,
+        help="seconds at most for one system (default 900)",
+    )
+    p.add_argument("--no-install", action="store_true", help="use the venvs as they are")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="redraw the Markdown and chart from docs/benchmarks.json",
+    )
+    p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    args = p.parse_args(argv)
+    defaults = (500, 1, 30) if args.quick else (2000, 3, 100)
+    for attr, default in zip(("n", "repeat", "latency_samples"), defaults, strict=True):
+        if getattr(args, attr) is None:
+            setattr(args, attr, default)
+    args.workers = [int(x) for x in args.workers.split(",") if x]
+    names = list(SYSTEMS)
+    if args.only:
+        wanted = [x.strip() for x in args.only.split(",") if x.strip()]
+        unknown = [x for x in wanted if x not in SYSTEMS]
+        if unknown:
+            p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
+        names = [n for n in names if n in wanted]
+    if args.skip:
+        names = [n for n in names if n not in args.skip.split(",")]
+    args.names = names
+    return args
+
+
+def write_outputs(run, md_path):
+    md_path = Path(md_path)
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    png = md_path.with_suffix(".png")
+    run["meta"]["png_name"] = png.name
+    md_path.with_suffix(".json").write_text(json.dumps(run, indent=1) + "\n")
+    text = report.markdown(run)
+    md_path.write_text(text)
+    print(text)
+    err = ensure_venv("report")
+    if err:
+        say(f"no chart: {err}")
+        return
+    proc = subprocess.run(
+        [
+            str(venv_python("report")),
+            "-m",
+            "bench.chart",
+            str(md_path.with_suffix(".json")),
+            str(png),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode:
+        say(f"no chart: {proc.stderr.strip().splitlines()[-1:]}")
+    else:
+        say(f"wrote {md_path}, {png} and {md_path.with_suffix('.json')}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    VENV_DIR.mkdir(parents=True, exist_ok=True)
+    json_path = Path(args.out).with_suffix(".json")
+    if args.report_only:
+        write_outputs(json.loads(json_path.read_text()), args.out)
+        return 0
+    meta = machine()
+    meta.update(
+        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        n=args.n,
+        repeat=args.repeat,
+        latency_samples=args.latency_samples,
+        command="python bench/run.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        load_start=load(),
+    )
+    results = {}
+    if args.merge and json_path.exists():
+        results = json.loads(json_path.read_text()).get("results", {})
+    services = {"PostgreSQL": port_open(5432), "Redis": port_open(6379)}
+    venv_errors = {}
+    t0 = time.monotonic()
+    for name in args.names:
+        desc = SYSTEMS[name]
+        say(f"== {name} ({desc.label}, {desc.store})")
+        # laterite on Redis keeps its failed list in PostgreSQL here.
+        needs = {desc.store} | ({"PostgreSQL"} if name == "laterite_redis" else set())
+        down = [s for s in needs if s in services and not services[s]]
+        if down:
+            results[name] = {"failed": f"{down[0]} is not reachable on 127.0.0.1", "errors": []}
+            continue
+        if desc.venv not in venv_errors:
+            venv_errors[desc.venv] = None if args.no_install else ensure_venv(desc.venv)
+        if venv_errors[desc.venv]:
+            results[name] = {"failed": venv_errors[desc.venv], "errors": []}
+            say(f"   failed: {venv_errors[desc.venv]}")
+            continue
+        results[name] = run_system(desc, args)
+        if results[name].get("failed"):
+            say(f"   failed: {results[name]['failed']}")
+    meta["load_end"] = load()
+    meta["seconds"] = round(time.monotonic() - t0)
+    for key, store in (("postgresql", "postgresql"), ("redis", "redis-server")):
+        for res in results.values():
+            if (res.get("versions") or {}).get(store):
+                meta[key] = res["versions"][store]
+                break
+    write_outputs({"meta": meta, "results": results}, args.out)
+    say(f"done in {meta['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
