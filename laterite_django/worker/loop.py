@@ -192,6 +192,8 @@ class Worker:
         finally:
             self._return_held()
             self.heartbeat.stop()
+            with contextlib.suppress(Exception):
+                self.store.close()  # this thread's connections, its LISTEN one included
             self.monitor.exit(self.stop_reason or "stopped")
             logger.info(
                 "Worker %s stopped after %d jobs (%s)",
