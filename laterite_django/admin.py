@@ -112,7 +112,7 @@ class QueueAdmin(admin.ModelAdmin):
     def get_search_results(self, request, queryset, search_term):
         results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
         term = search_term.strip().lstrip("#")
-        if term.isdigit():
+        if term.isdigit() and len(term) < 19:  # an id fits in a bigint
             results |= queryset.filter(pk=int(term))
         return results, may_have_duplicates
 
@@ -321,8 +321,12 @@ class FailedJobAdmin(QueueAdmin):
             messages.SUCCESS if count else messages.WARNING,
         )
 
-    def get_actions(self, request: HttpRequest):
-        actions = super().get_actions(request)
+    def get_actions(self, request: HttpRequest, action_location: Any = None):
+        # `action_location` exists from Django 6.1 on (actions on the change form).
+        if action_location is None:
+            actions = super().get_actions(request)
+        else:
+            actions = super().get_actions(request, action_location=action_location)
         # Deleting a failed job is "forget", through the store.
         actions.pop("delete_selected", None)
         return actions
