@@ -35,6 +35,8 @@ _MICROSECOND = timedelta(microseconds=1)
 _PUSH_CHUNK = 2000
 # The longest single blocking wait, so a stop request is seen within a second.
 _MAX_BLOCK = 1.0
+# How late Redis may time out a blocked client (one server tick at the default hz 10).
+_SERVER_TICK = 0.1
 
 
 def _us(moment: datetime) -> int:
@@ -290,15 +292,21 @@ class RedisStore(Store):
             pipe.zrange(self.key("queue", queue, "delayed"), 0, 0, withscores=True)
         earliest = [entries[0][1] for entries in pipe.execute() if entries]
         block = float(timeout)
+        due_in = None
         if earliest:
-            block = min(block, (min(earliest) - _us(timezone.now())) / 1_000_000)
+            due_in = (min(earliest) - _us(timezone.now())) / 1_000_000
+            block = min(block, due_in)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         limit = _MAX_BLOCK if not socket_timeout else min(_MAX_BLOCK, socket_timeout / 2)
         keys = [self.key("queue", queue, "wake") for queue in queues]
         deadline = time.monotonic() + block
+        # Redis times out blocked clients on its server clock tick (100 ms at the
+        # default hz 10): block there until just before a due job, then sleep here.
+        blpop_until = deadline - (_SERVER_TICK if due_in is not None and due_in == block else 0)
         while not stop.is_set():
-            left = deadline - time.monotonic()
+            left = blpop_until - time.monotonic()
             if left < 0.001:
+                stop.wait(max(0.0, deadline - time.monotonic()))
                 return
             # BLPOP's timeout 0 means forever; `left` is at least a millisecond here.
             if client.blpop(keys, timeout=min(left, limit)) is not None:
