@@ -100,6 +100,7 @@ class Run:
         self.result = {"system": self.desc.name, "errors": [], "notes": []}
         self.phase = 0
         self.workers = None
+        self.bulk_rate = None
 
     def save(self):
         tmp = self.out.with_suffix(".tmp")
@@ -132,19 +133,22 @@ class Run:
                 sys_.reset()
                 ids = self.ids(n)
                 t0 = time.perf_counter()
-                if bulk:
+                if bulk and sys_.has_bulk:
                     sys_.push_bulk(ids)
                     done = n
                 else:
                     # A slow system pushes for the budget's time, not for minutes.
                     stop = t0 + self.args.push_budget
+                    push = sys_.push_bulk if bulk else sys_.push_one
                     for done, i in enumerate(ids, 1):
-                        sys_.push_one(i)
+                        push([i] if bulk else i)
                         if not done % 10 and time.perf_counter() > stop:
                             break
                 values.append(done / (time.perf_counter() - t0))
             self.figure(key, values, "jobs/s")
             self.log(f"{key}: {statistics.median(values):,.0f} jobs/s")
+            if bulk:
+                self.bulk_rate = statistics.median(values)
         self.result["has_bulk"] = sys_.has_bulk
         sys_.reset()
 
@@ -170,6 +174,9 @@ class Run:
         n = self.args.n
         if sys_.max_drain_jobs:
             n = min(n, sys_.max_drain_jobs)
+        if self.bulk_rate:
+            # Filling the queue of a slow pusher takes at most ~10 s.
+            n = min(n, max(100, int(self.bulk_rate * 10)))
         values = []
         budget = time.monotonic() + self.args.drain_budget
         for _ in range(self.args.repeat):

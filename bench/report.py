@@ -116,12 +116,12 @@ def markdown(run):
         "## Figures",
         "",
     ]
-    head = ["system", "store"] + [h for _, h, _ in COLUMNS]
+    head = ["system", "store"] + [h for _, h, _ in COLUMNS] + ["load"]
     rows = []
     notes = []
     for desc, res in _rows(results):
         if res.get("failed"):
-            rows.append([_label(desc, res), desc.store, f"failed: {res['failed']}"] + [""] * 6)
+            rows.append([_label(desc, res), desc.store, f"failed: {res['failed']}"] + [""] * 7)
             continue
         cells = [_label(desc, res), desc.store]
         for key, _, _ in COLUMNS:
@@ -129,6 +129,8 @@ def markdown(run):
             if key == "push_bulk" and cell != "-" and res.get("has_bulk") is False:
                 cell += " †"
             cells.append(cell)
+        load = res.get("load") or []
+        cells.append(" → ".join(x.split()[0] for x in load) if load else "-")
         rows.append(cells)
         for e in res.get("errors", []):
             notes.append(f"- {desc.name}: {e}")
@@ -140,7 +142,9 @@ def markdown(run):
     out.append(_table(head, rows))
     out += [
         "",
-        "† no bulk path in this system: the figure is a loop of single pushes.",
+        "† no bulk path in this system: the figure is a loop of single pushes."
+        " load: the machine's 1-minute load average before → after the system ran"
+        f" ({meta['nproc']} cores; above that, other work competed for them).",
         "",
         "## Ratios",
         "",

@@ -1,7 +1,7 @@
 """One small Django project for every Django-based system in the bench.
 
-$BENCH_SYSTEM picks the apps and the store: django_q2, django_tasks_db,
-laterite_pg, laterite_redis or laterite_sqlite. Settings are as shipped
+$BENCH_SYSTEM picks the apps and the store: django_q2[_tuned],
+django_tasks_db[_tuned], laterite_pg, laterite_redis or laterite_sqlite. Settings are as shipped
 (CONN_MAX_AGE=0, each library's defaults) unless the comment says why not.
 """
 
@@ -42,8 +42,12 @@ _sqlite = {
     },
 }
 DATABASES = {"default": _sqlite if SYSTEM == "laterite_sqlite" else _pg}
+if SYSTEM.endswith("_tuned"):
+    # The peers' "tuned" rows: persistent connections instead of Django's
+    # default CONN_MAX_AGE=0, which reconnects on every close_old_connections().
+    _pg["CONN_MAX_AGE"] = None
 
-if SYSTEM == "django_q2":
+if SYSTEM.startswith("django_q2"):
     INSTALLED_APPS += ["django_q"]
     Q_CLUSTER = {
         "name": "bench",
@@ -55,7 +59,7 @@ if SYSTEM == "django_q2":
         "log_level": "WARNING",
     }
 
-elif SYSTEM == "django_tasks_db":
+elif SYSTEM.startswith("django_tasks_db"):
     INSTALLED_APPS += ["django_tasks", "django_tasks_db"]
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 

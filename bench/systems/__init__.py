@@ -44,78 +44,47 @@ VENVS = {
 class System:
     """One row of the table (a description, not the adapter itself)."""
 
-    def __init__(self, name, module, venv, label, store, kind, redis_db=None):
+    def __init__(self, name, module, venv, store, kind, redis_db, label):
         self.name = name
-        self.module = module
-        self.venv = venv
-        self.label = label
+        self.module = module  # bench.systems.<module> holds its adapter
+        self.venv = venv  # bench/.venvs/<venv>
         self.store = store
         self.kind = kind  # "floor", "peer" or "laterite"
         self.redis_db = redis_db
+        self.label = label
 
 
+PG, REDIS, SQLITE = "PostgreSQL", "Redis", "SQLite"
+
+# fmt: off
 _ALL = [
-    System(
-        "floor_pg",
-        "floor_pg",
-        "floor",
-        "bare psycopg: DELETE ... SKIP LOCKED RETURNING per job",
-        "PostgreSQL",
-        "floor",
-    ),
-    System(
-        "floor_pg_update",
-        "floor_pg",
-        "floor",
-        "bare psycopg: UPDATE claim, then DELETE per job",
-        "PostgreSQL",
-        "floor",
-    ),
-    System(
-        "floor_pg_batch",
-        "floor_pg",
-        "floor",
-        "bare psycopg: claim 100 at a time",
-        "PostgreSQL",
-        "floor",
-    ),
-    System("pgqueuer", "pgqueuer", "pgqueuer", "pgqueuer", "PostgreSQL", "peer"),
-    System(
-        "procrastinate", "procrastinate", "procrastinate", "Procrastinate", "PostgreSQL", "peer"
-    ),
-    System("django_q2", "django_q2", "django_q2", "django-q2, ORM broker", "PostgreSQL", "peer"),
-    System(
-        "django_tasks_db",
-        "django_tasks_db",
-        "django_tasks_db",
-        "django-tasks-db, db_worker",
-        "PostgreSQL",
-        "peer",
-    ),
-    System("laterite_pg", "laterite", "laterite", "laterite_django", "PostgreSQL", "laterite"),
-    System(
-        "floor_redis",
-        "floor_redis",
-        "floor",
-        "bare redis-py: LMOVE + LREM",
-        "Redis",
-        "floor",
-        redis_db=9,
-    ),
-    System("huey", "huey", "huey", "Huey", "Redis", "peer", redis_db=10),
-    System("rq", "rq", "rq", "RQ, Worker (fork per job)", "Redis", "peer", redis_db=11),
-    System("rq_simple", "rq", "rq", "RQ, SimpleWorker", "Redis", "peer", redis_db=12),
-    System("celery", "celery", "celery", "Celery, solo pool", "Redis", "peer", redis_db=13),
-    System(
-        "laterite_redis",
-        "laterite",
-        "laterite",
-        "laterite_django",
-        "Redis",
-        "laterite",
-        redis_db=14,
-    ),
-    System("laterite_sqlite", "laterite", "laterite", "laterite_django", "SQLite", "laterite"),
+    # name, adapter module, venv, store, kind, Redis db, label
+    System("floor_pg", "floor_pg", "floor", PG, "floor", None,
+           "bare psycopg: DELETE ... SKIP LOCKED RETURNING per job"),
+    System("floor_pg_update", "floor_pg", "floor", PG, "floor", None,
+           "bare psycopg: UPDATE claim, then DELETE per job"),
+    System("floor_pg_batch", "floor_pg", "floor", PG, "floor", None,
+           "bare psycopg: claim 100 at a time"),
+    System("pgqueuer", "pgqueuer", "pgqueuer", PG, "peer", None, "pgqueuer"),
+    System("procrastinate", "procrastinate", "procrastinate", PG, "peer", None, "Procrastinate"),
+    System("django_q2", "django_q2", "django_q2", PG, "peer", None,
+           "django-q2, ORM broker, as shipped"),
+    System("django_q2_tuned", "django_q2", "django_q2", PG, "peer", None,
+           "django-q2, ORM broker, tuned (CONN_MAX_AGE=None)"),
+    System("django_tasks_db", "django_tasks_db", "django_tasks_db", PG, "peer", None,
+           "django-tasks-db, db_worker, as shipped"),
+    System("django_tasks_db_tuned", "django_tasks_db", "django_tasks_db", PG, "peer", None,
+           "django-tasks-db, tuned (CONN_MAX_AGE=None, --interval 0.1)"),
+    System("laterite_pg", "laterite", "laterite", PG, "laterite", None, "laterite_django"),
+    System("floor_redis", "floor_redis", "floor", REDIS, "floor", 9,
+           "bare redis-py: LMOVE + LREM"),
+    System("huey", "huey", "huey", REDIS, "peer", 10, "Huey"),
+    System("rq", "rq", "rq", REDIS, "peer", 11, "RQ, Worker (fork per job)"),
+    System("rq_simple", "rq", "rq", REDIS, "peer", 12, "RQ, SimpleWorker"),
+    System("celery", "celery", "celery", REDIS, "peer", 13, "Celery, solo pool"),
+    System("laterite_redis", "laterite", "laterite", REDIS, "laterite", 14, "laterite_django"),
+    System("laterite_sqlite", "laterite", "laterite", SQLITE, "laterite", None, "laterite_django"),
 ]
+# fmt: on
 
 SYSTEMS = {s.name: s for s in _ALL}

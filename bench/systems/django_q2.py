@@ -10,7 +10,16 @@ FUNC = "bench.systems._record.noop"
 
 class System(DjangoBase):
     has_bulk = False  # no bulk push in django-q2: a loop of async_task()
-    notes = "django-q2: as shipped (ORM broker polls every 0.2 s, CONN_MAX_AGE=0, results saved)."
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        if self.name.endswith("_tuned"):
+            self.notes = "django-q2 tuned: CONN_MAX_AGE=None, otherwise as shipped."
+        else:
+            self.notes = (
+                "django-q2 as shipped: the ORM broker polls every 0.2 s, CONN_MAX_AGE=0"
+                " (a new connection per push and per poll), results saved."
+            )
 
     def versions(self):
         return {

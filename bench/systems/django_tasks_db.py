@@ -8,7 +8,17 @@ __all__ = ["System"]
 
 class System(DjangoBase):
     has_bulk = False  # no bulk enqueue in django-tasks: a loop of enqueue()
-    notes = "django-tasks-db: as shipped (db_worker polls every 1 s when idle, CONN_MAX_AGE=0)."
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.tuned = self.name.endswith("_tuned")
+        if self.tuned:
+            self.notes = "django-tasks-db tuned: CONN_MAX_AGE=None, db_worker --interval 0.1."
+        else:
+            self.notes = (
+                "django-tasks-db as shipped: db_worker polls every 1 s when idle,"
+                " CONN_MAX_AGE=0 (a new connection per loop)."
+            )
 
     def versions(self):
         return {
@@ -32,4 +42,7 @@ class System(DjangoBase):
         self.noop.enqueue(i)
 
     def worker_commands(self, n):
-        return [self.manage("db_worker", "--queue-name", "default")] * n
+        argv = self.manage("db_worker", "--queue-name", "default")
+        if self.tuned:
+            argv += ["--interval", "0.1"]
+        return [argv] * n
