@@ -57,6 +57,22 @@ def start(workers, *args: str, env: dict[str, str]) -> tuple[subprocess.Popen, S
     return proc, Stderr(proc)
 
 
+def drained(store, proc: subprocess.Popen, stderr: Stderr, patience: float = 60) -> None:
+    """Wait until no job waits; fail, saying where things stand, if progress stops."""
+    last, since = None, time.monotonic()
+    while True:
+        left = waiting(store)
+        if left == 0:
+            return
+        if left != last:
+            last, since = left, time.monotonic()
+        elif time.monotonic() - since > patience:
+            counts = store.counts()
+            pytest.fail(f"{left} jobs stuck for {patience:g} s: {counts}; workers "
+                        f"{sorted(worker_pids(proc))}\n{''.join(stderr.lines[-40:])}")
+        time.sleep(0.5)
+
+
 def test_random_kills_lose_no_job(store, workers):
     total = 2000
     jobs.chaos.push_many([(i,) for i in range(total)])  # tries=25, backoff 0
@@ -66,27 +82,28 @@ def test_random_kills_lose_no_job(store, workers):
     kills = 0
     rng = random.Random(5)
     try:
-        # Kill a random worker every 0.15 s for a while; halfway, kill the whole
+        # Kill a random worker every 0.15 s, 30 in all; at the 15th, kill the whole
         # supervisor with its workers (their claims expire after retry_after).
-        end = time.monotonic() + 8
-        halfway = time.monotonic() + 4
-        while time.monotonic() < end:
+        deadline = time.monotonic() + 60
+        tree_killed = False
+        while kills < 30 and time.monotonic() < deadline and waiting(store):
             time.sleep(0.15)
-            if halfway and time.monotonic() > halfway:
-                halfway = 0
-                kills += len(worker_pids(proc))
+            pids = sorted(worker_pids(proc))
+            if not pids:
+                continue
+            if kills >= 15 and not tree_killed:
+                tree_killed = True
+                kills += len(pids)
                 kill_tree(proc)
                 proc, stderr = start(workers, *args, env=env)
                 continue
-            pids = sorted(worker_pids(proc))
-            if pids:
-                try:
-                    psutil.Process(rng.choice(pids)).kill()
-                    kills += 1
-                except psutil.NoSuchProcess:
-                    pass
+            try:
+                psutil.Process(rng.choice(pids)).kill()
+                kills += 1
+            except psutil.NoSuchProcess:
+                pass
         # Now the rest drains, claims of the dead returned after retry_after.
-        wait_for(lambda: waiting(store) == 0, timeout=240, every=0.5)
+        drained(store, proc, stderr)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     finally:
