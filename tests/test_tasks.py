@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
+from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -245,12 +246,28 @@ def test_unique_key_returns_the_waiting_result(workers):
     other = tasks.unique_per_user.enqueue(8)
     assert again.id == first.id
     assert other.id != first.id
+    with transaction.atomic():
+        # A store that cannot join the transaction pushes at the commit: the
+        # duplicate's result goes then.
+        tasks.unique_per_user.enqueue(7)
     assert TaskResultRecord.objects.count() == 2
     drain(workers)
     assert sorted(Record.objects.filter(kind="unique-task").values_list("value", flat=True)) == [
         "7", "8"]
     later = tasks.unique_per_user.enqueue(7)  # nothing waits now: queued anew
     assert later.id != first.id
+
+
+def test_enqueue_commits_or_rolls_back_with_the_transaction(workers):
+    with transaction.atomic():
+        kept = tasks.record.enqueue("kept")
+    with pytest.raises(RuntimeError, match="roll back"), transaction.atomic():
+        tasks.record.enqueue("dropped")
+        raise RuntimeError("roll back")
+    drain(workers)
+    assert list(TaskResultRecord.objects.values_list("pk", "status")) == [
+        (kept.id, "SUCCESSFUL")]
+    assert list(Record.objects.filter(kind="task").values_list("value", flat=True)) == ["kept"]
 
 
 def test_priority_higher_first_and_queues(workers):

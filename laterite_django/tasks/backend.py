@@ -20,6 +20,7 @@ from django.utils.crypto import get_random_string
 
 from ..backoff import Backoff, validate_backoff
 from ..conf import settings
+from ..stores import get_store
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -242,21 +243,44 @@ class LateriteBackend(BaseTaskBackend):
             )
 
         push = {"at": task.run_after, "queue": task.queue_name, "priority": task.priority}
-        with transaction.atomic(using=settings.DATABASE):
-            if inline:
-                # The task runs at the push: its result must exist first.
+        database = settings.DATABASE
+        if inline:
+            # The task runs at the push: its result must exist first.
+            with transaction.atomic(using=database):
                 saved = record()
                 task_enqueued.send(sender=type(self), task_result=result)
                 job.enqueue((), call, **push)
                 saved.refresh_from_db()
-                return build_result(saved, task)
-            pushed = job.enqueue((), call, **push)
-            if pushed.status == "duplicate":
-                waiting = self._waiting(key)
-                if waiting is not None:
-                    return waiting
-            else:
+            return build_result(saved, task)
+        if get_store().transactional_push:
+            # The job and its result commit (or roll back) together.
+            with transaction.atomic(using=database):
+                pushed = job.enqueue((), call, **push)
+                if pushed.status == "duplicate":
+                    return self._waiting(key) or result
                 record(pushed.id)
+        else:
+            # The result first, so the worker finds it; the job once it is committed.
+            saved = record()
+
+            def push_now() -> Any:
+                try:
+                    pushed = job.enqueue((), call, **push)
+                except BaseException:
+                    saved.delete()
+                    raise
+                if pushed.status == "duplicate":
+                    saved.delete()
+                elif pushed.id is not None:
+                    type(saved).objects.using(database).filter(pk=saved.pk).update(
+                        job_id=str(pushed.id)
+                    )
+                return pushed
+
+            if transaction.get_connection(database).in_atomic_block:
+                transaction.on_commit(push_now, using=database)
+            elif push_now().status == "duplicate":
+                return self._waiting(key) or result
         task_enqueued.send(sender=type(self), task_result=result)
         return result
 
