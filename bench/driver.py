@@ -225,7 +225,9 @@ class Run:
                 missed += 1
                 if missed >= 3:
                     break
-            time.sleep(random.uniform(0.02, 0.04))
+            # A random phase against a polling worker's sleep: a fixed gap after
+            # the last job would always land at the start of its sleep.
+            time.sleep(random.uniform(0.02, 0.04) + random.uniform(0, sys_.poll_interval))
         if samples:
             q = (
                 statistics.quantiles(samples, n=20, method="inclusive")

@@ -183,7 +183,10 @@ def markdown(run):
         " process runs one job at a time (Celery solo pool, Procrastinate concurrency 1,"
         " Huey and django-q2 with n worker processes, laterite `--processes n`).",
         "- push-to-start: from just before the push call to the job's start, one job at"
-        " a time, 20-40 ms apart, on an idle single worker.",
+        " a time, on an idle single worker; pushes are 20-40 ms apart plus a random"
+        " part of the system's idle poll interval (django-q2 0.2 s, django-tasks-db 1 s"
+        " or 0.1 s tuned, laterite 1 s), so a poller is caught at a random point of"
+        " its sleep.",
         "- the floors are bench/systems/floor_worker.py: no library, one claim"
         " statement, JSON decode, run, settle.",
         "",

@@ -49,6 +49,7 @@ class Base:
     measure_push = True  # False: push figures come from another row
     measure_latency = True
     max_drain_jobs = None  # cap N for very slow drains
+    poll_interval = 0.0  # seconds an idle worker may sleep: latency pushes are spread over it
     notes = ""  # shown under the table
 
     def __init__(self, desc, run_dir, record_path):

@@ -10,6 +10,7 @@ FUNC = "bench.systems._record.noop"
 
 class System(DjangoBase):
     has_bulk = False  # no bulk push in django-q2: a loop of async_task()
+    poll_interval = 0.2  # the ORM broker's default poll
 
     def __init__(self, *args):
         super().__init__(*args)

@@ -12,6 +12,7 @@ class System(DjangoBase):
     def __init__(self, *args):
         super().__init__(*args)
         self.tuned = self.name.endswith("_tuned")
+        self.poll_interval = 0.1 if self.tuned else 1.0
         if self.tuned:
             self.notes = "django-tasks-db tuned: CONN_MAX_AGE=None, db_worker --interval 0.1."
         else:

@@ -13,6 +13,8 @@ __all__ = ["System"]
 
 
 class System(DjangoBase):
+    poll_interval = 1.0  # LATERITE_QUEUE_POLL's default, in case a store polls
+
     def __init__(self, *args):
         super().__init__(*args)
         self.extra = shlex.split(os.environ.get("BENCH_LATERITE_ARGS", ""))
