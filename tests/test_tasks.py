@@ -6,9 +6,16 @@ signals, priority, run_after, queues), against every store.
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip(
+    "laterite_django.tasks.compat",
+    reason="needs Django's Tasks framework: Django 6+, or the django-tasks backport",
+    exc_type=ImportError,
+)
+
 from datetime import timedelta
 
-import pytest
 from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.db import transaction

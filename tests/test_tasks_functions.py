@@ -12,15 +12,16 @@ import os
 import time
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 
 from laterite_django import Fail
 from tests.testapp.models import Record
 
-try:
-    from laterite_django.tasks.compat import TaskContext, task, task_finished, task_started
-except ImproperlyConfigured as e:  # neither django.tasks nor the django_tasks backport
-    pytest.skip(str(e), allow_module_level=True)
+pytest.importorskip(
+    "laterite_django.tasks.compat",
+    reason="needs Django's Tasks framework: Django 6+, or the django-tasks backport",
+    exc_type=ImportError,
+)
+from laterite_django.tasks.compat import TaskContext, task, task_finished, task_started
 
 # Django 6.1 and the backport pass @task(**kwargs) to the backend's task class.
 TASK_OPTIONS = "kwargs" in inspect.signature(task).parameters

@@ -3,9 +3,16 @@ and its system checks. No worker and no database needed."""
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip(
+    "laterite_django.tasks.compat",
+    reason="needs Django's Tasks framework: Django 6+, or the django-tasks backport",
+    exc_type=ImportError,
+)
+
 from datetime import datetime, timedelta
 
-import pytest
 from django.core import checks
 from django.test import override_settings
 from django.utils import timezone

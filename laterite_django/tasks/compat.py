@@ -21,6 +21,7 @@ __all__ = [
     "TaskResultDoesNotExist",
     "TaskResultMismatch",
     "TaskResultStatus",
+    "TasksFrameworkMissing",
     "normalize_json",
     "task",
     "task_backends",
@@ -28,6 +29,12 @@ __all__ = [
     "task_finished",
     "task_started",
 ]
+
+
+
+class TasksFrameworkMissing(ImproperlyConfigured, ImportError):
+    """Neither django.tasks nor the django_tasks backport can be imported."""
+
 
 try:
     from django.tasks import DEFAULT_TASK_QUEUE_NAME, task, task_backends
@@ -62,7 +69,7 @@ except ImportError:
         from django_tasks.signals import task_enqueued, task_finished, task_started
         from django_tasks.utils import normalize_json
     except ImportError as e:
-        raise ImproperlyConfigured(
+        raise TasksFrameworkMissing(
             "laterite_django.tasks needs Django's Tasks framework: Django 6.0 or newer, or "
             "on Django 5.2 the backport (pip install django-tasks)."
         ) from e
