@@ -14,6 +14,8 @@ pytest.importorskip(
     exc_type=ImportError,
 )
 
+import signal
+import time
 from datetime import timedelta
 
 from asgiref.sync import async_to_sync
@@ -308,6 +310,20 @@ def test_run_after(workers):
     wait_for(lambda: TaskResultRecord.objects.filter(pk=result.id, status="SUCCESSFUL").exists())
     result.refresh()
     assert result.started_at >= soon
+
+
+def test_a_second_stop_signal_gives_the_task_back(workers):
+    result = tasks.nap.enqueue(30, "stopped")
+    worker = workers.start()
+    wait_for(lambda: Record.objects.filter(kind="nap-start").exists())
+    worker.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    worker.send_signal(signal.SIGINT)  # a second signal stops now: the attempt does not count
+    assert worker.wait(20) == 0
+    result.refresh()
+    assert (result.status, result.worker_ids, result.errors) == (TaskResultStatus.READY, [], [])
+    assert not Record.objects.filter(kind="nap-end").exists()
+    assert signals_of(result.id) == [("started", "RUNNING", 1)]
 
 
 def test_results_expire_and_are_pruned(workers):

@@ -154,3 +154,12 @@ def too_slow(seconds: float) -> None:
 def unique_per_user(user_id: int) -> int:
     _record("unique-task", str(user_id))
     return user_id
+
+
+@task()
+def nap(seconds: float, value: str) -> str:
+    """Record its start, sleep, record its end (stop-signal tests)."""
+    _record("nap-start", value)
+    time.sleep(seconds)
+    _record("nap-end", value)
+    return value
