@@ -19,7 +19,7 @@ from laterite_django.stores import get_store, reset_store
 ROOT = Path(__file__).resolve().parent.parent
 
 # Every store-level behaviour runs against each of these.
-STORES = ["database"]
+STORES = ["database", "redis"]
 
 
 def _flush_redis(prefix: str) -> None:
