@@ -19,13 +19,18 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
 from . import redis_scripts as scripts
 from .base import Claim, NewJob, QueueCounts, Store
+
+if TYPE_CHECKING:
+    import threading
+
+    from redis import Redis
 
 __all__ = ["RedisStore"]
 
@@ -78,7 +83,7 @@ class RedisStore(Store):
     # -- plumbing ---------------------------------------------------------------
 
     @property
-    def client(self):
+    def client(self) -> Redis:
         """The raw redis-py client of the cache alias (pooled by django-redis)."""
         try:
             from django_redis import get_redis_connection
@@ -281,7 +286,7 @@ class RedisStore(Store):
                 f"Redis (cache {self.alias!r}) cannot be reached: {e}"
             ) from e
 
-    def wait(self, queues: Sequence[str], timeout: float, stop) -> None:
+    def wait(self, queues: Sequence[str], timeout: float, stop: threading.Event) -> None:
         """Block on the queues' wake-up lists until a push, a delayed job falls due,
         `timeout` passes or `stop` is set."""
         if stop.is_set() or not queues:
