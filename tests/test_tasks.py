@@ -36,7 +36,7 @@ from laterite_django.tasks.compat import (
     task_finished,
     task_started,
 )
-from laterite_django.tasks.runner import TASK_JOB
+from laterite_django.tasks.runner import TASK_JOB, task_job
 from tests.conftest import wait_for
 from tests.test_tasks_functions import TASK_OPTIONS
 from tests.test_tasks_functions import __name__ as TASKS_MODULE
@@ -58,7 +58,7 @@ def drain(workers, *args: str) -> None:
 def signals_of(result_id: str) -> list[tuple[str, str, int]]:
     """The task signals a worker sent for this result, as (kind, status, attempts)."""
     return [
-        (kind.removeprefix("signal-"), value.split(":", 1)[1], attempt)
+        (kind.removeprefix("signal-"), value.rsplit(":", 1)[1], attempt)
         for kind, value, attempt in Record.objects.filter(
             kind__startswith="signal-", value__startswith=f"{result_id}:"
         ).order_by("id").values_list("kind", "value", "attempt")
@@ -146,7 +146,11 @@ def test_worker_runs_tasks_and_records_results(workers):
         tasks.noop_async.enqueue(),
         tasks.with_context.enqueue("ctx"),
     ]
+    # A task pushed as a plain job (as `queue_push laterite.task` would) has no result.
+    bare = task_job().push(task=f"{TASKS_MODULE}.add", args=[1], kwargs={"b": 1})
     drain(workers)
+    assert signals_of(f"job:{bare.id}") == [
+        ("started", "RUNNING", 1), ("finished", "SUCCESSFUL", 1)]
 
     for result in results:
         result.refresh()
