@@ -30,15 +30,9 @@ class System(Base):
         asyncio.run(install())
         self.conn = psycopg.connect(self.dsn, autocommit=True)
         self.q = SyncQueries(SyncPsycopgDriver(self.conn))
-        self.tables = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-            ).fetchall()
-        ]
 
     def reset(self):
-        self.pg_truncate(*self.tables)
+        self.pg_truncate("pgqueuer", "pgqueuer_log")
 
     def teardown(self):
         self.conn.close()
