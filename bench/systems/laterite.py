@@ -42,13 +42,13 @@ class System(DjangoBase):
         if self.desc.store == "Redis":
             self.redis_flush()
         self.setup_django()
+        from django.apps import apps
+
         from bench.laterite_app.jobs import noop
-        from laterite_django import models
 
         self.noop = noop
-        self.models = [m for m in (getattr(models, "Job", None), models.FailedJob) if m]
-        if self.desc.store == "Redis":
-            self.models = [models.FailedJob]
+        # Every table of laterite's (jobs, failed jobs, results, ...).
+        self.models = list(apps.get_app_config("laterite_django").get_models())
 
     def reset(self):
         self.truncate_models(*self.models)
