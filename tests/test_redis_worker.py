@@ -35,20 +35,27 @@ PREFIX = f"laterite-test-redisw-{os.getpid()}"
 QUICK = {"LATERITE_TEST_RETRY_AFTER": "3"}
 
 
+def flush(prefix: str) -> None:
+    """Delete every key under `prefix` on the shared test Redis."""
+    from django_redis import get_redis_connection
+
+    client = get_redis_connection("redis", write=True)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
 @pytest.fixture
 def store_kind() -> Iterator[str]:
     """Only the Redis store here (the shared suites run every store)."""
     with override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_PREFIX=PREFIX):
         reset_store()
-        get_store().clear()
+        flush(PREFIX)
         try:
             yield "redis"
         finally:
             reset_store()
-            try:
-                get_store().clear()
-            finally:
-                reset_store()
+            flush(PREFIX)
 
 
 def free_port() -> int:
