@@ -38,7 +38,8 @@ __all__ = ["Outcome", "Worker", "WorkerStopped", "default_worker_name"]
 
 logger = logging.getLogger("laterite")
 
-LOST_REASON = "worker lost: its claim expired after {seconds:g} s without a heartbeat"
+LOST_PREFIX = "worker lost"
+LOST_REASON = LOST_PREFIX + ": its claim expired after {seconds:g} s without a heartbeat"
 TIMEOUT_REASON = "JobTimeout: timed out after {seconds:g} s"
 
 # How long a worker keeps trying to settle a finished job while its store is down.
@@ -272,10 +273,15 @@ class Worker:
             job = registry.get(claim.name)
         except JobNotRegistered as e:
             return self._fail(claim, f"unknown job: {e}")
-        if job.tries and claim.attempts > job.tries and not _in_window(claim, timezone.now()):
+        if (
+            claim.last_error.startswith(LOST_PREFIX)
+            and job.tries
+            and claim.attempts > job.tries
+            and not _in_window(claim, timezone.now())
+        ):
             # Reclaimed after its worker died, with no tries left: do not run it again.
-            reason = claim.last_error or "worker lost"
-            return self._fail(claim, f"{reason}; no tries left ({job.tries})")
+            # (A job released for retry was allowed its next attempt when released.)
+            return self._fail(claim, f"{claim.last_error}; no tries left ({job.tries})")
         try:
             args, kwargs = payload.decode(claim.payload)
             job._check_arguments(args, kwargs)
@@ -300,7 +306,8 @@ class Worker:
                     result = call_job(job, args, kwargs, cx)
             finally:
                 self._in_job = False
-                close_old_connections()
+                with contextlib.suppress(Exception):  # never in place of the job's outcome
+                    close_old_connections()
         except Retry as e:
             error = f"Retry: {e.message}" if e.message else "Retry"
             outcome = self._retry_or_fail(claim, job, error, e.delay)
