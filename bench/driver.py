@@ -197,8 +197,11 @@ class Run:
                     f"drain with {n_workers}: {len(seen)} of {n} jobs ran within the"
                     f" {self.args.drain_budget:.0f} s budget; the rate is theirs"
                 )
+                # Clear the rest with the workers stopped: emptying the store
+                # under a running job can kill a peer's worker.
+                self.stop_workers()
                 sys_.reset()
-                self.workers.wait_idle(min_age=0, timeout=20)
+                self.start_workers(sys_, n_workers)
                 break
             self.workers.wait_idle(min_age=0, timeout=20)
             if time.monotonic() > budget:

@@ -112,6 +112,13 @@ def markdown(run):
         f"- workload: N = {meta['n']} no-op jobs; medians of {meta['repeat']} repetitions;"
         f" latency from {meta['latency_samples']} pushes, one at a time, to an idle worker",
         f"- command: `{meta['command']}`",
+    ]
+    for m in meta.get("merged", []):
+        out.append(
+            f"- re-measured on {m['date']} (load {m['load_start']}) with `{m['command']}`:"
+            f" {', '.join(m['systems'])}"
+        )
+    out += [
         "",
         "## Figures",
         "",

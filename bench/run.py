@@ -312,7 +312,19 @@ def main(argv=None):
     )
     results = {}
     if args.merge and json_path.exists():
-        results = json.loads(json_path.read_text()).get("results", {})
+        before = json.loads(json_path.read_text())
+        results = before.get("results", {})
+        # The table stays that earlier run's; these rows are re-measured now.
+        meta = dict(before["meta"], merged=before["meta"].get("merged", []))
+        meta["merged"].append(
+            {
+                "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                "command": "python bench/run.py "
+                + shlex.join(sys.argv[1:] if argv is None else argv),
+                "systems": args.names,
+                "load_start": load(),
+            }
+        )
     services = {"PostgreSQL": port_open(5432), "Redis": port_open(6379)}
     venv_errors = {}
     t0 = time.monotonic()
@@ -334,8 +346,9 @@ def main(argv=None):
         results[name] = run_system(desc, args)
         if results[name].get("failed"):
             say(f"   failed: {results[name]['failed']}")
-    meta["load_end"] = load()
-    meta["seconds"] = round(time.monotonic() - t0)
+    if not meta.get("merged"):
+        meta["load_end"] = load()
+        meta["seconds"] = round(time.monotonic() - t0)
     for key, store in (("postgresql", "postgresql"), ("redis", "redis-server")):
         for res in results.values():
             if (res.get("versions") or {}).get(store):
