@@ -13,7 +13,7 @@ nox.options.error_on_missing_interpreters = True
 
 MATRIX = [
     # (python, Django requirement, extra packages for that Django)
-    ("3.11", "django>=5.2,<5.3", ["django-tasks>=0.8"]),
+    ("3.11", "django>=5.2,<5.3", ["django-tasks>=0.12"]),
     ("3.12", "django>=6.0,<6.2", []),
 ]
 

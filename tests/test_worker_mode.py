@@ -82,6 +82,10 @@ def test_a_forked_process_starts_threads_of_its_own(workers):
         with override_settings(LATERITE_QUEUE_MODE="worker"):
             jobs.record.push("parent")
             assert len(threads.running()) == 1
+            deadline = time.monotonic() + 30
+            while not Record.objects.filter(value="parent").exists():  # ran in the parent
+                assert time.monotonic() < deadline, "the parent's job never ran"
+                time.sleep(0.05)
             connections.close_all()  # as a pre-forking server does before it forks
             parent_done, child_may_go = os.pipe()
             pid = os.fork()

@@ -44,6 +44,12 @@ TIMEOUT_REASON = "JobTimeout: timed out after {seconds:g} s"
 
 # How long a worker keeps trying to settle a finished job while its store is down.
 SETTLE_PATIENCE = 60.0
+# A batch grows while its jobs run faster than this, and shrinks when slower, so
+# claimed jobs never wait long behind the one running.
+FAST_BATCH = 0.05
+SLOW_BATCH = 0.25
+# Finished jobs are deleted with the next claim, or after this long at the latest.
+FLUSH_AFTER = 0.05
 
 
 class WorkerStopped(BaseException):
@@ -84,7 +90,11 @@ class Worker:
         self.queues = list(queues or settings.QUEUES)
         self.name = name or default_worker_name()
         self.store = store or get_store()
-        self.batch = max(1, batch)
+        self.batch = max(1, batch)  # the most jobs one claim takes
+        self._limit = 1  # what the next claim asks for: grows while the queue is deep
+        # Jobs that succeeded, deleted in one go with the next claim (or on a flush).
+        self._finished: list[Claim] = []
+        self._finished_since = 0.0
         self.once = once
         self.stop_when_empty = stop_when_empty
         self.max_jobs = max_jobs
@@ -160,7 +170,10 @@ class Worker:
                 try:
                     close_old_connections()
                     self._requeue_abandoned()
-                    claims = self.store.claim(self.queues, self.name, self._claim_limit())
+                    claims = self.store.settle_and_claim(
+                        self._finished, self.queues, self.name, self._claim_limit()
+                    )
+                    self._flushed()
                     unavailable_for = 0.0
                     if not claims:
                         if self.stop_when_empty or self.once:
@@ -183,6 +196,7 @@ class Worker:
                         extra={"action": "store_unavailable", "worker": self.name},
                     )
                     self.heartbeat.drop_all()
+                    self.heartbeat.hold(self._finished)  # still to delete once it is back
                     self._drop_broken_connections()
                     self.stopping.wait(unavailable_for)
                     continue
@@ -191,6 +205,11 @@ class Worker:
         except WorkerStopped:
             pass
         finally:
+            try:
+                self._flush()
+            except Exception:
+                logger.exception("Could not delete %d finished jobs; they may run again",
+                                 len(self._finished))
             self._return_held()
             self.heartbeat.stop()
             with contextlib.suppress(Exception):
@@ -210,11 +229,13 @@ class Worker:
         if self.once:
             return 1
         if self.max_jobs is not None:
-            return max(1, min(self.batch, self.max_jobs - self.processed))
-        return self.batch
+            return max(1, min(self._limit, self.max_jobs - self.processed))
+        return self._limit
 
     def run_claims(self, claims: list[Claim]) -> None:
         """Run a batch of claimed jobs in order; return the rest if told to stop."""
+        asked = self._claim_limit()
+        started = time.monotonic()
         self.heartbeat.hold(claims)
         self.monitor.hold(claims)
         for index, claim in enumerate(claims):
@@ -222,11 +243,41 @@ class Worker:
                 break
             self.run_claim(claim)
             self.processed += 1
+            if self._finished and time.monotonic() - self._finished_since > FLUSH_AFTER:
+                self._flush()
         self._return_held()
+        # Claim more at once while the queue is deep and its jobs are quick.
+        per_batch = time.monotonic() - started
+        if len(claims) >= asked and per_batch < FAST_BATCH:
+            self._limit = min(self.batch, self._limit * 2)
+        elif len(claims) < asked or per_batch > SLOW_BATCH:
+            self._limit = max(1, self._limit // 2)
+
+    def _flush(self) -> None:
+        """Delete the finished jobs now."""
+        if self._finished:
+            finished = self._finished
+            deleted = self._settle(lambda: self.store.delete(finished))
+            if deleted < len(finished):
+                logger.warning(
+                    "%d finished jobs had lost their claims; not settled again",
+                    len(finished) - deleted, extra={"action": "claim_lost"},
+                )
+            self._flushed()
+
+    def _flushed(self) -> None:
+        """The finished jobs are deleted: they leave the hands of this worker."""
+        for claim in self._finished:
+            self.heartbeat.drop(claim)
+            self.monitor.done(claim)
+        self._finished = []
 
     def _return_held(self) -> None:
         """Give back claims not yet run (a stop mid-batch); they lose no attempt."""
+        finished = {id(claim) for claim in self._finished}
         for claim in self.heartbeat.held():
+            if id(claim) in finished:
+                continue
             try:
                 self.give_back(claim)
             except Exception:
@@ -260,10 +311,15 @@ class Worker:
 
     def run_claim(self, claim: Claim) -> Outcome:
         """Run one claimed job and settle it by the rules."""
+        outcome = None
         try:
-            return self._run_claim(claim)
+            outcome = self._run_claim(claim)
+            return outcome
         finally:
-            self.monitor.done(claim)
+            if outcome is not None and outcome.status == "succeeded":
+                self.monitor.succeeded(claim)  # deleted later, with the next claim
+            else:
+                self.monitor.done(claim)
 
     def _run_claim(self, claim: Claim) -> Outcome:
         started = time.monotonic()
@@ -323,13 +379,14 @@ class Worker:
         except Exception as e:
             outcome = self._retry_or_fail(claim, job, _describe(e))
         else:
-            deleted = self._settle(lambda: self.store.delete([claim]))
-            self.heartbeat.drop(claim)
-            outcome = Outcome("succeeded" if deleted else "lost")
-            if deleted:
-                job_succeeded.send(
-                    sender=job, duration=time.monotonic() - started, result=result, **base
-                )
+            # Deleted with the next claim (one round trip for both), or by _flush.
+            if not self._finished:
+                self._finished_since = time.monotonic()
+            self._finished.append(claim)
+            outcome = Outcome("succeeded")
+            job_succeeded.send(
+                sender=job, duration=time.monotonic() - started, result=result, **base
+            )
         duration = time.monotonic() - started
         if outcome.status == "lost":
             logger.warning(

@@ -49,6 +49,9 @@ class Monitor:
     def start(self, claim: Claim, timeout: float | None) -> None:
         """The worker starts running this job, which may take `timeout` seconds."""
 
+    def succeeded(self, claim: Claim) -> None:
+        """This job succeeded; the worker deletes it soon (with its next claim)."""
+
     def done(self, claim: Claim) -> None:
         """The worker settled this job (or gave it back): it is no longer in hand."""
 
@@ -79,6 +82,9 @@ class PipeReporter(Monitor):
 
     def start(self, claim: Claim, timeout: float | None) -> None:
         self._send({"op": "start", "id": claim.id, "token": claim.token, "timeout": timeout})
+
+    def succeeded(self, claim: Claim) -> None:
+        self._send({"op": "succeeded", "id": claim.id, "token": claim.token})
 
     def done(self, claim: Claim) -> None:
         self._send({"op": "done", "id": claim.id, "token": claim.token})

@@ -58,6 +58,8 @@ class Child:
     started: float
     reader: ReportReader = field(default_factory=ReportReader)
     claims: dict[int, Claim] = field(default_factory=dict)
+    # Jobs that succeeded and wait to be deleted with the worker's next claim.
+    finished: dict[int, Claim] = field(default_factory=dict)
     running: Claim | None = None
     timeout: float | None = None
     deadline: float | None = None
@@ -294,8 +296,15 @@ class Supervisor:
             child.deadline = None
             if claim is not None and timeout:
                 child.deadline = time.monotonic() + timeout * 1.05 + self.kill_margin
+        elif op == "succeeded":
+            claim = child.claims.pop(message.get("id"), None)
+            if claim is not None:
+                child.finished[claim.id] = claim
+                if child.running is claim:
+                    child.running = child.timeout = child.deadline = None
         elif op == "done":
             claim = child.claims.pop(message.get("id"), None)
+            child.finished.pop(message.get("id"), None)
             if claim is not None and child.running is claim:
                 child.running = child.timeout = child.deadline = None
         elif op == "exit":
@@ -337,10 +346,13 @@ class Supervisor:
 
     def _settle_left(self, child: Child, status: int) -> None:
         """Settle the claims a finished worker still held."""
-        if not child.claims:
+        if not child.claims and not child.finished:
             return
         how = describe_status(status)
         try:
+            if child.finished:
+                # They succeeded; the worker died before deleting them.
+                self.rules.store.delete(list(child.finished.values()))
             for claim in child.claims.values():
                 if claim is not child.running or child.killed_for == "stop":
                     # Never started, or stopped at shutdown: not an attempt.

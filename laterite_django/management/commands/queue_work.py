@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from ...conf import settings
 from ...exceptions import StoreUnavailable
@@ -17,6 +18,8 @@ from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import stop_signals
 from ...worker.supervisor import Supervisor
 from ..arguments import non_negative_float, positive_float, positive_int
+
+DEFAULT_BATCH = 20
 
 
 class Command(BaseCommand):
@@ -63,11 +66,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--name", help="This worker's name, shown as claimed_by.")
         parser.add_argument(
-            "--batch", type=positive_int, default=1,
-            help="Claim up to this many due jobs at once (default 1).",
+            "--batch", type=positive_int, default=DEFAULT_BATCH,
+            help="The most due jobs one claim may take; claims grow toward it while the "
+            f"queue is deep and its jobs quick (default {DEFAULT_BATCH}; 1 = one at a time).",
         )
 
     def handle(self, *args, **options) -> None:
+        keep_connections_open()
         queues = options["queues"] or list(settings.QUEUES)
         processes = options["processes"] or _default_processes()
         if options["once"]:
@@ -112,6 +117,19 @@ class Command(BaseCommand):
                 pass
             except KeyboardInterrupt as e:  # pragma: no cover - handlers replace SIGINT
                 raise CommandError("Interrupted") from e
+
+
+def keep_connections_open() -> None:
+    """Keep this process's database connections open between jobs.
+
+    Django's default CONN_MAX_AGE of 0 closes the connection at every
+    close_old_connections(), which a worker calls around each job: a new
+    connection per job costs more than the job. A positive CONN_MAX_AGE is kept;
+    a broken connection is still replaced.
+    """
+    for alias in connections:
+        if connections.settings[alias].get("CONN_MAX_AGE", 0) == 0:
+            connections.settings[alias]["CONN_MAX_AGE"] = None
 
 
 def _default_processes() -> int:
