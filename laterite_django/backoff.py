@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from numbers import Real
-from typing import Union
 
 __all__ = ["DEFAULT_BACKOFF", "Backoff", "delay_after", "validate_backoff"]
 
-Backoff = Union[float, int, Sequence[float], Callable[[int], float], None]
+Backoff = float | int | Sequence[float] | Callable[[int], float] | None
 
 
 def DEFAULT_BACKOFF(attempt: int) -> float:

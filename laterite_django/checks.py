@@ -59,7 +59,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
             "DATABASE",
             database,
             "its ENGINE must be PostgreSQL or SQLite",
-            hint=f"This database's ENGINE is {django_settings.DATABASES[database].get('ENGINE')!r}.",
+            hint=f"Its ENGINE is {django_settings.DATABASES[database].get('ENGINE')!r}.",
         )
     prefix = settings.PREFIX
     if not isinstance(prefix, str) or not prefix:
@@ -87,7 +87,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
     unknown = sorted(
         name
         for name in dir(django_settings)
-        if name.startswith("LATERITE_QUEUE_") and name.removeprefix("LATERITE_QUEUE_") not in DEFAULTS
+        if name.startswith("LATERITE_QUEUE_")
+        and name.removeprefix("LATERITE_QUEUE_") not in DEFAULTS
     )
     for name in unknown:
         errors.append(

@@ -69,8 +69,9 @@ class JobFunction(Generic[P, R]):
             raise ValueError(f"{label}: queue must be a non-empty string, got {self.queue!r}.")
         if isinstance(self.tries, bool) or not isinstance(self.tries, int) or self.tries < 0:
             raise ValueError(f"{label}: tries must be an integer >= 0, got {self.tries!r}.")
-        if self.timeout is not None and (
-            isinstance(self.timeout, bool) or not isinstance(self.timeout, Real) or self.timeout <= 0
+        timeout = self.timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, Real) or timeout <= 0
         ):
             raise ValueError(f"{label}: timeout must be seconds > 0 or None, got {self.timeout!r}.")
         validate_backoff(self.name, self.backoff)

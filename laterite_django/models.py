@@ -20,8 +20,10 @@ class Job(models.Model):
     available_at = models.DateTimeField(help_text="Due from this moment.")
     attempts = models.PositiveIntegerField(default=0)
     retry_until = models.DateTimeField(null=True, blank=True)
-    unique_key = models.CharField(max_length=255, null=True, blank=True)
-    token = models.CharField(max_length=32, null=True, blank=True, help_text="Claim token.")
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 -- NULL: no key
+    token = models.CharField(  # noqa: DJ001 -- NULL: not claimed
+        max_length=32, null=True, blank=True, help_text="Claim token."
+    )
     claimed_at = models.DateTimeField(null=True, blank=True, help_text="Last heartbeat.")
     claimed_by = models.CharField(max_length=200, blank=True, default="")
     last_error = models.TextField(blank=True, default="")
@@ -65,7 +67,7 @@ class FailedJob(models.Model):
     queue = models.CharField(max_length=100)
     payload = models.TextField()
     priority = models.SmallIntegerField(default=0)
-    unique_key = models.CharField(max_length=255, null=True, blank=True)
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 -- NULL: no key
     attempts = models.PositiveIntegerField(default=0)
     pushed_at = models.DateTimeField()
     failed_at = models.DateTimeField(db_index=True)

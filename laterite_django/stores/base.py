@@ -147,7 +147,7 @@ class Store(abc.ABC):
         """
         stop.wait(timeout)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 -- an optional hook
         """Release whatever connections this store holds for the calling thread."""
 
     # -- the failed list (in the database for every store) --------------------

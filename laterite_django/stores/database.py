@@ -86,7 +86,7 @@ class DatabaseStore(Store):
         self._local = threading.local()
 
     @property
-    def connection(self):  # noqa: ANN201
+    def connection(self):
         return connections[self.database]
 
     @property

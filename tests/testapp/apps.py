@@ -11,13 +11,13 @@ class TestAppConfig(AppConfig):
 
         from .models import Record
 
-        def on_failed(sender, id, name, queue, attempts, error, payload, **kwargs):  # noqa: A002
+        def on_failed(sender, id, name, queue, attempts, error, payload, **kwargs):
             Record.objects.create(
                 kind="signal-failed", value=f"{id}|{name}|{queue}|{attempts}|{payload}",
                 attempt=attempts,
             )
 
-        def on_retrying(sender, id, name, attempts, error, delay, **kwargs):  # noqa: A002
+        def on_retrying(sender, id, name, attempts, error, delay, **kwargs):
             Record.objects.create(kind="signal-retrying", value=f"{name}|{delay:g}",
                                   attempt=attempts)
 

@@ -12,3 +12,6 @@ class Record(models.Model):
 
     class Meta:
         app_label = "testapp"
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.value} (attempt {self.attempt})"

@@ -14,7 +14,7 @@ from shop.models import Order
 class Command(BaseCommand):
     help = "Run the example end to end on SQLite."
 
-    def handle(self, *args, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args, **options) -> None:
         call_command("migrate", verbosity=0)
         call_command("queue_clear", no_input=True, interactive=False, verbosity=0,
                      stdout=self.stdout)
