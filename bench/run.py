@@ -307,7 +307,9 @@ def main(argv=None):
         n=args.n,
         repeat=args.repeat,
         latency_samples=args.latency_samples,
-        command="python bench/run.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        command=(
+            "python bench/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+        ).strip(),
         load_start=load(),
     )
     results = {}
@@ -355,7 +357,7 @@ def main(argv=None):
                 meta[key] = res["versions"][store]
                 break
     write_outputs({"meta": meta, "results": results}, args.out)
-    say(f"done in {meta['seconds']} s")
+    say(f"done in {round(time.monotonic() - t0)} s")
     return 0
 
 
