@@ -37,7 +37,7 @@ _INSERT_COLUMNS = (
     "unique_key, claimed_by, last_error"
 )
 _ROW = "(%s, %s, %s, %s, %s, %s, 0, %s, %s, '', '')"
-# Stay under the drivers' bound-parameter limits (SQLite: 32,766).
+# Stay under SQLite's bound-parameter limit (32,766); PostgreSQL takes arrays.
 _PUSH_CHUNK = 2000
 # A released or requeued job keeps its unique key unless another job with that
 # key now waits (the key is unique among waiting jobs only).
@@ -57,6 +57,20 @@ _PG_CLAIM = (
     f"UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
     f"attempts = attempts + 1 FROM ({_PG_PICK}) picked WHERE {TABLE}.id = picked.id "
     f"RETURNING {', '.join(f'{TABLE}.{c}' for c in _COLUMNS.split(', '))}"
+)
+_PG_PUSH = (
+    f"WITH ins AS (INSERT INTO {TABLE} ({_INSERT_COLUMNS}) "
+    f"SELECT n, q, p, pr, pa, aa, 0, ru, uk, '', '' FROM unnest("
+    f"%s::varchar[], %s::varchar[], %s::text[], %s::int2[], %s::timestamptz[], "
+    f"%s::timestamptz[], %s::timestamptz[], %s::varchar[]) AS t(n, q, p, pr, pa, aa, ru, uk) "
+    f"ON CONFLICT DO NOTHING RETURNING id, unique_key, queue), "
+    f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q) "
+    f"SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM notified) >= 0"
+)
+_PG_PUSH_ONE = (
+    f"WITH ins AS (INSERT INTO {TABLE} ({_INSERT_COLUMNS}) VALUES {_ROW} "
+    f"ON CONFLICT DO NOTHING RETURNING id, unique_key, queue) "
+    f"SELECT id, unique_key, pg_notify(%s, queue) FROM ins"
 )
 _PG_DELETE = (
     f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
@@ -102,6 +116,28 @@ class DatabaseStore(Store):
             cursor.execute(sql, params)
             return (cursor.fetchall() if fetch else []), cursor.rowcount
 
+    def _execute_hot(
+        self, sql: str, params: Sequence[Any], fetch: bool = False
+    ) -> tuple[list, int]:
+        """Run a statement of the hot path: on PostgreSQL, prepared and server-bound.
+
+        It runs on the very connection (and transaction) Django holds, through a
+        plain psycopg cursor: arrays travel as arrays, and the plan of each
+        statement is made once per connection. Statements are not prepared when
+        the database's OPTIONS say `"prepare_threshold": None` (for a pooler that
+        cannot keep them, such as PgBouncer before 1.21 in transaction mode).
+        """
+        connection = self.connection
+        if connection.vendor != "postgresql":
+            return self._execute(sql, params, fetch)
+        import psycopg
+
+        connection.ensure_connection()
+        prepare = connection.settings_dict.get("OPTIONS", {}).get("prepare_threshold", 0) is not None
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(sql, params, prepare=prepare)
+            return (cursor.fetchall() if fetch else []), cursor.rowcount
+
     def _claim_from_row(self, row: Sequence) -> Claim:
         return Claim(
             id=row[0],
@@ -121,7 +157,7 @@ class DatabaseStore(Store):
     # -- push -------------------------------------------------------------------
 
     def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
-        if len(jobs) <= _PUSH_CHUNK:
+        if self.postgres or len(jobs) <= _PUSH_CHUNK:
             return self._push(jobs)
         return [
             job_id
@@ -140,28 +176,40 @@ class DatabaseStore(Store):
             if job.unique_key is not None:
                 seen.add(job.unique_key)
         rows = [job for job, fresh in zip(jobs, keep, strict=True) if fresh]
-        params: list = []
-        for job in rows:
-            params += [
-                job.name, job.queue, job.payload, job.priority, self._ts(job.pushed_at),
-                self._ts(job.available_at), self._ts(job.retry_until), job.unique_key,
-            ]
-        values = ", ".join([_ROW] * len(rows))
-        insert = f"INSERT INTO {TABLE} ({_INSERT_COLUMNS}) VALUES {values} ON CONFLICT DO NOTHING"
-        if self.postgres:
-            # Tell idle workers in the same statement; PostgreSQL delivers the
+        if self.postgres and len(rows) == 1:
+            # The statement also tells idle workers; PostgreSQL delivers the
             # notification when the pushing transaction commits, not before.
-            queues = sorted({job.queue for job in rows})
-            sql = (
-                f"WITH ins AS ({insert} RETURNING id, unique_key), "
-                f"n AS (SELECT pg_notify(%s, q) FROM unnest(%s::varchar[]) AS q) "
-                f"SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM n) >= 0 "
-                f"ORDER BY id"
-            )
-            params += [CHANNEL, queues]
+            job = rows[0]
+            sql, params = _PG_PUSH_ONE, [
+                job.name, job.queue, job.payload, job.priority, job.pushed_at,
+                job.available_at, job.retry_until, job.unique_key, CHANNEL,
+            ]
+        elif self.postgres:
+            # Many rows: one statement of one shape whatever the count, the rows
+            # travelling as arrays.
+            sql, params = _PG_PUSH, [
+                [job.name for job in rows],
+                [job.queue for job in rows],
+                [job.payload for job in rows],
+                [job.priority for job in rows],
+                [job.pushed_at for job in rows],
+                [job.available_at for job in rows],
+                [job.retry_until for job in rows],
+                [job.unique_key for job in rows],
+                CHANNEL,
+            ]
         else:
-            sql = f"{insert} RETURNING id, unique_key"
-        returned, _ = self._execute(sql, params, fetch=True)
+            params = []
+            for job in rows:
+                params += [
+                    job.name, job.queue, job.payload, job.priority, self._ts(job.pushed_at),
+                    self._ts(job.available_at), self._ts(job.retry_until), job.unique_key,
+                ]
+            sql = (
+                f"INSERT INTO {TABLE} ({_INSERT_COLUMNS}) VALUES {', '.join([_ROW] * len(rows))} "
+                f"ON CONFLICT DO NOTHING RETURNING id, unique_key"
+            )
+        returned = [row[:2] for row in self._execute_hot(sql, params, fetch=True)[0]]
         # Ids follow the VALUES order; a keyed row missing from them was a duplicate
         # of a job already waiting.
         returned.sort()
@@ -194,7 +242,7 @@ class DatabaseStore(Store):
             if finished:
                 sql = f"WITH done AS ({_PG_DELETE}) {_PG_CLAIM}"
                 params = [[c.id for c in finished], [c.token for c in finished], *params]
-            rows, _ = self._execute(sql, params, fetch=True)
+            rows, _ = self._execute_hot(sql, params, fetch=True)
         else:
             order = " ".join(f"WHEN %s THEN {i}" for i in range(len(queues)))
             marks = ", ".join(["%s"] * len(queues))
@@ -237,7 +285,7 @@ class DatabaseStore(Store):
             return 0
         tokens = sorted({c.token for c in claims})
         marks = ", ".join(["%s"] * len(tokens))
-        return self._execute(
+        return self._execute_hot(
             f"UPDATE {TABLE} SET claimed_at = %s WHERE token IN ({marks})",
             [self._ts(timezone.now()), *tokens],
         )[1]
@@ -248,7 +296,7 @@ class DatabaseStore(Store):
         if not claims:
             return 0
         if self.postgres:
-            return self._execute(
+            return self._execute_hot(
                 _PG_DELETE, [[c.id for c in claims], [c.token for c in claims]]
             )[1]
         pairs = " OR ".join(["(id = %s AND token = %s)"] * len(claims))
@@ -266,10 +314,10 @@ class DatabaseStore(Store):
         )
         params = [self._ts(available_at), error, claim.id, claim.token]
         try:
-            return self._execute(sql, params)[1] == 1
+            return self._execute_hot(sql, params)[1] == 1
         except IntegrityError:
             # Another job with this key was pushed between the check and the write.
-            return self._execute(sql.replace(_KEEP_KEY, "NULL"), params)[1] == 1
+            return self._execute_hot(sql.replace(_KEEP_KEY, "NULL"), params)[1] == 1
 
     def fail(self, claim: Claim, error: str) -> int | None:
         now = self._ts(timezone.now())

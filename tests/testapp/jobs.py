@@ -174,3 +174,10 @@ def sturdy(i: int) -> None:
     """Record one run; retried quickly if the database is away (restart tests)."""
     time.sleep(0.02)
     _record("sturdy", str(i))
+
+
+@job("tests.lat")
+def lat(pushed: float) -> None:
+    """Append the moment it started (latency measurements)."""
+    with open(os.environ["LATERITE_LAT_FILE"], "a") as f:
+        f.write(f"{time.time()}\n")
