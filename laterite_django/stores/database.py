@@ -133,7 +133,8 @@ class DatabaseStore(Store):
         import psycopg
 
         connection.ensure_connection()
-        prepare = connection.settings_dict.get("OPTIONS", {}).get("prepare_threshold", 0) is not None
+        options = connection.settings_dict.get("OPTIONS", {})
+        prepare = options.get("prepare_threshold", 0) is not None
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
             cursor.execute(sql, params, prepare=prepare)
             return (cursor.fetchall() if fetch else []), cursor.rowcount
