@@ -58,6 +58,7 @@ class JobFunction(Generic[P, R]):
         self._call_signature = signature.replace(
             parameters=[p for p in signature.parameters.values() if p.name != "cx"]
         )
+        self._good_shapes: set[tuple] = set()
         self._validate()
         update_wrapper(self, func)
 
@@ -190,8 +191,14 @@ class JobFunction(Generic[P, R]):
         return [Pushed("duplicate") if i is None else Pushed("queued", i) for i in ids]
 
     def _check_arguments(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        # Whether a call binds depends only on its shape: check each shape once.
+        shape = (len(args), *sorted(kwargs))
+        if shape in self._good_shapes:
+            return
         try:
             self._call_signature.bind(*args, **kwargs)
+            if len(self._good_shapes) < 64:
+                self._good_shapes.add(shape)
         except TypeError as e:
             raise TypeError(f"Job {self.name!r} cannot be called with these arguments: {e}") from e
 

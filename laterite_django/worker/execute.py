@@ -72,6 +72,20 @@ async def _closing_connections(coroutine: Any) -> Any:
         await sync_to_async(connections.close_all)()
 
 
+class _Alarm:
+    """The time limit of the job running in the main thread, None between jobs."""
+
+    seconds: float | None = None
+
+
+_alarm = _Alarm()
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    if _alarm.seconds is not None:
+        raise JobTimeout(_alarm.seconds)
+
+
 @contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
     """Raise JobTimeout in this thread if the block runs longer than `seconds`.
@@ -85,16 +99,17 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         yield
         return
     if threading.current_thread() is threading.main_thread():
-        def on_alarm(signum: int, frame: object) -> None:
-            raise JobTimeout(seconds)
-
-        previous = signal.signal(signal.SIGALRM, on_alarm)
+        # The handler stays installed between jobs (swapping it twice per job
+        # costs more than many a job); it raises only while an alarm is armed.
+        if signal.getsignal(signal.SIGALRM) is not _on_alarm:
+            signal.signal(signal.SIGALRM, _on_alarm)
+        _alarm.seconds = seconds
         signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
             yield
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            _alarm.seconds = None
         return
     target = threading.get_ident()
     done = threading.Event()
