@@ -175,9 +175,3 @@ def sturdy(i: int) -> None:
     time.sleep(0.02)
     _record("sturdy", str(i))
 
-
-@job("tests.lat")
-def lat(pushed: float) -> None:
-    """Append the moment it started (latency measurements)."""
-    with open(os.environ["LATERITE_LAT_FILE"], "a") as f:
-        f.write(f"{time.time()}\n")
