@@ -4,6 +4,8 @@ SQLite and PostgreSQL (Redis-store tests run in both), plus lint and migration c
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import nox
 
@@ -36,17 +38,34 @@ def lint(session: nox.Session) -> None:
      for py, dj, ex in MATRIX],
 )
 def tests(session: nox.Session, django: str, extras: list[str]) -> None:
-    """The whole suite on SQLite, then on PostgreSQL."""
+    """The whole suite on SQLite and on PostgreSQL, the two legs side by side.
+
+    Most tests wait on worker subprocesses, so two legs share two cores well;
+    each leg's output is printed whole when it ends.
+    """
     session.install("-e", ".[test]", django, *extras)
     databases = os.environ.get("LATERITE_TEST_DBS", "sqlite,postgres").split(",")
-    work = f"/tmp/laterite-nox-{session.python}"
+    work = Path(f"/tmp/laterite-nox-{session.python}")
+    work.mkdir(parents=True, exist_ok=True)
+    python = Path(session.bin) / "python"
+    legs = {}
     for db in databases:
-        session.run(
-            "pytest",
-            *session.posargs,
-            env={
-                "LATERITE_TEST_DB": db,
-                "LATERITE_SQLITE_FILE": f"{work}/test.sqlite3",
-                "LATERITE_PG_TEST_NAME": f"test_laterite_py{session.python.replace('.', '')}",
-            },
-        )
+        env = {
+            **os.environ,
+            "LATERITE_TEST_DB": db,
+            "LATERITE_SQLITE_FILE": str(work / "test.sqlite3"),
+            "LATERITE_PG_TEST_NAME": f"test_laterite_py{session.python.replace('.', '')}",
+        }
+        log = open(work / f"{db}.log", "w+")  # noqa: SIM115 -- closed below
+        legs[db] = (subprocess.Popen([python, "-m", "pytest", *session.posargs], env=env,
+                                     stdout=log, stderr=subprocess.STDOUT), log)
+    failed = []
+    for db, (proc, log) in legs.items():
+        code = proc.wait()
+        log.seek(0)
+        print(f"\n===== {session.name} on {db} =====\n{log.read()}", flush=True)
+        log.close()
+        if code != 0:
+            failed.append(f"{db} (exit {code})")
+    if failed:
+        session.error(f"pytest failed on {', '.join(failed)}")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from django.db import connection
 
 from laterite_django.management.commands.queue_work import DEFAULT_BATCH
 from laterite_django.models import FailedJob
@@ -75,6 +76,10 @@ def drained(store, proc: subprocess.Popen, stderr: Stderr, patience: float = 60)
 
 
 def test_random_kills_lose_no_job(store, workers):
+    if connection.vendor != "postgresql":
+        # The issue this guards is PostgreSQL's and Redis's; the Redis store runs it
+        # in the PostgreSQL leg. SQLite's claims are covered by the worker-rule suite.
+        pytest.skip("the chaos test runs in the PostgreSQL leg (database and Redis stores)")
     total = 2000
     jobs.chaos.push_many([(i,) for i in range(total)])  # tries=25, backoff 0
     env = {"LATERITE_TEST_RETRY_AFTER": "3", "LATERITE_TEST_LOG_LEVEL": "WARNING"}
