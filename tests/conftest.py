@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STORES = ["database", "redis"]
 
 
-def _flush_redis(prefix: str) -> None:
+def flush_redis(prefix: str) -> None:
+    """Delete every key under `prefix` on the shared test Redis."""
     from django_redis import get_redis_connection
 
     client = get_redis_connection("redis", write=True)
@@ -39,12 +41,12 @@ def store_kind(request: pytest.FixtureRequest) -> Iterator[str]:
     with override_settings(LATERITE_QUEUE_STORE=kind, LATERITE_QUEUE_PREFIX=prefix):
         reset_store()
         if kind == "redis":
-            _flush_redis(prefix)
+            flush_redis(prefix)
         try:
             yield kind
         finally:
             if kind == "redis":
-                _flush_redis(prefix)
+                flush_redis(prefix)
             reset_store()
 
 
@@ -127,6 +129,23 @@ def workers(store_kind: str, transactional_db: None) -> Iterator[Workers]:
         yield pool
     finally:
         pool.stop_all()
+
+
+class Stderr:
+    """Collect a process's stderr in a thread, so it never blocks on a full pipe."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stderr:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        self._thread.join(10)
+        return "".join(self.lines)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 30, every: float = 0.05) -> object:

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from django.db import connection
 
 from laterite_django.management.commands.queue_work import DEFAULT_BATCH
 from laterite_django.models import FailedJob
-from tests.conftest import ROOT, wait_for
+from tests.conftest import ROOT, Stderr, wait_for
 from tests.test_processes import kill_tree, waiting, worker_pids
 from tests.testapp import jobs
 from tests.testapp.models import Record
@@ -35,23 +34,6 @@ from tests.testapp.models import Record
 __all__: list[str] = []
 
 pytestmark = pytest.mark.slow
-
-
-class Stderr:
-    """Read a process's stderr in a thread, so a chatty process never blocks on it."""
-
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
-        self._thread.start()
-
-    def _read(self, proc: subprocess.Popen) -> None:
-        for line in proc.stderr:
-            self.lines.append(line)
-
-    def text(self) -> str:
-        self._thread.join(10)
-        return "".join(self.lines)
 
 
 def start(workers, *args: str, env: dict[str, str]) -> tuple[subprocess.Popen, Stderr]:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from laterite_django.models import FailedJob
 from laterite_django.stores import NewJob, get_store, reset_store
 from laterite_django.stores.redis import RedisStore
+from tests.conftest import flush_redis
 from tests.testapp import jobs
 
 __all__: list[str] = []
@@ -24,26 +25,17 @@ __all__: list[str] = []
 PREFIX = f"laterite-test-redis-{os.getpid()}"
 
 
-def flush(prefix: str) -> None:
-    from django_redis import get_redis_connection
-
-    client = get_redis_connection("redis", write=True)
-    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-    if keys:
-        client.delete(*keys)
-
-
 @pytest.fixture
 def store_kind():
     """Only the Redis store here (the shared suites run every store)."""
     with override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_PREFIX=PREFIX):
         reset_store()
-        flush(PREFIX)
+        flush_redis(PREFIX)
         try:
             yield "redis"
         finally:
-            flush(PREFIX)
-            flush(PREFIX + "-other")
+            flush_redis(PREFIX)
+            flush_redis(PREFIX + "-other")
             reset_store()
 
 

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from django.test import override_settings
 
 from laterite_django.models import FailedJob
 from laterite_django.stores import get_store, reset_store
-from tests.conftest import ROOT, wait_for
+from tests.conftest import ROOT, Stderr, flush_redis, wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record
 
@@ -35,27 +34,17 @@ PREFIX = f"laterite-test-redisw-{os.getpid()}"
 QUICK = {"LATERITE_TEST_RETRY_AFTER": "3"}
 
 
-def flush(prefix: str) -> None:
-    """Delete every key under `prefix` on the shared test Redis."""
-    from django_redis import get_redis_connection
-
-    client = get_redis_connection("redis", write=True)
-    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-    if keys:
-        client.delete(*keys)
-
-
 @pytest.fixture
 def store_kind() -> Iterator[str]:
     """Only the Redis store here (the shared suites run every store)."""
     with override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_PREFIX=PREFIX):
         reset_store()
-        flush(PREFIX)
+        flush_redis(PREFIX)
         try:
             yield "redis"
         finally:
             reset_store()
-            flush(PREFIX)
+            flush_redis(PREFIX)
 
 
 def free_port() -> int:
@@ -142,22 +131,6 @@ def own_redis(tmp_path: Path, transactional_db: None) -> Iterator[callable]:
         for server in servers:
             server.kill()
         reset_store()
-
-
-class Stderr:
-    """Collect a process's stderr in a thread so it never blocks on a full pipe."""
-
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
-        self._thread.start()
-
-    def _read(self, proc: subprocess.Popen) -> None:
-        for line in proc.stderr:
-            self.lines.append(line)
-
-    def text(self) -> str:
-        return "".join(self.lines)
 
 
 def ran(kind: str) -> Counter:
