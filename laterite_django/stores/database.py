@@ -53,8 +53,14 @@ _PG_PICK = (
     f"ORDER BY priority DESC, available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) j "
     f"ORDER BY q.ord LIMIT %s"
 )
+# Claims and deletions of finished jobs commit without waiting for the WAL flush
+# (synchronous_commit off for that transaction alone). Losing one to a crash of
+# the database server itself only makes the job claimable again, which is the
+# at-least-once rule anyway; pushes and the failed list stay fully durable.
+_ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
 _PG_CLAIM = (
-    f"UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
+    f"UPDATE {TABLE} SET token = %s, claimed_at = %s, "
+    f"claimed_by = %s || left({_ASYNC_COMMIT}, 0), "
     f"attempts = attempts + 1 FROM ({_PG_PICK}) picked WHERE {TABLE}.id = picked.id "
     f"RETURNING {', '.join(f'{TABLE}.{c}' for c in _COLUMNS.split(', '))}"
 )
@@ -74,7 +80,8 @@ _PG_PUSH_ONE = (
 )
 _PG_DELETE = (
     f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
-    f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token"
+    f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token "
+    f"AND {_ASYNC_COMMIT} IS NOT NULL"
 )
 
 
