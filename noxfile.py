@@ -14,9 +14,9 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
 MATRIX = [
-    # (python, Django requirement, extra packages for that Django)
-    ("3.11", "django>=5.2,<5.3", ["django-tasks>=0.12"]),
-    ("3.12", "django>=6.0,<6.2", []),
+    # (python, Django requirement, extra packages for that Django, session id)
+    ("3.11", "django>=5.2,<5.3", ["django-tasks>=0.12"], "django5.2"),
+    ("3.12", "django>=6.0,<7", [], "django6"),
 ]
 
 
@@ -34,8 +34,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 @nox.parametrize(
     ("python", "django", "extras"),
-    [nox.param(py, dj, ex, id=f"py{py}-{dj.split(',')[0].removeprefix('django>=')}")
-     for py, dj, ex in MATRIX],
+    [nox.param(py, dj, ex, id=f"py{py}-{name}") for py, dj, ex, name in MATRIX],
 )
 def tests(session: nox.Session, django: str, extras: list[str]) -> None:
     """The whole suite on SQLite and on PostgreSQL, the two legs side by side.
