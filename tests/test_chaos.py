@@ -59,7 +59,7 @@ def drained(store, proc: subprocess.Popen, stderr: Stderr, patience: float = 60)
 
 def test_random_kills_lose_no_job(store, workers):
     if connection.vendor != "postgresql":
-        # The issue this guards is PostgreSQL's and Redis's; the Redis store runs it
+        # It guards the PostgreSQL and Redis claims; the Redis store runs it
         # in the PostgreSQL leg. SQLite's claims are covered by the worker-rule suite.
         pytest.skip("the chaos test runs in the PostgreSQL leg (database and Redis stores)")
     total = 2000
