@@ -50,6 +50,10 @@ class Registry:
                 f"defines it an installed app's jobs.py (or imported by one)?"
             ) from None
 
+    def find(self, name: str) -> JobFunction | None:
+        """Return the job called `name`, or None."""
+        return self._jobs.get(name)
+
     def __contains__(self, name: object) -> bool:
         return name in self._jobs
 

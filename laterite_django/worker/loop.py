@@ -470,7 +470,7 @@ class Worker:
         self.heartbeat.drop(claim)
         if failed_id is None:
             return Outcome("lost", error)
-        sender = registry._jobs.get(claim.name, Worker)
+        sender = registry.find(claim.name) or Worker
         job_failed.send(sender=sender, id=claim.id, name=claim.name, queue=claim.queue,
                         attempts=claim.attempts, error=error, payload=claim.payload,
                         failed_id=failed_id)
