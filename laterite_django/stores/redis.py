@@ -154,8 +154,31 @@ class RedisStore(Store):
         if not queues or limit < 1:
             return []
         token = uuid.uuid4().hex
-        now = _us(timezone.now())
-        rows = self._run("CLAIM", [now, token, worker, int(limit), *queues])
+        rows = self._run("CLAIM", self._claim_args(token, queues, worker, limit))
+        return self._claims(rows, token)
+
+    def settle_and_claim(
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
+    ) -> list[Claim]:
+        """Delete the finished jobs and claim the next ones in one round trip (a pipeline)."""
+        if not finished:
+            return self.claim(queues, worker, limit)
+        if not queues or limit < 1:
+            self.delete(finished)
+            return []
+        token = uuid.uuid4().hex
+        pipe = self.client.pipeline(transaction=False)
+        self._run("DELETE", [value for c in finished for value in (c.id, c.token)], client=pipe)
+        self._run("CLAIM", self._claim_args(token, queues, worker, limit), client=pipe)
+        _, rows = pipe.execute()
+        return self._claims(rows, token)
+
+    @staticmethod
+    def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:
+        return [_us(timezone.now()), token, worker, int(limit), *queues]
+
+    @staticmethod
+    def _claims(rows: Sequence[Sequence[Any]], token: str) -> list[Claim]:
         return [
             Claim(
                 id=int(row[0]),
