@@ -49,21 +49,35 @@ class Claim:
     priority: int = 0
     last_error: str = ""
     available_at: datetime | None = None
+    # Its place in the batch it was claimed with: 0 starts at once; a later one
+    # may never start if the worker dies, so a lost claim at position > 0 is
+    # returned without counting the attempt (see requeue_abandoned).
+    position: int = 0
 
 
 @dataclass(slots=True)
 class QueueCounts:
-    """How many jobs of one queue are due, not yet due, and claimed."""
+    """How many jobs of one queue are waiting (due), delayed (not yet due),
+    running (claimed) and failed: the four states used everywhere."""
 
-    pending: int = 0
+    waiting: int = 0
     delayed: int = 0
-    reserved: int = 0
+    running: int = 0
     failed: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return self.pending + self.delayed + self.reserved
+        return self.waiting + self.delayed + self.running
+
+    # The names of 0.1 (`queue_status --json` still prints them, see CHANGELOG).
+    @property
+    def pending(self) -> int:
+        return self.waiting
+
+    @property
+    def reserved(self) -> int:
+        return self.running
 
 
 class Store(abc.ABC):
@@ -103,7 +117,18 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
-        """Return claims not refreshed since `older_than` to their queues, due now."""
+        """Return claims not refreshed since `older_than` to their queues, due at once.
+
+        A claim at position 0 of its batch started, so its attempt stays
+        counted; one at a later position may never have started, so its
+        attempt is undone. Each keeps its `available_at`, so it is first in
+        line (position 0) when claimed again.
+        """
+
+    def make_due(self, ids: Iterable[int]) -> int:
+        """Make these waiting or delayed jobs due now (the admin's *Run now*) and wake
+        the workers; return how many. Running jobs are left alone."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def heartbeat(self, claims: Sequence[Claim]) -> int:

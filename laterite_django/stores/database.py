@@ -402,7 +402,7 @@ class DatabaseStore(Store):
             fetch=True,
         )
         result = {
-            queue: QueueCounts(pending=int(p or 0), delayed=int(d or 0), reserved=int(r or 0))
+            queue: QueueCounts(waiting=int(p or 0), delayed=int(d or 0), running=int(r or 0))
             for queue, p, d, r in rows
         }
         for queue, failed in self.failed_counts().items():

@@ -289,7 +289,7 @@ class RedisStore(Store):
         result: dict[str, QueueCounts] = {}
         for index, queue in enumerate(names):
             ready, due, later, claimed = values[index * 4 : index * 4 + 4]
-            counts = QueueCounts(pending=ready + due, delayed=later, reserved=claimed)
+            counts = QueueCounts(waiting=ready + due, delayed=later, running=claimed)
             if counts.total:
                 result[queue] = counts
         for queue, failed in self.failed_counts().items():
