@@ -27,7 +27,7 @@ class Job(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True, help_text="Last heartbeat.")
     claimed_by = models.CharField(max_length=200, blank=True, default="")
     claim_position = models.PositiveSmallIntegerField(
-        default=0, help_text="Its place in the batch it was claimed with (0: started at once)."
+        default=0, db_default=0, help_text="Its place in the batch it was claimed with (0: started at once)."
     )
     last_error = models.TextField(blank=True, default="")
 
@@ -75,7 +75,7 @@ class FailedJob(models.Model):
     pushed_at = models.DateTimeField()
     failed_at = models.DateTimeField(db_index=True)
     error = models.TextField(help_text="Why it failed: the reason or the last traceback.")
-    claim_token = models.CharField(  # noqa: DJ001 -- NULL: written by the database store
+    claim_token = models.CharField(  # NULL: written by the database store (unique allows many)
         max_length=64, null=True, blank=True, unique=True,
         help_text="The claim it failed under (id:token), so a repeated fail() writes one row.",
     )

@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='job',
             name='claim_position',
-            field=models.PositiveSmallIntegerField(default=0, help_text='Its place in the batch it was claimed with (0: started at once).'),
+            field=models.PositiveSmallIntegerField(db_default=0, default=0, help_text='Its place in the batch it was claimed with (0: started at once).'),
         ),
     ]
