@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import update_wrapper
 from numbers import Real
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -17,6 +17,10 @@ from .backoff import Backoff, validate_backoff
 from .conf import settings
 from .context import JobContext, Pushed
 from .registry import registry
+
+if TYPE_CHECKING:
+    from .stores import Claim
+    from .worker.rules import Decision, JobOptions
 
 __all__ = ["JobFunction", "job"]
 
@@ -230,6 +234,21 @@ class JobFunction(Generic[P, R]):
         if key is not None and len(key) > 255:
             raise ValueError(f"Job {self.name!r}: unique_key {key[:40]!r}... is over 255 chars.")
         return key
+
+    def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
+        """The options the worker's rules apply to one call: this job's own.
+
+        The django.tasks job overrides it to read the options of the Task it runs.
+        """
+        from .worker.rules import JobOptions
+
+        return JobOptions(tries=self.tries, backoff=self.backoff, timeout=self.timeout)
+
+    def after_settle(self, claim: Claim, decision: Decision) -> None:
+        """Called once the worker (or supervisor) settled an attempt of this job.
+
+        Nothing to do for a plain job; the django.tasks job records its result here.
+        """
 
     def _run_inline(self, new: Any) -> Pushed:
         from .worker.execute import call_job
