@@ -79,11 +79,14 @@ def test_a_job_that_swallows_its_timeout_is_recorded_as_timed_out(store, workers
 
 
 def test_an_async_job_blocked_in_a_thread_times_out(store, workers):
-    jobs.async_blocked.push(3)
+    # Blocked far longer than the drain may take: the worker must leave it behind.
+    jobs.async_blocked.push(600)
+    jobs.async_record.push("then")  # its ORM calls do not queue behind the stuck thread
     jobs.record.push("after")
     drain(workers)
     row = FailedJob.objects.get()
     assert row.error_summary == "JobTimeout: timed out after 0.5 s"
+    assert kinds("async") == [("then", 1)]
     assert kinds("record") == [("after", 1)]
 
 

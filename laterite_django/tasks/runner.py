@@ -27,6 +27,7 @@ from ..exceptions import Fail
 from ..jobs import JobFunction
 from ..registry import registry
 from ..stores import Claim
+from ..worker.execute import JobTimeout
 from ..worker.rules import Action, Decision, JobOptions
 
 __all__ = ["TASK_JOB", "TaskJob", "register_if_configured", "run_task", "task_job"]
@@ -201,8 +202,12 @@ class TaskRun:
         elif decision.action is Action.RELEASE:
             self._record(_ready)
         else:
-            self._finish(self._failed(WorkerLost(decision.error.split("\n", 1)[0]),
-                                      record_error=self._unrecorded))
+            reason = decision.error.split("\n", 1)[0]
+            error: BaseException = WorkerLost(reason)
+            if reason.startswith("JobTimeout"):
+                error = JobTimeout()
+                error.args = (reason.removeprefix("JobTimeout: "),)
+            self._finish(self._failed(error, record_error=self._unrecorded))
 
     def _unrecorded(self, record: Any) -> bool:
         """Whether this attempt's error is not in the result yet (the task never ran,

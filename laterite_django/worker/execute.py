@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import connections
 
 from ..context import JobContext
@@ -53,25 +53,52 @@ def call_job(
     if not job.is_async:
         return job.func(*args, **kwargs)
     runner = _runner()
+    tasks: list[asyncio.Task] = []
+
+    async def main() -> Any:
+        tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+        return await _in_own_thread(job.func(*args, **kwargs))
+
     try:
-        return runner.run(_closing_connections(job.func(*args, **kwargs)))
+        return runner.run(main())
     except BaseException:
-        # A loop interrupted mid-run (timeout, shutdown) is not reused.
-        runner.close()
-        _loops.runner = None
+        if tasks and not tasks[0].done():
+            # Interrupted from outside (a timeout, a stop): the job may wait on a
+            # thread that never returns, and closing the loop would wait for it.
+            # Leave that loop and its thread behind; the next job gets a new loop.
+            _loops.runner = None
+            _left_behind.append(job.name)
         raise
 
 
-async def _closing_connections(coroutine: Any) -> Any:
-    """Await the job, then close the connections its ORM calls opened.
+# Jobs whose threads were left running past their timeout (see `stuck_threads`).
+_left_behind: list[str] = []
 
-    Django runs an async job's ORM calls in a thread of its own; without this
-    each of those threads would keep a connection open after the job.
+
+def stuck_threads() -> list[threading.Thread]:
+    """Threads a timed-out async job left running that would hold up the exit.
+
+    Python joins executor threads at exit; a worker process with such a
+    thread leaves with os._exit() instead of waiting for it (see queue_work).
     """
-    try:
-        return await coroutine
-    finally:
-        await sync_to_async(connections.close_all)()
+    if not _left_behind:
+        return []
+    return [t for t in threading.enumerate()
+            if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+
+
+async def _in_own_thread(coroutine: Any) -> Any:
+    """Await the job, its ORM calls in a thread of its own, then close their connections.
+
+    Each job's `sync_to_async` calls run in a thread for that job
+    (ThreadSensitiveContext), so one stuck past its timeout holds up no later
+    job; its connections are closed when the job ends.
+    """
+    async with ThreadSensitiveContext():
+        try:
+            return await coroutine
+        finally:
+            await sync_to_async(connections.close_all)()
 
 
 # Seconds between repeated JobTimeouts once a job's limit has passed: a job that

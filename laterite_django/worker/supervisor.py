@@ -252,8 +252,11 @@ class Supervisor:
         job = registry.find(claim.name)
         if job is not None and settled != Settled.LOST:
             after_settle(job, claim, decision)
-        logger.warning("Job %s #%s %s: %s", claim.name, claim.id, settled,
-                       error or f"left by worker process {child.pid}",
+        if ending is Ending.STOPPED:
+            logger.warning("Returned job %s #%s left by worker process %s", claim.name,
+                           claim.id, child.pid, extra={"action": "job_returned", "id": claim.id})
+            return
+        logger.warning("Job %s #%s %s: %s", claim.name, claim.id, settled, error,
                        extra={"action": f"job_{settled}", "id": claim.id, "error": error})
 
     def _replace(self, child: Child, status: int) -> None:

@@ -8,12 +8,14 @@ whose job is stuck past its timeout.
 from __future__ import annotations
 
 import os
+import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from ...conf import settings
 from ...exceptions import StoreUnavailable
+from ...worker.execute import stuck_threads
 from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import stop_signals
 from ...worker.supervisor import Supervisor
@@ -117,6 +119,13 @@ class Command(BaseCommand):
                 pass
             except KeyboardInterrupt as e:  # pragma: no cover - handlers replace SIGINT
                 raise CommandError("Interrupted") from e
+        stuck = stuck_threads()
+        if stuck:
+            # Python would wait at exit for threads that a timed-out job left blocked.
+            self.stderr.write(f"Leaving {len(stuck)} threads of timed-out jobs behind.")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
 
 def keep_connections_open() -> None:
