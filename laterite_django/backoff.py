@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from numbers import Real
+from typing import cast
 
 __all__ = ["DEFAULT_BACKOFF", "Backoff", "Growing", "delay_after", "validate_backoff"]
 
@@ -49,7 +50,8 @@ def delay_after(backoff: Backoff, attempt: int) -> float:
         return max(0.0, float(backoff(attempt)))
     if isinstance(backoff, Real):
         return float(backoff)
-    return float(backoff[min(attempt, len(backoff)) - 1])
+    steps = cast(Sequence[float], backoff)
+    return float(steps[min(attempt, len(steps)) - 1])
 
 
 class Growing:

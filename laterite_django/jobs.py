@@ -275,7 +275,7 @@ def job(
     def decorate(func: Callable[P, R]) -> JobFunction[P, R]:
         if isinstance(func, JobFunction):
             raise TypeError(f"{func.name!r} is already a job.")
-        job_function = JobFunction(
+        job_function: JobFunction[P, R] = JobFunction(
             func,
             name=name if isinstance(name, str) else None,
             queue=queue,

@@ -54,25 +54,27 @@ class Child:
     def hear(self, message: dict[str, Any]) -> None:
         """Update what this worker holds from one of its reports."""
         op = message.get("op")
+        known: int = message.get("id", 0)
+        claim: Claim | None
         if op == "hold":
             for data in message.get("claims", []):
-                claim = claim_from_dict(data)
-                self.claims[claim.id] = claim
+                held = claim_from_dict(data)
+                self.claims[held.id] = held
         elif op == "start":
-            claim = self.claims.get(message.get("id"))  # type: ignore[arg-type]
+            claim = self.claims.get(known)
             timeout = message.get("timeout")
             self.running, self.timeout, self.deadline = claim, timeout, None
             if claim is not None and timeout:
                 # Time for the worker's own alarm to stop the job and settle it.
                 self.deadline = time.monotonic() + timeout * 1.05 + self.kill_margin
         elif op == "succeeded":
-            claim = self.claims.pop(message.get("id"), None)  # type: ignore[arg-type]
+            claim = self.claims.pop(known, None)
             if claim is not None:
                 self.finished[claim.id] = claim
                 self._not_running(claim)
         elif op == "done":
-            claim = self.claims.pop(message.get("id"), None)  # type: ignore[arg-type]
-            self.finished.pop(message.get("id"), None)  # type: ignore[arg-type]
+            claim = self.claims.pop(known, None)
+            self.finished.pop(known, None)
             if claim is not None:
                 self._not_running(claim)
         elif op == "exit":

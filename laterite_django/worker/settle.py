@@ -84,10 +84,10 @@ class Settler:
         return self._fail(claim, decision.error)
 
     def _release(self, claim: Claim, decision: Decision) -> str:
-        assert decision.at is not None
+        at = decision.at
+        assert at is not None
         try:
-            released = self.patiently(
-                lambda: self.store.release(claim, decision.at, decision.error))
+            released = self.patiently(lambda: self.store.release(claim, at, decision.error))
         except StoreUnavailable:
             raise
         except Exception as e:  # the store refused it: the failed list says why
