@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.utils import timezone
+from django.utils.module_loading import autodiscover_modules
 
 from ..context import JobContext
 from ..exceptions import Fail
@@ -89,13 +90,15 @@ def task_job() -> JobFunction:
 
 
 def register_if_configured() -> None:
-    """Register `laterite.task` when a TASKS backend is laterite's (called by ready())."""
+    """When a TASKS backend is laterite's (called by ready()): register `laterite.task` and
+    import each installed app's `tasks` module, the only tasks a worker resolves by path."""
     backends = getattr(django_settings, "TASKS", None)
     if isinstance(backends, dict) and any(
         isinstance(params, dict) and str(params.get("BACKEND", "")).startswith(BACKEND_PATH)
         for params in backends.values()
     ):
         task_job()
+        autodiscover_modules("tasks")
 
 
 def _worker_id() -> str:
