@@ -69,7 +69,7 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
             results |= queryset.filter(pk=int(term))
         return results, may_have_duplicates
 
-    def response_action(self, request: HttpRequest, queryset: QuerySet):
+    def response_action(self, request: HttpRequest, queryset: QuerySet, *args, **kwargs):
         # A ticked id that is not a whole number (a forged form) is refused by
         # name, not answered with a server error.
         for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
@@ -78,7 +78,8 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
                     request, f"Nothing changed: {value!r} is not a job id.", messages.ERROR
                 )
                 return HttpResponseRedirect(request.get_full_path())
-        return super().response_action(request, queryset)
+        # `action_location` (Django 6.1 on) passes through.
+        return super().response_action(request, queryset, *args, **kwargs)
 
     def list_url(self, request: HttpRequest, model: type[Model]) -> str | None:
         """Return the changelist URL of `model`, or None if this user may not see it."""

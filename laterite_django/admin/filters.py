@@ -25,8 +25,9 @@ class QueueFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
         queues = set(queue_summary(request).queues)
-        if self.value():
-            queues.add(self.value())
+        chosen = self.value()
+        if chosen:
+            queues.add(chosen)
         return [(queue, queue) for queue in sorted(queues)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
@@ -43,8 +44,9 @@ class NameFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
         names = set(get_store().job_names(model_admin.model, NAMES_SHOWN))
-        if self.value():
-            names.add(self.value())
+        chosen = self.value()
+        if chosen:
+            names.add(chosen)
         return [(name, name) for name in sorted(names)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
@@ -63,10 +65,11 @@ class StateFilter(admin.SimpleListFilter):
         return [(value, label) for value, (label, _) in STATES.items()]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() is None:
+        state = self.value()
+        if state is None:
             return queryset
         try:
-            return queryset.filter(state_filter(self.value()))
+            return queryset.filter(state_filter(state))
         except ValueError as e:
             # The changelist answers this with its "invalid filter" redirect.
             raise IncorrectLookupParameters(e) from e

@@ -45,6 +45,6 @@ class Command(BaseCommand):
             for row in rows
         ]
         widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header) - 1)]
-        for row in [header, *table]:
-            cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
-            self.stdout.write("  ".join([*cells, row[-1]]))
+        for line in [header, *table]:
+            cells = [cell.ljust(w) for cell, w in zip(line[:-1], widths, strict=True)]
+            self.stdout.write("  ".join([*cells, line[-1]]))
