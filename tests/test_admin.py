@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from laterite_django.models import FailedJob, Job
+from tests.conftest import wait_for
 from tests.testapp import jobs
+from tests.testapp.models import Record
 
 pytestmark = pytest.mark.django_db
 
@@ -182,7 +187,8 @@ def test_run_now_action(admin_client):
     before = Job.objects.get(pk=running.pk).available_at
     response = admin_client.post(
         JOBS, {"action": "run_now", "_selected_action": [delayed.pk, running.pk]}, follow=True)
-    assert texts(response) == ["1 job due now.", "1 job is running and was left as it is."]
+    assert texts(response) == [
+        "1 job due now.", "1 job was left as it is: it is running or no longer queued."]
     assert Job.objects.get(pk=delayed.pk).available_at <= timezone.now()
     assert Job.objects.get(pk=running.pk).available_at == before
 
@@ -198,6 +204,69 @@ def test_run_now_button(admin_client):
     assert texts(response) == [f"Job #{running.pk} is running; it was left as it is."]
     assert admin_client.get(job_url("run_now", job.pk)).status_code == 405
     assert admin_client.post(job_url("run_now", 999_999)).status_code == 404
+
+
+def test_run_now_goes_through_the_store_and_wakes_a_worker(
+    admin_client, store, store_kind, workers
+):
+    later = jobs.record.push_in(timedelta(hours=1), "later").id
+    jobs.mail.push("busy")
+    running = store.claim(["mail"], "elsewhere")[0].id
+    # SQLite cannot wake a worker (it polls); PostgreSQL and Redis can.
+    wakeable = not (store_kind == "database" and connection.vendor == "sqlite")
+    if wakeable:
+        # A worker that sleeps for an hour unless something wakes it, seen asleep.
+        waiting = idle_worker_seen(store_kind, store)
+        worker = workers.start("--queue", "default", "--sleep", "3600", "--max-jobs", "1")
+        wait_for(waiting)
+    response = admin_client.post(
+        JOBS, {"action": "run_now", "_selected_action": [later, running]}, follow=True)
+    assert texts(response) == [
+        "1 job due now.", "1 job was left as it is: it is running or no longer queued."]
+    assert store.counts()["mail"].running == 1
+    if not wakeable:
+        counts = store.counts()["default"]
+        assert (counts.waiting, counts.delayed) == (1, 0)
+        return
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert list(Record.objects.values_list("value", flat=True)) == ["later"]
+
+
+@pytest.mark.parametrize(("url", "action"), [(JOBS, "run_now"), (FAILED, "retry_selected")])
+def test_an_action_refuses_an_id_that_is_not_a_number(admin_client, url, action):
+    job, failed = make_job("delayed"), make_failed()
+    pk = job.pk if url == JOBS else failed.pk
+    response = admin_client.post(
+        url, {"action": action, "_selected_action": [pk, "7; DROP"]}, follow=True)
+    assert texts(response) == ["Nothing changed: '7; DROP' is not a job id."]
+    assert Job.objects.get(pk=job.pk).available_at > timezone.now()
+    assert FailedJob.objects.filter(pk=failed.pk).exists()
+
+
+def idle_worker_seen(store_kind: str, store) -> Callable[[], bool]:
+    """Return a check that a worker started from now on waits to be woken.
+
+    PostgreSQL: a connection opened from now on LISTENs (a notification sent
+    before is lost). Redis: a connection opened from now on blocks; the wake-up
+    tokens left by the pushes are dropped first, so the worker blocks at once.
+    """
+    if store_kind == "database":
+        def listeners() -> set[int]:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = "
+                               "current_database() AND query ILIKE 'LISTEN %%'")
+                return {pid for (pid,) in cursor.fetchall()}
+
+        before = listeners()
+        return lambda: bool(listeners() - before)
+    from django_redis import get_redis_connection
+
+    client = get_redis_connection("redis")
+    client.delete(store.key("queue", "default", "wake"))
+    before = max(int(c["id"]) for c in client.client_list())
+    return lambda: any(
+        int(c["id"]) > before and "b" in c["flags"] for c in client.client_list())
 
 
 def test_delete_action_asks_then_deletes(admin_client):
@@ -249,7 +318,7 @@ def test_retry_action_puts_jobs_back(admin_client, store):
     assert texts(response) == ["3 jobs put back on their queues."]
     assert list(FailedJob.objects.values_list("pk", flat=True)) == [other.pk]
     counts = store.counts()
-    assert (counts["mail"].pending, counts["default"].pending, counts["default"].failed) == (
+    assert (counts["mail"].waiting, counts["default"].waiting, counts["default"].failed) == (
         1, 2, 1)
 
 
@@ -263,7 +332,7 @@ def test_retry_select_across_a_filter(admin_client, store):
          "_selected_action": [page[0].pk]}, follow=True)
     assert "3 jobs put back on their queues." in texts(response)
     assert list(FailedJob.objects.values_list("pk", flat=True)) == [keep.pk]
-    assert store.counts()["mail"].pending == 3
+    assert store.counts()["mail"].waiting == 3
 
 
 def test_retry_button_shows_the_job_waiting_on_its_queue(admin_client, store):
@@ -278,6 +347,18 @@ def test_retry_button_shows_the_job_waiting_on_its_queue(admin_client, store):
     assert not FailedJob.objects.exists()
     # Retrying it again (a second click, another admin) does nothing, clearly.
     assert admin_client.post(failed_url("retry", failed.pk)).status_code == 404
+
+
+@pytest.mark.parametrize("queue", ["a&b c", "what?state=running", "x#1"])
+def test_retry_button_redirects_to_a_queue_of_any_name(admin_client, store, store_kind, queue):
+    failed = make_failed(queue=queue)
+    response = admin_client.post(failed_url("retry", failed.pk))
+    assert response["Location"] == f"{JOBS}?{urlencode({'queue': queue})}"
+    page = admin_client.get(response["Location"])
+    assert page.status_code == 200
+    assert {row.queue for row in page.context["queue_summary"].rows} == {queue}
+    if store_kind == "database":  # the Redis store's jobs are not in the list
+        assert [job.queue for job in page.context["cl"].result_list] == [queue]
 
 
 def test_forget_action_asks_first(admin_client):

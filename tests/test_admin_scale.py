@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from laterite_django.admin_paginator import ESTIMATE_ABOVE
+from laterite_django.admin.paginator import ESTIMATE_ABOVE
 from laterite_django.models import FailedJob, Job
 from tests.test_admin import FAILED, JOBS, make_failed, make_job
 
@@ -55,12 +55,12 @@ def insert_rows(n: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO laterite_job (name, queue, payload, priority, pushed_at, available_at, "
-            f"attempts, token, claimed_at, claimed_by, last_error) "
+            f"attempts, token, claimed_at, claimed_by, last_error, claim_position) "
             f"{prefix}SELECT {name}, {queue}, {payload}, "
             f"0, {ago}, CASE WHEN i % 5 = 0 THEN {later} ELSE {ago} END, "
             f"CASE WHEN i % 7 = 0 THEN 1 ELSE 0 END, "
             f"CASE WHEN i % 7 = 0 THEN 'tok' || {text} END, "
-            f"CASE WHEN i % 7 = 0 THEN {now} END, '', '' {source}"
+            f"CASE WHEN i % 7 = 0 THEN {now} END, '', '', 0 {source}"
         )
         cursor.execute(
             f"INSERT INTO laterite_failed_job (job_id, name, queue, payload, priority, attempts, "

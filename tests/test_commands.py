@@ -35,12 +35,15 @@ def test_status_shows_each_queue(store):
     store.claim(["default"], "w")
     text = run("queue_status")
     lines = text.splitlines()
-    assert lines[0].split() == ["queue", "pending", "delayed", "reserved", "failed"]
+    assert lines[0].split() == ["queue", "waiting", "delayed", "running", "failed"]
     assert ["default", "0", "0", "1", "0"] in [line.split() for line in lines]
     assert ["mail", "1", "1", "0", "0"] in [line.split() for line in lines]
     assert lines[-1] == "failed total: 0"
     data = json.loads(run("queue_status", "--json"))
-    assert data["mail"] == {"pending": 1, "delayed": 1, "reserved": 0, "failed": 0}
+    # The four states, and the names of 0.1 (pending, reserved) for one more release.
+    assert data["mail"] == {"waiting": 1, "delayed": 1, "running": 0, "failed": 0,
+                            "pending": 1, "reserved": 0}
+    assert data["default"]["running"] == data["default"]["reserved"] == 1
 
 
 def test_failed_lists_a_table_and_json(store):
@@ -53,14 +56,20 @@ def test_failed_lists_a_table_and_json(store):
     data = json.loads(run("queue_failed", "--json"))
     assert [d["id"] for d in data] == ids[::-1] and data[0]["error"].startswith("Boom")
     assert run("queue_failed", "--queue", "mail") == "No failed jobs.\n"
+    assert run("queue_failed", "--name", "tests.mail") == "No failed jobs.\n"
+    assert [d["id"] for d in json.loads(run("queue_failed", "--json", "--limit", "1"))] == [
+        ids[1]]
+    by_name = json.loads(run("queue_failed", "--json", "--queue", "default", "--name",
+                             "tests.record"))
+    assert [d["id"] for d in by_name] == ids[::-1]
 
 
 def test_retry_by_id_and_all(store):
     ids = fail_some(store, 3)
     assert run("queue_retry", str(ids[0])) == "1 job put back on their queues.\n"
-    assert store.counts()["default"].pending == 1
+    assert store.counts()["default"].waiting == 1
     assert run("queue_retry", "--all") == "2 jobs put back on their queues.\n"
-    assert FailedJob.objects.count() == 0 and store.counts()["default"].pending == 3
+    assert FailedJob.objects.count() == 0 and store.counts()["default"].waiting == 3
 
 
 def test_retry_refuses_bad_arguments_and_changes_nothing(store):
@@ -91,8 +100,18 @@ def test_clear_one_queue(store):
     jobs.record.push("a")
     jobs.mail.push("m")
     assert "1 job deleted from queue 'mail'" in run("queue_clear", "--queue", "mail", "--no-input")
-    assert store.counts()["default"].pending == 1
+    assert store.counts()["default"].waiting == 1
     assert "1 job deleted from every queue" in run("queue_clear", "--no-input")
+
+
+def test_clear_refuses_an_empty_queue_name(store):
+    jobs.record.push("a")
+    jobs.mail.push("m")
+    # An empty name is no queue, not "every queue".
+    with pytest.raises(CommandError, match="--queue ''"):
+        run("queue_clear", "--queue", "", "--no-input")
+    counts = store.counts()
+    assert (counts["default"].waiting, counts["mail"].waiting) == (1, 1)
 
 
 def test_push_by_name(store):

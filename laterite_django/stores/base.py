@@ -12,9 +12,13 @@ import abc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from ..models import FailedJob, Job
 
 __all__ = ["Claim", "NewJob", "QueueCounts", "Store"]
 
@@ -228,3 +232,47 @@ class Store(abc.ABC):
         """Delete failed jobs (these ids, or all); return how many."""
         deleted, _ = self._failed_rows(ids).delete()
         return deleted
+
+    # -- reads for the admin and the commands -----------------------------------
+    # The failed list and the tables behind the admin's lists are in the
+    # database for every store, so these are implemented here once.
+
+    def failed_jobs(
+        self,
+        ids: Iterable[int] | None = None,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> list[FailedJob]:
+        """Return failed jobs (these ids, or all) of `queue` and `name` if given,
+        newest first, at most `limit` of them."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be 1 or more, got {limit!r}.")
+        rows = self._failed_rows(ids)
+        if queue is not None:
+            rows = rows.filter(queue=queue)
+        if name is not None:
+            rows = rows.filter(name=name)
+        rows = rows.order_by("-failed_at", "-id")
+        return list(rows if limit is None else rows[:limit])
+
+    def missing_failed(self, ids: Iterable[int]) -> list[int]:
+        """Return those of `ids` that no failed job has, in the order given, once each."""
+        wanted = list(dict.fromkeys(ids))
+        found = set(self._failed_rows(wanted).values_list("pk", flat=True))
+        return [i for i in wanted if i not in found]
+
+    def job_names(self, model: type[Job | FailedJob], limit: int = 500) -> list[str]:
+        """Return the first `limit` distinct job names in `model`'s table, sorted,
+        reading the name index rather than every row."""
+        from .estimates import distinct_names
+
+        return distinct_names(self.database, model, limit)
+
+    def estimated_rows(self, model: type[Job | FailedJob]) -> int | None:
+        """Return the database's estimate of the rows in `model`'s table without
+        counting them, or None where it has none (SQLite, a table never analyzed)."""
+        from .estimates import estimated_rows
+
+        return estimated_rows(self.database, model)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from ...stores import get_store
 from ..arguments import confirm
@@ -18,12 +18,16 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         queue = options["queue"]
+        if queue == "":
+            # Not "every queue" (leave --queue out for that): no queue has this name.
+            raise CommandError("--queue '' names no queue; leave --queue out to clear every "
+                               "queue.")
         store = get_store()
         counts = store.counts()
         waiting = sum(
             c.total for name, c in counts.items() if queue is None or name == queue
         )
-        where = f"queue {queue!r}" if queue else "every queue"
+        where = "every queue" if queue is None else f"queue {queue!r}"
         if not confirm(self, f"This deletes {waiting} jobs from {where}.", options):
             return
         count = store.clear(queue)

@@ -6,8 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from ...conf import settings
-from ...models import FailedJob
+from ...stores import get_store
 from ..arguments import positive_int
 
 
@@ -21,12 +20,9 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=positive_int, default=100, help="At most this many.")
 
     def handle(self, *args, **options) -> None:
-        rows = FailedJob.objects.using(settings.DATABASE).order_by("-failed_at", "-id")
-        if options["queue"]:
-            rows = rows.filter(queue=options["queue"])
-        if options["name"]:
-            rows = rows.filter(name=options["name"])
-        rows = list(rows[: options["limit"]])
+        rows = get_store().failed_jobs(
+            queue=options["queue"], name=options["name"], limit=options["limit"]
+        )
         if options["json"]:
             data = [
                 {
@@ -49,6 +45,6 @@ class Command(BaseCommand):
             for row in rows
         ]
         widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header) - 1)]
-        for row in [header, *table]:
-            cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
-            self.stdout.write("  ".join([*cells, row[-1]]))
+        for line in [header, *table]:
+            cells = [cell.ljust(w) for cell, w in zip(line[:-1], widths, strict=True)]
+            self.stdout.write("  ".join([*cells, line[-1]]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...models import FailedJob
 from ...stores import get_store
 from ..arguments import confirm, failed_ids, positive_int
 
@@ -22,17 +21,15 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         ids = failed_ids(options)
         store = get_store()
-        rows = FailedJob.objects.using(store.database)
         if ids is not None:
-            found = set(rows.filter(pk__in=ids).values_list("pk", flat=True))
-            missing = [i for i in ids if i not in found]
+            missing = store.missing_failed(ids)
             if missing:
                 raise CommandError(
                     f"No failed job has id {', '.join(map(str, missing))}; nothing forgotten."
                 )
             what = f"{len(ids)} failed job{'s' if len(ids) != 1 else ''}"
         else:
-            what = f"all {rows.count()} failed jobs"
+            what = f"all {sum(store.failed_counts().values())} failed jobs"
         if not confirm(self, f"This deletes {what} for good.", options):
             return
         count = store.forget(ids)

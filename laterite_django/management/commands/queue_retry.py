@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...models import FailedJob
 from ...stores import get_store
 from ..arguments import failed_ids, positive_int
 
@@ -21,11 +20,7 @@ class Command(BaseCommand):
         ids = failed_ids(options)
         store = get_store()
         if ids is not None:
-            found = set(
-                FailedJob.objects.using(store.database).filter(pk__in=ids)
-                .values_list("pk", flat=True)
-            )
-            missing = [i for i in ids if i not in found]
+            missing = store.missing_failed(ids)
             if missing:
                 raise CommandError(
                     f"No failed job has id {', '.join(map(str, missing))}; nothing retried. "

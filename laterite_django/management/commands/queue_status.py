@@ -1,4 +1,8 @@
-"""Show what waits: `manage.py queue_status` (pending, delayed, reserved per queue; failed)."""
+"""Show what waits: `manage.py queue_status [--json]` (waiting, delayed, running, failed per queue).
+
+`--json` also prints each queue's counts under the names of 0.1, `pending`
+(= waiting) and `reserved` (= running), for one more release.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from ...stores import get_store
 
 
 class Command(BaseCommand):
-    help = "Show per queue how many jobs are pending, delayed, reserved and failed."
+    help = "Show per queue how many jobs are waiting, delayed, running and failed."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
@@ -27,15 +31,17 @@ class Command(BaseCommand):
             raise CommandError(f"The queue store cannot be read: {e}") from e
         if options["json"]:
             data = {
-                queue: {"pending": c.pending, "delayed": c.delayed, "reserved": c.reserved,
-                        "failed": c.failed}
+                queue: {"waiting": c.waiting, "delayed": c.delayed, "running": c.running,
+                        "failed": c.failed,
+                        # The names of 0.1, kept for one more release (see CHANGELOG).
+                        "pending": c.waiting, "reserved": c.running}
                 for queue, c in counts.items()
             }
             self.stdout.write(json.dumps(data, indent=2))
             return
-        header = ("queue", "pending", "delayed", "reserved", "failed")
+        header = ("queue", "waiting", "delayed", "running", "failed")
         rows = [
-            (queue, str(c.pending), str(c.delayed), str(c.reserved), str(c.failed))
+            (queue, str(c.waiting), str(c.delayed), str(c.running), str(c.failed))
             for queue, c in counts.items()
         ]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from django.http import HttpRequest
 
-from .conf import settings
-from .stores import QueueCounts, get_store
+from ..conf import settings
+from ..stores import QueueCounts, get_store
 
 __all__ = ["QueueRow", "Summary", "queue_summary"]
 
@@ -57,7 +57,7 @@ class Summary:
 
 
 def _row(queue: str, counts: QueueCounts) -> QueueRow:
-    return QueueRow(queue, counts.pending, counts.delayed, counts.reserved, counts.failed)
+    return QueueRow(queue, counts.waiting, counts.delayed, counts.running, counts.failed)
 
 
 def queue_summary(request: HttpRequest) -> Summary:

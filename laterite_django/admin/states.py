@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from .conf import settings
+from ..conf import settings
 
 __all__ = ["STATES", "state_filter", "state_of"]
 

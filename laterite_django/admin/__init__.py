@@ -1,0 +1,19 @@
+"""The Django admin for the queue: what waits, what runs, what failed, and putting it back.
+
+Both lists are read-only (a job is pushed by code, not typed in a form); every
+action goes through the store, the same code path as the queue_* commands.
+Django's admin autodiscovery imports this package, which registers them.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from ..models import FailedJob, Job
+from .base import ReadOnlyQueueAdmin
+from .lists import FailedJobAdmin, JobAdmin
+
+__all__ = ["FailedJobAdmin", "JobAdmin", "ReadOnlyQueueAdmin"]
+
+admin.site.register(Job, JobAdmin)
+admin.site.register(FailedJob, FailedJobAdmin)

@@ -1,0 +1,130 @@
+"""The admin's actions, each through the store: *Run now*, *Retry* and *Forget*.
+
+They call the same store operations as the commands (`make_due`, `retry`,
+`forget`), so they act on the configured store whichever it is, and a job
+made due wakes the workers waiting on its queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.translation import ngettext
+
+from ..stores import get_store
+
+__all__ = [
+    "forget", "forget_selected", "make_due", "report_retried", "retry", "retry_selected",
+    "run_now", "selected_ids",
+]
+
+# Ids handed to one store call: keeps every statement under the drivers' parameter limits.
+CHUNK = 1000
+
+
+def _chunked(ids: Sequence[int], operation: Callable[[list[int]], int]) -> int:
+    """Apply a store operation to `ids` a chunk at a time; return the sum of its counts."""
+    return sum(operation(list(ids[i : i + CHUNK])) for i in range(0, len(ids), CHUNK))
+
+
+def make_due(ids: Sequence[int]) -> int:
+    """Make these waiting or delayed jobs due now; return how many were."""
+    return _chunked(ids, get_store().make_due)
+
+
+def retry(ids: Sequence[int]) -> int:
+    """Put these failed jobs back on their queues; return how many were."""
+    return _chunked(ids, get_store().retry)
+
+
+def forget(ids: Sequence[int]) -> int:
+    """Delete these failed jobs; return how many were."""
+    return _chunked(ids, get_store().forget)
+
+
+def selected_ids(request: HttpRequest, queryset: QuerySet) -> list[int]:
+    """Return the ids of the jobs an action was asked for.
+
+    With "select all", every row of the (filtered) list; else the ticked ids as
+    sent (the changelist let only whole numbers through), not looked up in the
+    table, so they reach the store whichever holds the jobs.
+    """
+    if request.POST.get("select_across") == "1":
+        return list(queryset.order_by().values_list("pk", flat=True))
+    return list(dict.fromkeys(int(i) for i in request.POST.getlist(ACTION_CHECKBOX_NAME)))
+
+
+@admin.action(description="Run selected jobs now", permissions=["change"])
+def run_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    ids = selected_ids(request, queryset)
+    due = make_due(ids)
+    modeladmin.message_user(
+        request,
+        ngettext("%(n)d job due now.", "%(n)d jobs due now.", due) % {"n": due},
+        messages.SUCCESS if due else messages.WARNING,
+    )
+    if len(ids) > due:
+        left = len(ids) - due
+        modeladmin.message_user(
+            request,
+            ngettext(
+                "%(n)d job was left as it is: it is running or no longer queued.",
+                "%(n)d jobs were left as they are: they are running or no longer queued.",
+                left,
+            ) % {"n": left},
+            messages.WARNING,
+        )
+
+
+def report_retried(modeladmin: admin.ModelAdmin, request: HttpRequest, count: int) -> None:
+    """Tell the user how many failed jobs went back on their queues."""
+    modeladmin.message_user(
+        request,
+        ngettext("%(n)d job put back on its queue.", "%(n)d jobs put back on their queues.",
+                 count) % {"n": count},
+        messages.SUCCESS if count else messages.WARNING,
+    )
+
+
+@admin.action(description="Retry selected failed jobs", permissions=["change"])
+def retry_selected(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> None:
+    ids = list(queryset.order_by().values_list("pk", flat=True))
+    report_retried(modeladmin, request, retry(ids))
+
+
+@admin.action(description="Forget selected failed jobs", permissions=["delete"])
+def forget_selected(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> TemplateResponse | None:
+    if request.POST.get("post") != "yes":
+        return TemplateResponse(
+            request,
+            "laterite_django/admin/forget_confirmation.html",
+            {
+                **modeladmin.admin_site.each_context(request),
+                "title": "Forget these failed jobs?",
+                "opts": modeladmin.model._meta,
+                "count": queryset.count(),
+                "shown": list(queryset[:20]),
+                "select_across": request.POST.get("select_across") == "1",
+                # The changelist runs no action without a ticked row, across or not.
+                "selected_ids": request.POST.getlist(ACTION_CHECKBOX_NAME),
+                "action_name": "forget_selected",
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            },
+        )
+    count = forget(list(queryset.order_by().values_list("pk", flat=True)))
+    modeladmin.message_user(
+        request,
+        ngettext("%(n)d failed job forgotten.", "%(n)d failed jobs forgotten.", count)
+        % {"n": count},
+        messages.SUCCESS if count else messages.WARNING,
+    )
+    return None

@@ -1,0 +1,123 @@
+"""What the Job and FailedJob admins share: read-only pages, the summary, fast lists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import NoReverseMatch, reverse
+from django.utils.text import capfirst
+
+from ..conf import settings
+from ..models import FailedJob, Job
+from .paginator import EstimatedCountPaginator
+from .summary import queue_summary
+
+__all__ = ["ReadOnlyQueueAdmin"]
+
+
+class ReadOnlyQueueAdmin(admin.ModelAdmin):
+    """A list of queue rows under the queue summary; no add or edit form.
+
+    A job is pushed by code, not typed in a form: the pages only show, and the
+    actions change jobs through the store. The list stays fast on big tables:
+    no full count per page load, no query per row.
+    """
+
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False  # no COUNT(*) over the whole table per page load
+    show_facets = admin.ShowFacets.NEVER
+    list_per_page = 100
+    ordering = ("-id",)
+    change_list_template = "laterite_django/admin/change_list.html"
+    # Actions whose POST without the permission is answered 403, not ignored.
+    guarded_actions: tuple[str, ...] = ()
+
+    # Big text columns the list does not show, left out of its query.
+    list_defer: tuple[str, ...] = ()
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).using(settings.DATABASE)
+
+    def get_changelist(self, request: HttpRequest, **kwargs):
+        defer = self.list_defer
+
+        class QueueChangeList(ChangeList):
+            def get_queryset(self, request, exclude_parameters=None):
+                return super().get_queryset(request, exclude_parameters).defer(*defer)
+
+        return QueueChangeList
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # No edit form for one job; the model-level permission still gates the actions.
+        if obj is not None:
+            return False
+        return super().has_change_permission(request)
+
+    def get_search_results(self, request, queryset, search_term):
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip().lstrip("#")
+        if term.isdigit() and len(term) < 19:  # an id fits in a bigint
+            results |= queryset.filter(pk=int(term))
+        return results, may_have_duplicates
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet, *args, **kwargs):
+        # A ticked id that is not a whole number (a forged form) is refused by
+        # name, not answered with a server error.
+        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            if not (value.isascii() and value.isdigit()):
+                self.message_user(
+                    request, f"Nothing changed: {value!r} is not a job id.", messages.ERROR
+                )
+                return HttpResponseRedirect(request.get_full_path())
+        # `action_location` (Django 6.1 on) passes through.
+        return super().response_action(request, queryset, *args, **kwargs)
+
+    def list_url(self, request: HttpRequest, model: type[Model]) -> str | None:
+        """Return the changelist URL of `model`, or None if this user may not see it."""
+        model_admin = self.admin_site._registry.get(model)
+        if model_admin is None or not model_admin.has_view_or_change_permission(request):
+            return None
+        try:
+            return reverse(
+                f"{self.admin_site.name}:{model._meta.app_label}_{model._meta.model_name}"
+                f"_changelist"
+            )
+        except NoReverseMatch:
+            return None
+
+    def object_url(self, view: str, obj: Any) -> str:
+        """Return the URL of this admin's `view` (change, retry, ...) for `obj`."""
+        opts = self.model._meta
+        return reverse(
+            f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_{view}", args=[obj.pk]
+        )
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+        if request.method == "POST":
+            allowed = self.get_actions(request)
+            for name in request.POST.getlist("action"):
+                if name in self.guarded_actions and name not in allowed:
+                    raise PermissionDenied(f"You may not run the action {name!r}.")
+        summary = queue_summary(request)
+        context = {
+            "title": capfirst(self.model._meta.verbose_name_plural),
+            "queue_summary": summary,
+            "summary_job_url": self.list_url(request, Job),
+            "summary_failed_url": self.list_url(request, FailedJob),
+            "summary_store_note": (
+                "" if summary.store == "database" or self.model is not Job else
+                f"Jobs wait in {summary.store.capitalize()} with this store: the summary "
+                f"counts them, the list below holds none."
+            ),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context=context)

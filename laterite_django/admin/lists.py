@@ -1,0 +1,204 @@
+"""The two lists: jobs waiting or running (`JobAdmin`) and the failed list (`FailedJobAdmin`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from ..models import FailedJob, Job
+from .actions import (
+    forget,
+    forget_selected,
+    make_due,
+    report_retried,
+    retry,
+    retry_selected,
+    run_now,
+)
+from .base import ReadOnlyQueueAdmin
+from .display import moment, preformatted, pretty_json
+from .filters import NameFilter, QueueFilter, StateFilter
+from .states import STATES, state_of
+
+__all__ = ["FailedJobAdmin", "JobAdmin"]
+
+
+class JobAdmin(ReadOnlyQueueAdmin):
+    """Jobs waiting or running: their state, and making them due now."""
+
+    list_display = (
+        "id", "name", "queue", "state", "attempts", "due_at", "claimed_by", "pushed",
+    )
+    list_filter = (QueueFilter, NameFilter, StateFilter)
+    search_fields = ("name", "payload")
+    list_defer = ("payload", "last_error")
+    actions = (run_now, "delete_selected")
+    guarded_actions = ("run_now", "delete_selected")
+    change_form_template = "laterite_django/admin/job_change_form.html"
+    fieldsets = (
+        (None, {"fields": ("id", "name", "queue", "state", "attempts", "priority")}),
+        ("When", {"fields": ("pushed_at", "due_at", "retry_until")}),
+        ("Claim", {"fields": ("claimed_by", "claimed_at", "token")}),
+        ("Arguments", {"fields": ("payload_json", "unique_key")}),
+        ("Last error", {"fields": ("last_error_text",)}),
+    )
+    readonly_fields = (
+        "id", "name", "queue", "state", "attempts", "priority", "pushed_at", "due_at",
+        "retry_until", "claimed_by", "claimed_at", "token", "payload_json", "unique_key",
+        "last_error_text",
+    )
+
+    @admin.display(description="state")
+    def state(self, obj: Job) -> SafeString:
+        value = state_of(obj, timezone.now())
+        label, meaning = STATES[value]
+        return format_html(
+            '<span class="laterite-state laterite-state-{}" title="{}">{}</span>',
+            value, meaning, label,
+        )
+
+    @admin.display(description="due at", ordering="available_at")
+    def due_at(self, obj: Job) -> SafeString | str:
+        return moment(obj.available_at)
+
+    @admin.display(description="pushed at", ordering="pushed_at")
+    def pushed(self, obj: Job) -> SafeString | str:
+        return moment(obj.pushed_at)
+
+    @admin.display(description="payload")
+    def payload_json(self, obj: Job) -> SafeString:
+        return pretty_json(obj.payload)
+
+    @admin.display(description="last error")
+    def last_error_text(self, obj: Job) -> SafeString | str:
+        return preformatted(obj.last_error) if obj.last_error else "-"
+
+    def get_urls(self):
+        opts = self.model._meta
+        return [
+            path(
+                "<path:object_id>/run-now/",
+                self.admin_site.admin_view(self.run_now_view),
+                name=f"{opts.app_label}_{opts.model_name}_run_now",
+            ),
+            *super().get_urls(),
+        ]
+
+    def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Make one waiting or delayed job due now (the detail page's button)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied("Running a job now needs the change permission on jobs.")
+        job = get_object_or_404(self.get_queryset(request), pk=object_id)
+        if make_due([job.pk]):
+            self.message_user(request, f"Job #{job.pk} is due now.", messages.SUCCESS)
+        else:
+            self.message_user(
+                request, f"Job #{job.pk} is running; it was left as it is.", messages.WARNING
+            )
+        return HttpResponseRedirect(self.object_url("change", job))
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="",
+                           obj=None):
+        if obj is not None:
+            context["can_run_now"] = self.has_change_permission(request) and obj.token is None
+            context["run_now_url"] = self.object_url("run_now", obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+class FailedJobAdmin(ReadOnlyQueueAdmin):
+    """The failed list: why each job failed, and putting it back on its queue."""
+
+    list_display = ("id", "name", "queue", "attempts", "failed", "error_line")
+    list_filter = (QueueFilter, NameFilter, "failed_at")
+    search_fields = ("name", "error")
+    list_defer = ("payload",)
+    actions = (retry_selected, forget_selected)
+    guarded_actions = ("retry_selected", "forget_selected", "delete_selected")
+    change_form_template = "laterite_django/admin/failedjob_change_form.html"
+    fieldsets = (
+        (None, {"fields": ("id", "name", "queue", "attempts", "priority", "job_id")}),
+        ("When", {"fields": ("pushed_at", "failed_at")}),
+        ("Error", {"fields": ("traceback",)}),
+        ("Arguments", {"fields": ("payload_json", "unique_key")}),
+    )
+    readonly_fields = (
+        "id", "name", "queue", "attempts", "priority", "job_id", "pushed_at", "failed_at",
+        "traceback", "payload_json", "unique_key",
+    )
+
+    @admin.display(description="failed at", ordering="failed_at")
+    def failed(self, obj: FailedJob) -> SafeString | str:
+        return moment(obj.failed_at)
+
+    @admin.display(description="error")
+    def error_line(self, obj: FailedJob) -> SafeString:
+        line = obj.error_summary
+        return format_html('<span title="{}">{}</span>', line, Truncator(line).chars(120))
+
+    @admin.display(description="traceback")
+    def traceback(self, obj: FailedJob) -> SafeString:
+        return format_html("<pre>{}</pre>", obj.error)
+
+    @admin.display(description="payload")
+    def payload_json(self, obj: FailedJob) -> SafeString:
+        return pretty_json(obj.payload)
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None):
+        # `action_location` exists from Django 6.1 on (actions on the change form).
+        if action_location is None:
+            actions = super().get_actions(request)
+        else:
+            actions = super().get_actions(request, action_location=action_location)
+        # Deleting a failed job is "forget", through the store.
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_model(self, request: HttpRequest, obj: FailedJob) -> None:
+        forget([obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset) -> None:
+        forget(list(queryset.order_by().values_list("pk", flat=True)))
+
+    def get_urls(self):
+        opts = self.model._meta
+        return [
+            path(
+                "<path:object_id>/retry/",
+                self.admin_site.admin_view(self.retry_view),
+                name=f"{opts.app_label}_{opts.model_name}_retry",
+            ),
+            *super().get_urls(),
+        ]
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Put one failed job back on its queue (the detail page's Retry button)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied("Retrying needs the change permission on failed jobs.")
+        failed = get_object_or_404(self.get_queryset(request), pk=object_id)
+        report_retried(self, request, retry([failed.pk]))
+        # Show it waiting on its queue, where the user may look.
+        job_list = self.list_url(request, Job)
+        if job_list:
+            return HttpResponseRedirect(f"{job_list}?{urlencode({'queue': failed.queue})}")
+        return HttpResponseRedirect(self.list_url(request, FailedJob) or "../../")
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="",
+                           obj=None):
+        if obj is not None:
+            context["can_retry"] = self.has_change_permission(request)
+            context["retry_url"] = self.object_url("retry", obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)

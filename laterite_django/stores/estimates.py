@@ -1,0 +1,57 @@
+"""Cheap reads of big tables, for the admin's lists: distinct job names, row estimates.
+
+Each is one SQL statement on a database alias, written so its cost does not
+grow with the number of rows: the admin shows them on every page load.
+"""
+
+from __future__ import annotations
+
+from django.db import connections
+from django.db.models import Model
+
+__all__ = ["distinct_names", "estimated_rows"]
+
+
+def distinct_names(database: str, model: type[Model], limit: int = 500) -> list[str]:
+    """Return the first `limit` distinct values of `model`'s `name` column, sorted.
+
+    One query that jumps from name to name through the name index (a loose
+    index scan), so its cost grows with the number of names, not of rows,
+    where `SELECT DISTINCT` would read every row.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be 1 or more, got {limit!r}.")
+    connection = connections[database]
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    name = quote("name")
+    sql = (
+        f"WITH RECURSIVE names(name, n) AS ("
+        f"SELECT MIN({name}), 1 FROM {table} "
+        f"UNION ALL SELECT (SELECT MIN({name}) FROM {table} WHERE {name} > names.name), n + 1 "
+        f"FROM names WHERE names.name IS NOT NULL AND n < %s"
+        f") SELECT name FROM names WHERE name IS NOT NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def estimated_rows(database: str, model: type[Model]) -> int | None:
+    """Return PostgreSQL's estimate of the rows in `model`'s table, or None.
+
+    The planner's `pg_class.reltuples`, kept fresh by autovacuum: no row is
+    read. None when the database is not PostgreSQL or the table was never
+    analyzed.
+    """
+    connection = connections[database]
+    if connection.vendor != "postgresql":
+        return None
+    table = connection.ops.quote_name(model._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [table])
+        row = cursor.fetchone()
+    # PostgreSQL 14+ reports -1 for a table never vacuumed or analyzed.
+    if row is None or row[0] is None or row[0] < 0:
+        return None
+    return int(row[0])
