@@ -53,8 +53,11 @@ class TaskJob(JobFunction):
         from .results import resolve_task
 
         call = _call_of(args, kwargs)
-        backend = task_backends[call["backend"]]
-        tries, backoff, timeout = backend.run_options(resolve_task(call["task"]))
+        try:
+            backend = task_backends[call["backend"]]
+            tries, backoff, timeout = backend.run_options(resolve_task(call["task"]))
+        except Exception as e:
+            raise ValueError(f"cannot run task {call['task']!r}: {_summary(e)}") from e
         return JobOptions(tries=tries, backoff=backoff, timeout=timeout)
 
     def after_settle(self, claim: Claim, decision: Decision) -> None:

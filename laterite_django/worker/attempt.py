@@ -55,9 +55,13 @@ def run_claim(worker: Worker, claim: Claim) -> str:
         try:
             args, kwargs = payload.decode(claim.payload)
             job._check_arguments(args, kwargs)
-            options = job.options_for(args, kwargs)
         except Exception as e:
             attempt = Attempt(Ending.UNRUNNABLE, f"payload does not decode: {e}")
+        else:
+            try:
+                options = job.options_for(args, kwargs)
+            except Exception as e:  # the django.tasks job: a task it cannot run
+                attempt = Attempt(Ending.UNRUNNABLE, str(e) or type(e).__name__)
     decision = None
     if attempt is None:
         decision = rules.before_run(claim, options, timezone.now())
