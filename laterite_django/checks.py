@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from numbers import Real
 from typing import Any
@@ -82,6 +83,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
     workers = settings.WORKERS
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         error(9, "WORKERS", workers, "it must be an integer >= 1")
+    grace = settings.SHUTDOWN_GRACE
+    if not _is_number(grace) or not math.isfinite(grace) or grace < 0:
+        error(14, "SHUTDOWN_GRACE", grace, "it must be seconds >= 0")
     if store == "redis" and mode != "inline":
         errors.extend(_check_redis(settings.REDIS))
     unknown = sorted(

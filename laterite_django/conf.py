@@ -24,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "RETRY_AFTER": 90,
     "POLL": 1,
     "WORKERS": 2,
+    "SHUTDOWN_GRACE": 5,
 }
 
 
