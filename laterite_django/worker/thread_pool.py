@@ -214,19 +214,19 @@ def _stop_now(slot: _Slot, grace: float) -> None:
     """Stop the thread's running job now: its worker gives it back, not counted."""
     from .loop import WorkerStopped
 
-    logger.warning(
-        "Worker thread %s still runs a job after the %g s shutdown grace: stopping it now; "
-        "the job goes back to its queue", slot.name, grace,
-        extra={"action": "stop_now", "worker_thread": slot.name},
-    )
     worker, thread = slot.worker, slot.thread
     if worker is None or thread is None or thread.ident is None:
         return
     try:
-        worker.stop_now()
+        worker.stop_now()  # between jobs: the worker returns its claims and stops
     except WorkerStopped:
         # stop_now() raises in its caller while a job runs; that job runs in the worker's
         # thread, so raise it there, as a timeout does.
+        logger.warning(
+            "Worker thread %s still runs a job after the %g s shutdown grace: stopping it "
+            "now; the job goes back to its queue", slot.name, grace,
+            extra={"action": "stop_now", "worker_thread": slot.name},
+        )
         ctypes.pythonapi.PyThreadState_SetAsyncExc(
             ctypes.c_ulong(thread.ident), ctypes.py_object(WorkerStopped)
         )
@@ -237,19 +237,20 @@ def _return_for(slot: _Slot) -> None:
 
     If the job ends later, its worker finds its claim gone and settles nothing.
     """
-    claims, worker = slot.in_hand.claims(), slot.worker
+    worker = slot.worker
     if worker is None:
         return
-    for claim in claims:
+    returned = 0
+    for claim in slot.in_hand.claims():
         try:
-            worker.give_back(claim)
+            returned += bool(worker.give_back(claim))  # False: the worker returned it itself
         except Exception:
             logger.exception("Could not return job %s to its queue at shutdown; it returns "
                              "once its claim expires", claim.id)
-    if claims:
+    if returned:
         logger.warning(
             "Worker thread %s did not stop (a job in C code?); returned %d jobs to their "
-            "queues for it", slot.name, len(claims),
+            "queues for it", slot.name, returned,
             extra={"action": "returned_at_shutdown", "worker_thread": slot.name,
-                   "count": len(claims)},
+                   "count": returned},
         )
