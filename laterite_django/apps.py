@@ -1,9 +1,10 @@
-"""The app config: find every installed app's jobs module at start-up."""
+"""The app config: find every installed app's jobs module at start-up; in the `worker`
+mode, start the worker threads when the process serves its first request."""
 
 from __future__ import annotations
 
 from django.apps import AppConfig
-from django.core.signals import setting_changed
+from django.core.signals import request_started, setting_changed
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -16,8 +17,11 @@ class LateriteConfig(AppConfig):
     def ready(self) -> None:
         from . import checks  # noqa: F401 -- registers the system checks
         from .stores import on_setting_changed
+        from .worker.serving import on_request_started
 
         setting_changed.connect(on_setting_changed, dispatch_uid="laterite_reset_store")
+        # The `worker` mode: a process that serves requests runs its worker threads.
+        request_started.connect(on_request_started, dispatch_uid="laterite_worker_threads")
         # As the admin does with admin.py: import each installed app's jobs module.
         autodiscover_modules("jobs")
         # Django's Tasks framework: when TASKS names LateriteBackend, the worker

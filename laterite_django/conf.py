@@ -8,6 +8,7 @@ server). The system checks (checks.py) report the same rules, from `problem()`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from numbers import Real
 from typing import Any, NamedTuple
@@ -35,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "RETRY_AFTER": 90,
     "POLL": 1,
     "WORKERS": 2,
+    "SHUTDOWN_GRACE": 5,
 }
 
 
@@ -117,6 +119,13 @@ def _workers(value: Any) -> Problem | None:
     return None
 
 
+def _shutdown_grace(value: Any) -> Problem | None:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < 0:
+        return Problem(15, "it must be seconds >= 0")
+    return None
+
+
 RULES: dict[str, Callable[[Any], Problem | None]] = {
     "MODE": _mode,
     "STORE": _store,
@@ -127,6 +136,7 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "RETRY_AFTER": _retry_after,
     "POLL": _poll,
     "WORKERS": _workers,
+    "SHUTDOWN_GRACE": _shutdown_grace,
 }
 
 

@@ -97,6 +97,9 @@ LATERITE_QUEUE_POLL = 0.05
 # One worker process per `queue_work` unless a test asks for more (--processes).
 LATERITE_QUEUE_WORKERS = int(os.environ.get("LATERITE_TEST_WORKERS", "1"))
 LATERITE_QUEUE_RETRY_AFTER = float(os.environ.get("LATERITE_TEST_RETRY_AFTER", "90"))
+# Web servers started by the tests (tests/wsgi.py, tests/asgi.py) run in the `worker` mode.
+LATERITE_QUEUE_MODE = os.environ.get("LATERITE_TEST_MODE", "external")
+LATERITE_QUEUE_SHUTDOWN_GRACE = float(os.environ.get("LATERITE_TEST_SHUTDOWN_GRACE", "5"))
 
 LOGGING = {
     "version": 1,

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+from wsgiref.util import setup_testing_defaults
 
 import pytest
+from django.core.handlers.wsgi import WSGIHandler
 from django.test import override_settings
 
+from laterite_django.checks import check_settings
+from laterite_django.exceptions import LateriteConfigurationError
 from laterite_django.models import FailedJob
+from laterite_django.stores import get_store
 from laterite_django.worker import threads
 from tests.conftest import ROOT, wait_for
-from tests.test_processes import kinds, waiting
+from tests.test_processes import kinds, returned_attempts, waiting
+from tests.test_worker_mode_servers import counts
 from tests.testapp import jobs
 
 __all__: list[str] = []
@@ -118,3 +127,114 @@ def test_a_forked_process_starts_threads_of_its_own(workers):
     child = int(result.stdout.split()[-1])
     assert [(v, pid == child) for v, _, pid in kinds("record")] == [
         ("parent", False), ("child", True)]
+
+
+# -- shutdown: the grace, then jobs back uncounted ------------------------------------------
+
+
+def test_a_job_still_running_after_the_grace_goes_back_uncounted(worker_mode, tmp_path):
+    path = tmp_path / "hold"
+    path.touch()
+    jobs.hold.push("python", str(path), 0.05)  # back in the interpreter every 0.05 s
+    wait_for(lambda: kinds("hold-start"))
+    threads.stop_all(grace=0.2)
+    assert threads.running() == []
+    assert kinds("hold-end") == []
+    assert counts(worker_mode) == (1, 0)  # back on its queue, due now
+    assert returned_attempts(worker_mode) == 1  # claimed again: its first attempt
+
+
+def test_the_job_of_a_thread_stuck_in_c_is_returned_for_it(worker_mode, tmp_path):
+    path = tmp_path / "hold"
+    path.touch()
+    jobs.hold.push("c", str(path), 3)  # one 3 s sleep in C: no exception reaches it
+    wait_for(lambda: kinds("hold-start"))
+    stuck = threads.running()
+    threads.stop_all(grace=0.2)
+    assert counts(worker_mode) == (1, 0)
+    # Back from C, the old thread stops at its next bytecode; the job, already returned,
+    # is neither settled nor returned twice.
+    for thread in stuck:
+        thread.join(30)
+        assert not thread.is_alive()
+    assert kinds("hold-end") == []
+    assert counts(worker_mode) == (1, 0)
+    assert returned_attempts(worker_mode) == 1
+
+
+class Crash(BaseException):
+    """Raised in a worker thread from outside: any exception out of Worker.run()."""
+
+
+def test_a_worker_thread_that_dies_is_restarted(worker_mode, caplog):
+    jobs.record.push("before")
+    wait_for(lambda: kinds("record"))
+    victim = next(t for t in threads.running() if t.name == "laterite-worker-0")
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(victim.ident), ctypes.py_object(Crash)
+    )
+    victim.join(30)
+    assert not victim.is_alive()
+    wait_for(lambda: len(threads.running()) == 2 and victim not in threads.running())
+    assert "Worker thread laterite-worker-0 stopped (Crash); starting a new one" in caplog.text
+    jobs.record.push("after")
+    wait_for(lambda: len(kinds("record")) == 2)
+
+
+def test_a_served_request_starts_the_threads_the_test_client_does_not(worker_mode, client):
+    assert client.get("/ping/").status_code == 200
+    assert threads.running() == []  # the test runner serves nothing
+    environ: dict = {}
+    setup_testing_defaults(environ)
+    environ["PATH_INFO"] = "/ping/"
+    answer: list = []
+
+    def serve() -> None:  # as a threaded server does
+        answer.extend(WSGIHandler()(environ, lambda status, headers: None))
+
+    server = threading.Thread(target=serve)
+    server.start()
+    server.join(30)
+    assert answer == [str(os.getpid()).encode()]
+    assert sorted(t.name for t in threads.running()) == ["laterite-worker-0", "laterite-worker-1"]
+
+
+@pytest.mark.parametrize("value", [-1, "5", None, float("nan"), True])
+def test_a_bad_shutdown_grace_is_refused(value):
+    with override_settings(LATERITE_QUEUE_SHUTDOWN_GRACE=value):
+        errors = [e for e in check_settings() if e.id == "laterite.E015"]
+        assert [e.msg for e in errors] == [
+            f"LATERITE_QUEUE_SHUTDOWN_GRACE is {value!r}; it must be seconds >= 0."]
+        with pytest.raises(LateriteConfigurationError, match=re.escape(errors[0].msg)):
+            threads.ensure_started()
+    assert threads.running() == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_to_a_process_without_a_server_returns_the_jobs(workers, sig, tmp_path):
+    # No server handler to chain to: SIGTERM's default action would end the process
+    # at once, Ctrl-C raises KeyboardInterrupt and the process exits.
+    path = tmp_path / "hold"
+    path.touch()
+    jobs.hold.push("python", str(path), 0.05)
+    script = textwrap.dedent("""
+        import sys, time, django
+        django.setup()
+        from laterite_django.worker import serving
+        serving.start_serving()  # as a server's main thread does
+        print("serving", flush=True)
+        while True:
+            time.sleep(1)
+    """)
+    env = workers.env(LATERITE_TEST_MODE="worker", LATERITE_TEST_SHUTDOWN_GRACE="0.5")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workers.procs.append(proc)
+    assert proc.stdout.readline() == "serving\n"
+    wait_for(lambda: kinds("hold-start"))
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode in (-sig, 1), err  # killed by its signal, or KeyboardInterrupt
+    assert "shutdown grace: stopping it now" in err
+    assert counts(get_store()) == (1, 0)
+    assert kinds("hold-end") == []

@@ -1,4 +1,13 @@
+import os
+
 from django.contrib import admin
+from django.http import HttpResponse
 from django.urls import path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+
+def ping(request):
+    """Answer with this process's pid (web server tests: which worker served)."""
+    return HttpResponse(str(os.getpid()))
+
+
+urlpatterns = [path("admin/", admin.site.urls), path("ping/", ping)]

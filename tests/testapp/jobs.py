@@ -225,3 +225,19 @@ def chaos_once(i: int, seconds: float, cx: JobContext) -> None:
     _record("once-start", str(i), cx.attempt)
     time.sleep(seconds)
     _record("once-end", str(i), cx.attempt)
+
+
+# -- web server tests (tests/test_worker_mode_servers.py) --------------------------------------
+
+
+@job("tests.hold", timeout=None, tries=3, backoff=0)
+def hold(value: str, path: str, nap: float, cx: JobContext) -> None:
+    """Record its start; while `path` exists, sleep `nap` seconds at a time; record its end.
+
+    A long nap is one C call that no exception raised from another thread can cut
+    short; a short one comes back to the interpreter every `nap` seconds.
+    """
+    _record("hold-start", value, cx.attempt)
+    while os.path.exists(path):
+        time.sleep(nap)
+    _record("hold-end", value, cx.attempt)
