@@ -267,14 +267,22 @@ class Worker:
         for claim in finished:
             self.monitor.done(claim)
 
+    def give_back(self, claim: Claim) -> bool:
+        """Return `claim` to its queue, due now, its attempt not counted; False if the
+        claim was no longer this worker's. (Also used from another thread: the
+        `worker` mode's shutdown gives back the job of a thread stuck in C.)"""
+        try:
+            return self.store.release(claim, timezone.now(), claim.last_error, undo_attempt=True)
+        finally:
+            self.monitor.done(claim)
+
     def _give_back(self, claims: list[Claim]) -> None:
         """Return claims not started to their queues; they lose no attempt."""
         for claim in claims:
             try:
-                self.store.release(claim, timezone.now(), claim.last_error, undo_attempt=True)
+                self.give_back(claim)
             except Exception:
                 logger.exception("Could not return job %s to its queue", claim.id)
-            self.monitor.done(claim)
 
     def _relieve(self) -> None:
         """A job runs long: delete the finished jobs, give back those not started.
