@@ -9,21 +9,24 @@ The failed list stays in the database. `fail()` marks the claim in Redis,
 writes the FailedJob row, then removes the job from Redis; if the process dies
 between the row and the removal, the job stays claimed and marked, and once
 its claim expires `requeue_abandoned` finds the row and finishes the removal
-(or, with no row, returns the job to its queue). Nothing is lost and no job is
-both failed and queued again.
+(or, with no row, returns the job to its queue); retrying or forgetting that row
+first finishes the removal, so a handled row never brings its job back. Nothing is
+lost and no job is both failed and queued again (see redis_failed).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
+from . import redis_failed
 from . import redis_scripts as scripts
 from .base import Claim, NewJob, QueueCounts, Store
 
@@ -204,20 +207,13 @@ class RedisStore(Store):
         # Claims that died while moving to the failed list: finish what they started.
         for job_id, token, name, queue, pushed_at in marked:
             claim_id, token = int(job_id), _text(token)
-            if self._failed_row_exists(claim_id, _text(name), _text(queue), _dt(pushed_at)):
+            if redis_failed.row_exists(
+                self._failed_rows(None), token, claim_id, _text(name), _text(queue), _dt(pushed_at)
+            ):
                 self._run("DELETE", [claim_id, token])
             elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
                 count += 1
         return count
-
-    def _failed_row_exists(
-        self, job_id: int, name: str | None, queue: str | None, pushed_at: datetime | None
-    ) -> bool:
-        return (
-            self._failed_rows(None)
-            .filter(job_id=job_id, name=name, queue=queue, pushed_at=pushed_at)
-            .exists()
-        )
 
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         if not claims:
@@ -243,25 +239,14 @@ class RedisStore(Store):
     def fail(self, claim: Claim, error: str) -> int | None:
         """Move the job to the failed list: mark it, write the row, then remove it.
 
-        The removal is safe to repeat; see the module docstring for a crash
-        between the row and the removal.
+        Each step is safe to repeat: the row is keyed by the claim, so a fail()
+        repeated after an error (Redis away before the removal) writes no second
+        row and returns the first. See the module docstring for a crash between
+        the row and the removal.
         """
         if not self._run("MARK_FAILING", [claim.id, claim.token]):
-            return None
-        from ..models import FailedJob
-
-        row = FailedJob.objects.using(self.database).create(
-            job_id=claim.id,
-            name=claim.name,
-            queue=claim.queue,
-            payload=claim.payload,
-            priority=claim.priority,
-            unique_key=claim.unique_key,
-            attempts=claim.attempts,
-            pushed_at=claim.pushed_at,
-            failed_at=timezone.now(),
-            error=error,
-        )
+            return None  # the claim was lost, or the job has left already
+        row = redis_failed.write_row(self._failed_rows(None), claim, error)
         (code,) = self._run("DELETE", [claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
@@ -297,7 +282,23 @@ class RedisStore(Store):
         return dict(sorted(result.items()))
 
     def clear(self, queue: str | None = None) -> int:
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
         return int(self._run("CLEAR", [queue or ""]))
+
+    def retry(self, ids: Iterable[int] | None = None) -> int:
+        """See Store.retry; first finishes removals a dead worker left (redis_failed)."""
+        ids = None if ids is None else list(ids)
+        with transaction.atomic(using=self.database):
+            redis_failed.finish_removals(self, self._failed_rows(ids).select_for_update())
+            return super().retry(ids)
+
+    def forget(self, ids: Iterable[int] | None = None) -> int:
+        """See Store.forget; first finishes removals a dead worker left (redis_failed)."""
+        ids = None if ids is None else list(ids)
+        with transaction.atomic(using=self.database):
+            redis_failed.finish_removals(self, self._failed_rows(ids).select_for_update())
+            return super().forget(ids)
 
     def ping(self) -> None:
         from redis.exceptions import RedisError
