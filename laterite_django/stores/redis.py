@@ -26,7 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_failed
+from . import redis_alias, redis_failed
 from . import redis_scripts as scripts
 from .base import Claim, NewJob, QueueCounts, Store
 
@@ -76,6 +76,9 @@ class RedisStore(Store):
             raise LateriteConfigurationError(
                 f"LATERITE_QUEUE_PREFIX is {prefix!r}; it must be a non-empty string."
             )
+        problem = redis_alias.shared_alias_problem(alias)
+        if problem is not None:
+            raise LateriteConfigurationError(f"{problem} {redis_alias.HINT}")
         self.alias = alias
         self.prefix = prefix
         self._scripts: dict[str, Any] = {}
