@@ -22,11 +22,10 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_alias, redis_failed
+from . import redis_alias, redis_failed, redis_outbox
 from . import redis_scripts as scripts
 from .base import Claim, NewJob, QueueCounts, Store
 
@@ -67,7 +66,8 @@ def _text(value: Any) -> str | None:
 class RedisStore(Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
-    # Redis cannot join a database transaction; jobs.py pushes on commit instead.
+    # Redis cannot join a database transaction: inside one, push_on_commit() keeps the
+    # jobs in a database outbox that commits with the caller's data.
     transactional_push = False
 
     def __init__(self, *, database: str = "default", alias: str, prefix: str) -> None:
@@ -136,6 +136,11 @@ class RedisStore(Store):
                 self._run("PUSH", self._push_args(now, chunk), client=pipe)
             results = pipe.execute()
         return [int(i) or None for result in results for i in result]
+
+    def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
+        """Keep `jobs` in the database outbox, in the open transaction; they move to
+        Redis on commit, or at a worker's sweep if Redis is away (redis_outbox)."""
+        redis_outbox.hold(self, jobs)
 
     @staticmethod
     def _push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
@@ -216,6 +221,8 @@ class RedisStore(Store):
                 self._run("DELETE", [claim_id, token])
             elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
                 count += 1
+        # Jobs pushed in transactions that committed while Redis was away.
+        redis_outbox.sweep(self)
         return count
 
     def heartbeat(self, claims: Sequence[Claim]) -> int:
@@ -291,17 +298,11 @@ class RedisStore(Store):
 
     def retry(self, ids: Iterable[int] | None = None) -> int:
         """See Store.retry; first finishes removals a dead worker left (redis_failed)."""
-        ids = None if ids is None else list(ids)
-        with transaction.atomic(using=self.database):
-            redis_failed.finish_removals(self, self._failed_rows(ids).select_for_update())
-            return super().retry(ids)
+        return redis_failed.after_removals(self, ids, super().retry)
 
     def forget(self, ids: Iterable[int] | None = None) -> int:
         """See Store.forget; first finishes removals a dead worker left (redis_failed)."""
-        ids = None if ids is None else list(ids)
-        with transaction.atomic(using=self.database):
-            redis_failed.finish_removals(self, self._failed_rows(ids).select_for_update())
-            return super().forget(ids)
+        return redis_failed.after_removals(self, ids, super().forget)
 
     def ping(self) -> None:
         from redis.exceptions import RedisError

@@ -8,17 +8,17 @@ worker died before doing it: a handled row never brings its job back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 if TYPE_CHECKING:
     from .base import Claim
 
-__all__ = ["claim_token", "failed_row", "finish_removals", "marked_claims", "row_exists",
+__all__ = ["after_removals", "claim_token", "failed_row", "marked_claims", "row_exists",
            "write_row"]
 
 # Claims per call of the DELETE script when retry() or forget() finishes removals.
@@ -34,7 +34,7 @@ def _fit(field: str, value: str | None, notes: list[str]) -> str | None:
     """Cut `value` to the column's length, saying so in `notes` (with the whole value)."""
     from ..models import FailedJob
 
-    limit = FailedJob._meta.get_field(field).max_length
+    limit = getattr(FailedJob._meta.get_field(field), "max_length", None)
     if value is None or limit is None or len(value) <= limit:
         return value
     notes.append(
@@ -107,9 +107,17 @@ def marked_claims(rows: Any) -> Iterator[list[Any]]:
         yield pairs
 
 
-def finish_removals(store: Any, rows: Any) -> None:
-    """Remove from Redis every job still held under the claim of one of `rows` (a
-    worker died after writing the row): once the row is retried or forgotten, the
-    sweep would otherwise find no row and give the job back."""
-    for pairs in marked_claims(rows):
-        store._run("DELETE", pairs)
+def after_removals(store: Any, ids: Iterable[int] | None, handle: Callable[[Any], int]) -> int:
+    """Retry or forget (`handle`) the failed rows `ids` (None: all), having first
+    removed from Redis every job still held under one of their claims, in the same
+    database transaction (the rows locked).
+
+    Such a job is left by a worker that died after writing its row: once the row
+    is gone, the sweep would find no row and give the job back. Removing it first
+    means a row never disappears before its job has.
+    """
+    ids = None if ids is None else list(ids)
+    with transaction.atomic(using=store.database):
+        for pairs in marked_claims(store._failed_rows(ids).select_for_update()):
+            store._run("DELETE", pairs)
+        return handle(ids)
