@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from numbers import Real
+from typing import cast
 
-__all__ = ["DEFAULT_BACKOFF", "Backoff", "delay_after", "validate_backoff"]
+__all__ = ["DEFAULT_BACKOFF", "Backoff", "Growing", "delay_after", "validate_backoff"]
 
 Backoff = float | int | Sequence[float] | Callable[[int], float] | None
 
@@ -49,4 +50,24 @@ def delay_after(backoff: Backoff, attempt: int) -> float:
         return max(0.0, float(backoff(attempt)))
     if isinstance(backoff, Real):
         return float(backoff)
-    return float(backoff[min(attempt, len(backoff)) - 1])
+    steps = cast(Sequence[float], backoff)
+    return float(steps[min(attempt, len(steps)) - 1])
+
+
+class Growing:
+    """Waits that double from `start` up to `cap`: the worker's own retries of a store
+    that is down, and the supervisor's restarts of a worker that keeps crashing."""
+
+    def __init__(self, start: float, *, cap: float) -> None:
+        self.start = start
+        self.cap = cap
+        self._next = start
+
+    def next(self) -> float:
+        """Return the next wait, and double the one after it."""
+        wait = self._next
+        self._next = min(self._next * 2, self.cap)
+        return wait
+
+    def reset(self) -> None:
+        self._next = self.start

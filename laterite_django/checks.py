@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from numbers import Real
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.checks import Error, Tags, Warning, register
 
-from .conf import DEFAULTS, MODES, STORES, settings
+from .conf import DEFAULTS, message, problem, raw
 from .registry import registry
 from .stores.redis_alias import HINT, shared_alias_problem
 
@@ -20,72 +19,25 @@ def _setting(name: str) -> str:
     return f"LATERITE_QUEUE_{name}"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
-    """Report each malformed setting with what was given and what is allowed."""
+    """Report each malformed setting with what was given and what is allowed.
+
+    The rules are conf's: reading a bad setting at run time raises the same message.
+    """
     errors: list = []
-
-    def error(code: int, name: str, given: Any, allowed: str, hint: str | None = None) -> None:
-        errors.append(
-            Error(
-                f"{_setting(name)} is {given!r}; {allowed}.",
-                hint=hint,
-                id=f"laterite.E{code:03d}",
-            )
-        )
-
-    mode = settings.MODE
-    if mode not in MODES:
-        error(1, "MODE", mode, f"allowed: {', '.join(map(repr, MODES))}")
-    store = settings.STORE
-    if store not in STORES:
-        error(2, "STORE", store, f"allowed: {', '.join(map(repr, STORES))}")
-    database = settings.DATABASE
-    if not isinstance(database, str) or database not in django_settings.DATABASES:
-        error(
-            3,
-            "DATABASE",
-            database,
-            f"it must name a database in DATABASES ({', '.join(django_settings.DATABASES)})",
-        )
-    elif django_settings.DATABASES[database].get("ENGINE", "").rsplit(".", 1)[-1] not in {
-        "postgresql", "sqlite3", "postgis", "spatialite"
-    }:
-        error(
-            4,
-            "DATABASE",
-            database,
-            "its ENGINE must be PostgreSQL or SQLite",
-            hint=f"Its ENGINE is {django_settings.DATABASES[database].get('ENGINE')!r}.",
-        )
-    prefix = settings.PREFIX
-    if not isinstance(prefix, str) or not prefix:
-        error(5, "PREFIX", prefix, "it must be a non-empty string")
-    queues = settings.QUEUES
-    if (
-        not isinstance(queues, list | tuple)
-        or not queues
-        or not all(isinstance(q, str) and q for q in queues)
-    ):
-        error(6, "QUEUES", queues, "it must be a non-empty list of queue names (strings)")
-    elif len(set(queues)) != len(queues):
-        error(6, "QUEUES", queues, "it lists a queue twice")
-    retry_after = settings.RETRY_AFTER
-    if not _is_number(retry_after) or retry_after <= 0:
-        error(7, "RETRY_AFTER", retry_after, "it must be seconds > 0")
-    poll = settings.POLL
-    if not _is_number(poll) or poll <= 0:
-        error(8, "POLL", poll, "it must be seconds > 0")
-    workers = settings.WORKERS
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        error(9, "WORKERS", workers, "it must be an integer >= 1")
+    for name in DEFAULTS:
+        if name == "REDIS":
+            continue  # checked with the rest of the Redis configuration, below
+        value = raw(name)
+        found = problem(name, value)
+        if found is not None:
+            code = f"laterite.E{found.code:03d}"
+            errors.append(Error(message(name, value, found), hint=found.hint, id=code))
+    store, mode = raw("STORE"), raw("MODE")
     if store == "redis" and mode != "inline":
-        errors.extend(_check_redis(settings.REDIS))
-        errors.extend(_check_redis_alias_is_its_own(settings.REDIS))
+        errors.extend(_check_redis(raw("REDIS")))
+        errors.extend(_check_redis_alias_is_its_own(raw("REDIS")))
     unknown = sorted(
         name
         for name in dir(django_settings)
@@ -106,15 +58,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
 def _check_redis(alias: Any) -> list:
     """Check that LATERITE_QUEUE_REDIS names a usable django-redis cache (one server)."""
     caches = getattr(django_settings, "CACHES", {})
-    if not isinstance(alias, str) or alias not in caches:
+    found = problem("REDIS", alias)
+    if found is not None:
         return [
-            Error(
-                f"LATERITE_QUEUE_REDIS is {alias!r}; it must name a cache in CACHES "
-                f"({', '.join(map(repr, caches)) or 'none configured'}).",
-                hint="Configure a django-redis cache (BACKEND 'django_redis.cache.RedisCache') "
-                "and set LATERITE_QUEUE_REDIS to its alias.",
-                id="laterite.E010",
-            )
+            Error(message("REDIS", alias, found), hint=found.hint, id=f"laterite.E{found.code:03d}")
         ]
     try:
         from django_redis import get_redis_connection
@@ -175,7 +122,7 @@ def _masked(location: Any) -> Any:
 @register()
 def check_jobs(app_configs: Any = None, **kwargs: Any) -> list:
     """Warn about jobs on a queue that a plain `queue_work` would never take from."""
-    queues = settings.QUEUES
+    queues = raw("QUEUES")
     if not isinstance(queues, list | tuple):
         return []
     return [

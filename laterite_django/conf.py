@@ -1,18 +1,29 @@
-"""Every LATERITE_QUEUE_* setting, read from django.conf.settings at each access.
+"""Every LATERITE_QUEUE_* setting: its default, its rule, and its value, checked at each access.
 
 Reading on access (not at import) lets `override_settings` reach them in tests.
+Checking on access too means a wrong value stops whatever reads it even where
+no system check ran (`queue_work --skip-checks`, `worker` mode under a WSGI
+server). The system checks (checks.py) report the same rules, from `problem()`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from numbers import Real
+from typing import Any, NamedTuple
 
 from django.conf import settings as django_settings
 
-__all__ = ["DEFAULTS", "MODES", "STORES", "settings"]
+from .exceptions import LateriteConfigurationError
+
+__all__ = [
+    "DEFAULTS", "MODES", "STORES", "Problem", "message", "problem", "raw", "settings",
+    "validate_all",
+]
 
 MODES = ("external", "worker", "inline")
 STORES = ("database", "redis")
+DATABASE_ENGINES = {"postgresql", "sqlite3", "postgis", "spatialite"}
 
 DEFAULTS: dict[str, Any] = {
     "MODE": "external",
@@ -27,13 +38,138 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+class Problem(NamedTuple):
+    """What is wrong with a setting's value: its check id, what is allowed, a hint."""
+
+    code: int
+    allowed: str
+    hint: str | None = None
+
+
+def _is_seconds(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and float(value) > 0
+
+
+def _mode(value: Any) -> Problem | None:
+    if value not in MODES:
+        return Problem(1, f"allowed: {', '.join(map(repr, MODES))}")
+    return None
+
+
+def _store(value: Any) -> Problem | None:
+    if value not in STORES:
+        return Problem(2, f"allowed: {', '.join(map(repr, STORES))}")
+    return None
+
+
+def _database(value: Any) -> Problem | None:
+    databases = django_settings.DATABASES
+    if not isinstance(value, str) or value not in databases:
+        return Problem(3, f"it must name a database in DATABASES ({', '.join(databases)})")
+    engine = databases[value].get("ENGINE", "")
+    if engine.rsplit(".", 1)[-1] not in DATABASE_ENGINES:
+        return Problem(4, "its ENGINE must be PostgreSQL or SQLite",
+                       hint=f"Its ENGINE is {engine!r}.")
+    return None
+
+
+def _redis(value: Any) -> Problem | None:
+    caches = getattr(django_settings, "CACHES", {})
+    if not isinstance(value, str) or value not in caches:
+        return Problem(
+            10,
+            f"it must name a cache in CACHES ({', '.join(map(repr, caches)) or 'none configured'})",
+            hint="Configure a django-redis cache (BACKEND 'django_redis.cache.RedisCache') "
+            "and set LATERITE_QUEUE_REDIS to its alias.",
+        )
+    return None
+
+
+def _prefix(value: Any) -> Problem | None:
+    if not isinstance(value, str) or not value:
+        return Problem(5, "it must be a non-empty string")
+    return None
+
+
+def _queues(value: Any) -> Problem | None:
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(q, str) and q for q in value)
+    ):
+        return Problem(6, "it must be a non-empty list of queue names (strings)")
+    if len(set(value)) != len(value):
+        return Problem(6, "it lists a queue twice")
+    return None
+
+
+def _retry_after(value: Any) -> Problem | None:
+    return None if _is_seconds(value) else Problem(7, "it must be seconds > 0")
+
+
+def _poll(value: Any) -> Problem | None:
+    return None if _is_seconds(value) else Problem(8, "it must be seconds > 0")
+
+
+def _workers(value: Any) -> Problem | None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return Problem(9, "it must be an integer >= 1")
+    return None
+
+
+RULES: dict[str, Callable[[Any], Problem | None]] = {
+    "MODE": _mode,
+    "STORE": _store,
+    "DATABASE": _database,
+    "REDIS": _redis,
+    "PREFIX": _prefix,
+    "QUEUES": _queues,
+    "RETRY_AFTER": _retry_after,
+    "POLL": _poll,
+    "WORKERS": _workers,
+}
+
+
+def raw(name: str) -> Any:
+    """Return LATERITE_QUEUE_<name> as configured (or its default), unchecked."""
+    return getattr(django_settings, f"LATERITE_QUEUE_{name}", DEFAULTS[name])
+
+
+def problem(name: str, value: Any) -> Problem | None:
+    """Say what is wrong with `value` for LATERITE_QUEUE_<name>, or return None."""
+    return RULES[name](value)
+
+
+def message(name: str, value: Any, found: Problem) -> str:
+    """The error text for a bad value: the setting, the value given and what is allowed."""
+    return f"LATERITE_QUEUE_{name} is {value!r}; {found.allowed}."
+
+
 class Settings:
-    """Attribute access to LATERITE_QUEUE_<NAME>, falling back to DEFAULTS."""
+    """Attribute access to LATERITE_QUEUE_<NAME>, falling back to DEFAULTS.
+
+    A value its rule refuses raises LateriteConfigurationError saying why.
+    """
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
             raise AttributeError(name)
-        return getattr(django_settings, f"LATERITE_QUEUE_{name}", DEFAULTS[name])
+        value = raw(name)
+        found = RULES[name](value)
+        if found is not None:
+            raise LateriteConfigurationError(message(name, value, found))
+        return value
 
 
 settings = Settings()
+
+
+def validate_all() -> None:
+    """Raise LateriteConfigurationError for the first bad setting a worker needs.
+
+    LATERITE_QUEUE_REDIS is checked only when the store is Redis, as the store
+    reads it only then.
+    """
+    for name in DEFAULTS:
+        if name != "REDIS" or settings.STORE == "redis":
+            getattr(settings, name)

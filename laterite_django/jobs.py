@@ -7,16 +7,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import update_wrapper
 from numbers import Real
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from django.db import transaction
 from django.utils import timezone
 
 from . import payload
 from .backoff import Backoff, validate_backoff
-from .conf import settings
+from .binding import mismatch
+from .conf import settings, validate_all
 from .context import JobContext, Pushed
+from .exceptions import JobNotRegistered
+from .limits import NAME_MAX, QUEUE_MAX, UNIQUE_KEY_MAX, too_long
 from .registry import registry
+
+if TYPE_CHECKING:
+    from .stores import Claim
+    from .worker.rules import Decision, JobOptions
 
 __all__ = ["JobFunction", "job"]
 
@@ -64,10 +71,7 @@ class JobFunction(Generic[P, R]):
 
     def _validate(self) -> None:
         label = f"Job {self.name!r}"
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"A job name must be a non-empty string, got {self.name!r}.")
-        if not isinstance(self.queue, str) or not self.queue:
-            raise ValueError(f"{label}: queue must be a non-empty string, got {self.queue!r}.")
+        self._check_name_and_queue(self.queue)
         if isinstance(self.tries, bool) or not isinstance(self.tries, int) or self.tries < 0:
             raise ValueError(f"{label}: tries must be an integer >= 0, got {self.tries!r}.")
         timeout = self.timeout
@@ -90,6 +94,37 @@ class JobFunction(Generic[P, R]):
             )
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):
             raise TypeError(f"{label}: priority must be an integer, got {self.priority!r}.")
+
+    def _check_name_and_queue(self, queue: Any) -> None:
+        """Refuse a name or queue that is empty, or longer than its column."""
+        name = self.name
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"A job name must be a non-empty string, got {name!r}.")
+        problem = too_long("job name", name, NAME_MAX)
+        if problem:
+            raise ValueError(f"The {problem}.")
+        if not isinstance(queue, str) or not queue:
+            raise ValueError(f"Job {name!r}: queue must be a non-empty string, got {queue!r}.")
+        problem = too_long("queue", queue, QUEUE_MAX)
+        if problem:
+            raise ValueError(f"Job {name!r}: {problem}.")
+
+    def _check_registered(self) -> None:
+        """Refuse a push no worker could run: this job is not what its name is registered to."""
+        found = registry.find(self.name)
+        if found is self:
+            return
+        if found is None:
+            raise JobNotRegistered(
+                f"Job {self.name!r} is not registered, so no worker can run it: make it with "
+                f"@job, or register it with laterite_django.registry.register()."
+            )
+        # Re-importing its module (autoreload) registers a new object for the same function.
+        if found.qualified_function != self.qualified_function:
+            raise JobNotRegistered(
+                f"Job {self.name!r} ({self.qualified_function}) is not registered: that name "
+                f"now belongs to {found.qualified_function}."
+            )
 
     def __repr__(self) -> str:
         return f"<JobFunction {self.name} queue={self.queue!r}>"
@@ -156,6 +191,9 @@ class JobFunction(Generic[P, R]):
         """Push (args, kwargs) pairs; in inline mode run each now instead."""
         from .stores import NewJob, get_store
 
+        self._check_registered()
+        queue = self.queue if queue is None else queue
+        self._check_name_and_queue(queue)
         mode = settings.MODE
         now = timezone.now()
         new_jobs = []
@@ -165,7 +203,7 @@ class JobFunction(Generic[P, R]):
             new_jobs.append(
                 NewJob(
                     name=self.name,
-                    queue=queue or self.queue,
+                    queue=queue,
                     payload=text,
                     available_at=at or now,
                     pushed_at=now,
@@ -181,6 +219,7 @@ class JobFunction(Generic[P, R]):
         if mode == "worker":
             from .worker.threads import ensure_started
 
+            validate_all()  # no system check ran under a WSGI server: refuse bad settings
             ensure_started()
         alias = settings.DATABASE
         if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
@@ -200,7 +239,10 @@ class JobFunction(Generic[P, R]):
             if len(self._good_shapes) < 64:
                 self._good_shapes.add(shape)
         except TypeError as e:
-            raise TypeError(f"Job {self.name!r} cannot be called with these arguments: {e}") from e
+            why = mismatch(self._call_signature, args, kwargs) or str(e)
+            raise TypeError(
+                f"Job {self.name!r} cannot be called with these arguments: {why}."
+            ) from e
 
     def _retry_until(
         self, now: datetime, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -227,9 +269,25 @@ class JobFunction(Generic[P, R]):
             raise TypeError(
                 f"Job {self.name!r}: unique_key returned {key!r}; it must return a str or None."
             )
-        if key is not None and len(key) > 255:
-            raise ValueError(f"Job {self.name!r}: unique_key {key[:40]!r}... is over 255 chars.")
+        problem = key and too_long("the unique_key", key, UNIQUE_KEY_MAX)
+        if problem:
+            raise ValueError(f"Job {self.name!r}: {problem}.")
         return key
+
+    def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
+        """The options the worker's rules apply to one call: this job's own.
+
+        The django.tasks job overrides it to read the options of the Task it runs.
+        """
+        from .worker.rules import JobOptions
+
+        return JobOptions(tries=self.tries, backoff=self.backoff, timeout=self.timeout)
+
+    def after_settle(self, claim: Claim, decision: Decision) -> None:
+        """Called once the worker (or supervisor) settled an attempt of this job.
+
+        Nothing to do for a plain job; the django.tasks job records its result here.
+        """
 
     def _run_inline(self, new: Any) -> Pushed:
         from .worker.execute import call_job
@@ -256,7 +314,7 @@ def job(
     def decorate(func: Callable[P, R]) -> JobFunction[P, R]:
         if isinstance(func, JobFunction):
             raise TypeError(f"{func.name!r} is already a job.")
-        job_function = JobFunction(
+        job_function: JobFunction[P, R] = JobFunction(
             func,
             name=name if isinstance(name, str) else None,
             queue=queue,

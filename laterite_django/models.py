@@ -27,7 +27,9 @@ class Job(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True, help_text="Last heartbeat.")
     claimed_by = models.CharField(max_length=200, blank=True, default="")
     claim_position = models.PositiveSmallIntegerField(
-        default=0, db_default=0, help_text="Its place in the batch it was claimed with (0: started at once)."
+        default=0,
+        db_default=0,
+        help_text="Its place in the batch it was claimed with (0: started at once).",
     )
     last_error = models.TextField(blank=True, default="")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from .exceptions import InvalidPayload
 
-__all__ = ["decode", "encode"]
+__all__ = ["check_keys", "decode", "encode"]
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -16,15 +16,70 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 def encode(job_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
     """Return the JSON text for a call, or raise InvalidPayload naming the bad argument."""
     try:
-        return _encoder.encode({"args": list(args), "kwargs": dict(kwargs)})
+        text = _encoder.encode({"args": list(args), "kwargs": dict(kwargs)})
     except (TypeError, ValueError):
         pass
+    else:
+        # JSON turns keys 1 and None into "1" and "null": refuse them. The text's two
+        # braces are its own; with no other, no argument holds a dict to look into.
+        if text.count("{") > 2 or not all(isinstance(key, str) for key in kwargs):
+            check_keys(f"Job {job_name!r}", args, kwargs)
+        return text
     # Find which argument is at fault so the message can name it.
     for index, value in enumerate(args):
         _check(job_name, f"positional argument {index}", value)
     for key, value in kwargs.items():
         _check(job_name, f"argument {key!r}", value)
     raise InvalidPayload(f"Arguments of job {job_name!r} cannot be stored as JSON.")
+
+
+def check_keys(owner: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Raise InvalidPayload if a dict in the arguments has a key that is not a str.
+
+    `owner` starts the message ("Job 'x'", "Task 'y'"). JSON would store such a key
+    as a string, so the function would get back {"1": ...} for {1: ...}.
+    """
+    for key in kwargs:
+        if not isinstance(key, str):
+            raise InvalidPayload(
+                f"{owner}: argument name {key!r} ({type(key).__name__}) is not a string."
+            )
+    labelled = [(f"positional argument {i}", value) for i, value in enumerate(args)]
+    labelled += [(f"argument {key!r}", value) for key, value in kwargs.items()]
+    for label, value in labelled:
+        key = _bad_key(value)
+        if key is not _NONE:
+            stored = next(iter(json.loads(_encoder.encode({key: 0}))))
+            raise InvalidPayload(
+                f"{owner}: {label} holds a dict with key {key!r} ({type(key).__name__}): JSON "
+                f"object keys must be strings, and it would come back as {stored!r}. Use str "
+                f"keys."
+            )
+
+
+_NONE = object()
+_CONTAINERS = (dict, list, tuple)
+
+
+def _bad_key(value: Any) -> Any:
+    """Return the first dict key in `value` that is not a str, or _NONE."""
+    if not isinstance(value, _CONTAINERS):
+        return _NONE
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()  # only containers are pushed
+        if isinstance(item, dict):
+            for key in item:
+                if type(key) is not str and not isinstance(key, str):
+                    return key
+            items: Any = item.values()
+        else:
+            items = item
+        for inner in items:
+            if isinstance(inner, _CONTAINERS):
+                push(inner)
+    return _NONE
 
 
 def _check(job_name: str, label: str, value: Any) -> None:

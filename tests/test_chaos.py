@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import random
 import shutil
@@ -109,6 +110,60 @@ def test_random_kills_lose_no_job(store, workers):
     # it finished but had not deleted yet (at most one claim's worth).
     assert duplicates <= (kills - tree_kills) + tree_kills * DEFAULT_BATCH
     assert "was killed by SIGKILL; starting another" in stderr.text()
+
+
+def test_whole_group_kills_with_one_process_and_batches(store, workers):
+    """`queue_work --processes 1 --batch 20` SIGKILLed whole, again and again.
+
+    No supervisor settles anything: what holds is the store's sweep and the
+    worker's hand. A job that finished more than a moment before a kill never
+    runs again (finished jobs are deleted with the next claim, or by the
+    heartbeat once a job runs longer than 50 ms); a job that never started
+    never loses an attempt (tries=1 here, so one lost attempt would fail it).
+    """
+    total = 600
+    rng = random.Random(7)
+    # Mostly quick jobs, so batches grow; now and then a slow one behind them.
+    jobs.chaos_once.push_many(
+        [(i, 0.3 if i % 40 == 39 else 0.002) for i in range(total)])
+    env = {"LATERITE_TEST_RETRY_AFTER": "1", "LATERITE_TEST_LOG_LEVEL": "WARNING"}
+    args = ("--processes", "1", "--batch", "20")
+    kills: list[float] = []
+    for _ in range(12):
+        if not waiting(store):
+            break
+        proc, _ = start(workers, *args, env=env)
+        time.sleep(rng.uniform(0.4, 1.2))
+        kill_tree(proc)
+        kills.append(time.time())
+    time.sleep(1.5)  # the last claims expire (retry_after 1 s)
+    proc, stderr = start(workers, "--stop-when-empty", *args, env=env)
+    assert proc.wait(120) == 0, stderr.text()
+
+    def runs(kind: str) -> dict[int, list]:
+        found: dict[int, list] = {}
+        for value, at in Record.objects.filter(kind=kind).values_list("value", "at"):
+            found.setdefault(int(value), []).append(at.timestamp())
+        return found
+
+    starts, ends = runs("once-start"), runs("once-end")
+    failed = {int(json.loads(row.payload)["args"][0]): row.error
+              for row in FailedJob.objects.all()}
+    # Every job ran to its end, or failed after it had started (killed mid-run at
+    # the head of its batch: that attempt counted, and tries=1).
+    assert set(ends) | set(failed) == set(range(total))
+    never_started = set(failed) - set(starts)
+    assert not never_started, {i: failed[i] for i in sorted(never_started)[:5]}
+    # A finished job ran again only if a kill came within a moment of its end.
+    again = []
+    for i, times in ends.items():
+        later = [s for s in starts[i] if s > times[0]]
+        if later and not any(times[0] < k < times[0] + 0.25 for k in kills):
+            again.append(i)
+    duplicates = sum(len(v) - 1 for v in starts.values())
+    print(f"\n{total} jobs, {len(kills)} whole-group kills, {duplicates} ran twice or more, "
+          f"{len(failed)} failed after starting")
+    assert not again, f"jobs run again long after they finished: {again[:10]}"
 
 
 # -- PostgreSQL restarted under the workers ---------------------------------------------

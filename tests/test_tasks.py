@@ -38,6 +38,7 @@ from laterite_django.tasks.compat import (
 )
 from laterite_django.tasks.runner import TASK_JOB, task_job
 from tests.conftest import wait_for
+from tests.test_processes import kill_tree
 from tests.test_tasks_functions import TASK_OPTIONS
 from tests.test_tasks_functions import __name__ as TASKS_MODULE
 from tests.testapp.models import Record
@@ -218,7 +219,7 @@ def test_errors_retries_and_the_failed_list(workers):
 
     failed = {row.error.split("\n", 1)[0] for row in FailedJob.objects.all()}
     assert FailedJob.objects.filter(name=TASK_JOB).count() == 4
-    assert "Fail: ValueError: boom" in failed
+    assert "ValueError: boom" in failed  # as any job records it
 
 
 @needs_task_options
@@ -250,6 +251,21 @@ def test_task_options_from_the_decorator(workers):
     assert (slow.status, slow.attempts) == (TaskResultStatus.FAILED, 1)
     assert slow.errors[0].exception_class_path == "laterite_django.worker.execute.JobTimeout"
     assert not Record.objects.filter(kind="slow-end").exists()
+
+
+@needs_task_options
+def test_a_task_stuck_in_c_is_killed_by_the_supervisor_past_its_timeout(workers):
+    stuck = tasks.stuck_in_c.enqueue(120)  # timeout=0.5, tries=1
+    try:
+        drain(workers, "--processes", "2")
+    finally:
+        for proc in workers.procs:
+            kill_tree(proc)
+    stuck.refresh()
+    assert (stuck.status, stuck.attempts) == (TaskResultStatus.FAILED, 1)
+    assert stuck.errors[0].exception_class_path == "laterite_django.worker.execute.JobTimeout"
+    assert "it did not stop, so its worker process" in stuck.errors[0].traceback
+    assert not Record.objects.filter(kind="stuck-task-end").exists()
 
 
 @needs_task_options
@@ -403,20 +419,21 @@ def test_inline_mode_runs_at_enqueue(store):
     assert not Job.objects.exists()
 
 
-def test_a_reclaimed_task_past_its_tries_fails_without_running(store):
-    from laterite_django import Fail
-    from laterite_django.context import JobContext
-    from laterite_django.tasks.runner import run_task
+def test_a_reclaimed_task_past_its_tries_fails_without_running(store, workers):
+    from laterite_django.worker.rules import lost_reason
 
     result = tasks.record.enqueue("lost")
-    cx = JobContext(id=1, name=TASK_JOB, queue="default", attempt=3,
-                    pushed_at=timezone.now())
-    with pytest.raises(Fail, match="worker was lost and no tries are left"):
-        run_task(f"{TASKS_MODULE}.record", ["lost"], {}, result=result.id, cx=cx)
+    for _ in range(3):  # claimed by three workers that each died mid-run
+        assert store.claim(["default"], "dead", 1)
+        store.requeue_abandoned(timezone.now() + timedelta(seconds=1), lost_reason(90))
+    run = workers.run("--stop-when-empty")
+    assert run.returncode == 0, run.stderr
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     assert result.errors[0].exception_class_path == "laterite_django.tasks.results.WorkerLost"
+    assert "; no tries left (" in result.errors[0].traceback
     assert not Record.objects.filter(kind="task").exists()
+    assert FailedJob.objects.get().error.startswith("worker lost: its claim expired")
 
 
 def test_same_code_on_the_immediate_backend(db):

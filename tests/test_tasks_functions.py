@@ -150,6 +150,19 @@ def too_slow(seconds: float) -> None:
     _record("slow-end", str(seconds))
 
 
+@with_options(timeout=0.5, tries=1)
+def stuck_in_c(seconds: int) -> None:
+    """Sleep in libc with every signal blocked: only the supervisor's kill ends it."""
+    import ctypes
+    import signal
+
+    _record("stuck-task-start", str(seconds))
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL,
+                                                                     signal.SIGSTOP})
+    ctypes.CDLL(None).sleep(seconds)
+    _record("stuck-task-end", str(seconds))
+
+
 @with_options(unique_key=lambda user_id: f"task-user:{user_id}")
 def unique_per_user(user_id: int) -> int:
     _record("unique-task", str(user_id))

@@ -184,3 +184,25 @@ def test_the_test_settings_pass_the_checks(db):
     assert list(backend().check()) == []
     ours = {"laterite.E101", "laterite.E102", "laterite.E103", "laterite.W101"}
     assert [m for m in checks.run_checks() if m.id in ours] == []
+
+
+def test_a_queue_name_longer_than_its_column_is_invalid():
+    long = "q" * 101
+    with override_settings(TASKS={"default": {**TASKS_SETTING["default"], "QUEUES": []}}):
+        with pytest.raises(InvalidTask) as e:
+            tasks.noop.using(queue_name=long)
+        assert "qqqqqqqqqq" in str(e.value) and "101 characters" in str(e.value)
+        assert "100" in str(e.value)
+        assert tasks.noop.using(queue_name="q" * 100).queue_name == "q" * 100
+
+
+@pytest.mark.django_db
+def test_arguments_with_keys_that_are_not_strings_are_refused_naming_the_task():
+    from laterite_django.exceptions import InvalidPayload
+    from laterite_django.models import TaskResultRecord
+
+    with pytest.raises(InvalidPayload) as e:
+        tasks.echo.enqueue({1: "a"})
+    text = str(e.value)
+    assert f"'{tasks.__name__}.echo'" in text and "key 1 (int)" in text
+    assert not TaskResultRecord.objects.exists()

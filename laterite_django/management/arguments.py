@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 from django.core.management.base import CommandError
 
-__all__ = ["confirm", "failed_ids", "non_negative_float", "positive_float", "positive_int"]
+__all__ = [
+    "at_most", "confirm", "failed_ids", "non_negative_float", "positive_float", "positive_int",
+]
 
 
 def positive_int(text: str) -> int:
@@ -39,6 +42,21 @@ def non_negative_float(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
     return value
+
+
+def at_most(limit: int) -> Callable[[str], str]:
+    """A `type=` that takes a non-empty text of at most `limit` characters."""
+
+    def text(value: str) -> str:
+        if not value:
+            raise argparse.ArgumentTypeError("it cannot be empty")
+        if len(value) > limit:
+            raise argparse.ArgumentTypeError(
+                f"{value[:20]!r}... is {len(value)} characters long; at most {limit} fit"
+            )
+        return value
+
+    return text
 
 
 def json_object(text: str) -> dict:

@@ -19,7 +19,9 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from ..backoff import Backoff, validate_backoff
-from ..conf import settings
+from ..conf import raw, settings
+from ..limits import QUEUE_MAX, TASK_PATH_MAX, UNIQUE_KEY_MAX, too_long
+from ..payload import check_keys
 from ..stores import get_store
 from .compat import (
     BaseTaskBackend,
@@ -118,6 +120,16 @@ class LateriteBackend(BaseTaskBackend):
     def validate_task(self, task: Task) -> None:
         """Check the task as Django does, then its laterite options."""
         super().validate_task(task)
+        if not isinstance(task.queue_name, str) or not task.queue_name:
+            raise InvalidTask(
+                f"Task {task.module_path!r}: queue_name must be a non-empty string, got "
+                f"{task.queue_name!r}."
+            )
+        problem = too_long("queue_name", task.queue_name, QUEUE_MAX) or too_long(
+            "its module path", task.module_path, TASK_PATH_MAX
+        )
+        if problem:
+            raise InvalidTask(f"Task {task.module_path!r}: {problem}.")
         for name, value in zip(("TRIES", "BACKOFF", "TIMEOUT"), self.run_options(task),
                                strict=True):
             problem = _option_problem(name, value)
@@ -160,7 +172,7 @@ class LateriteBackend(BaseTaskBackend):
             problem = _option_problem(name, getattr(self, name.lower()))
             if problem:
                 yield checks.Error(f"{label}['OPTIONS'][{name!r}] {problem}.", id="laterite.E103")
-        worker_queues = settings.QUEUES
+        worker_queues = raw("QUEUES")  # a bad value is check_settings' to report
         if isinstance(worker_queues, list | tuple):
             for queue in sorted(q for q in self.queues if q not in worker_queues):
                 yield checks.Warning(
@@ -184,10 +196,9 @@ class LateriteBackend(BaseTaskBackend):
                 f"Task {task.module_path!r}: unique_key returned {key!r}; it must return a str "
                 f"or None."
             )
-        if key is not None and len(key) > 255:
-            raise ValueError(
-                f"Task {task.module_path!r}: unique_key {key[:40]!r}... is over 255 chars."
-            )
+        problem = key and too_long("the unique_key", key, UNIQUE_KEY_MAX)
+        if problem:
+            raise ValueError(f"Task {task.module_path!r}: {problem}.")
         return key
 
     def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
@@ -213,6 +224,7 @@ class LateriteBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[],
         )
+        check_keys(f"Task {task.module_path!r}", result.args, result.kwargs)
         key = self._unique_key(task, result.args, result.kwargs)
         call = {
             "task": task.module_path,

@@ -7,18 +7,19 @@ worker id and error are never lost to a concurrent write.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.utils.module_loading import import_string
 
 from ..conf import settings
 from .compat import InvalidTask, Task, TaskError, TaskResult, TaskResultStatus
 
 __all__ = [
+    "UnknownTask",
     "WorkerLost",
     "aload_record",
     "build_result",
@@ -39,11 +40,41 @@ def _records():
     return TaskResultRecord.objects.using(settings.DATABASE)
 
 
+class UnknownTask(LookupError):
+    """A task path that names no Task this process has imported."""
+
+
 def resolve_task(path: str) -> Task:
-    """Import the Task at `path`; raise ImportError or TypeError saying what is there instead."""
-    found = import_string(path)
+    """Return the Task at module path `path`, from a module this process has imported.
+
+    Nothing is imported here: a stored payload is data, and importing the module
+    it names would run that module's code. Tasks are known because
+    LateriteConfig.ready() imports each installed app's `tasks` module (and so
+    whatever those import). Raise UnknownTask saying what is there instead.
+    """
+    parts = path.split(".") if isinstance(path, str) else []
+    if len(parts) < 2 or not all(parts):
+        raise UnknownTask(f"{path!r} is not a module path (module.function) of a task.")
+    # The longest module the path starts with that is imported, then attributes.
+    cut = next((n for n in range(len(parts) - 1, 0, -1) if ".".join(parts[:n]) in sys.modules), 0)
+    found: Any = sys.modules.get(".".join(parts[:cut]))
+    for depth in range(cut, len(parts)):
+        # vars(), not getattr(): a module's __getattr__ may import or run code.
+        namespace = vars(found) if found is not None and hasattr(found, "__dict__") else {}
+        part = parts[depth]
+        if part not in namespace:
+            if found is None or (depth < len(parts) - 1 and hasattr(found, "__path__")):
+                raise UnknownTask(
+                    f"Task {path!r} is not known here: its module {'.'.join(parts[:-1])!r} is "
+                    f"not imported. Define tasks in an installed app's tasks module (imported "
+                    f"at start-up) or in a module that one imports."
+                )
+            raise UnknownTask(
+                f"Task {path!r} is not known here: {'.'.join(parts[:depth])!r} has no {part!r}."
+            )
+        found = namespace[part]
     if not isinstance(found, Task):
-        raise TypeError(
+        raise UnknownTask(
             f"{path!r} is {type(found).__name__}, not a Task: is the function still "
             f"decorated with @task?"
         )

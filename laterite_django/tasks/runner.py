@@ -2,32 +2,36 @@
 
 A task is stored as a call of this job (its module path, arguments, backend
 alias and result id), so one table and one `queue_work` serve jobs and tasks
-alike. The job imports the task, applies its tries, backoff and timeout
-itself (it is registered with no limits of its own), records each attempt
-in the task's result and sends Django's task signals.
+alike. Each call gives the worker's rules the task's own tries, backoff and
+timeout (`TaskJob.options_for`); the rules decide retry or fail as for any job,
+and `TaskJob.after_settle` records that decision in the task's result and
+sends Django's task signals.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from inspect import iscoroutinefunction
 from types import SimpleNamespace
 from typing import Any
 
 from django.conf import settings as django_settings
 from django.utils import timezone
+from django.utils.module_loading import autodiscover_modules
 
-from ..backoff import delay_after
 from ..context import JobContext
-from ..exceptions import Fail, Retry
+from ..exceptions import Fail
 from ..jobs import JobFunction
 from ..registry import registry
-from ..worker.execute import time_limit
+from ..stores import Claim
+from ..worker.execute import JobTimeout
+from ..worker.rules import Action, Decision, JobOptions
 
-__all__ = ["TASK_JOB", "register_if_configured", "run_task", "task_job"]
+__all__ = ["TASK_JOB", "TaskJob", "register_if_configured", "run_task", "task_job"]
 
 TASK_JOB = "laterite.task"
 BACKEND_PATH = "laterite_django.tasks"
@@ -41,27 +45,60 @@ def _pushed_key(*args: Any, unique_key: str | None = None, **kwargs: Any) -> str
     return unique_key
 
 
+class TaskJob(JobFunction):
+    """The `laterite.task` job: its options are those of the Task each call runs."""
+
+    def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
+        from .compat import task_backends
+        from .results import resolve_task
+
+        call = _call_of(args, kwargs)
+        backend = task_backends[call["backend"]]
+        tries, backoff, timeout = backend.run_options(resolve_task(call["task"]))
+        return JobOptions(tries=tries, backoff=backoff, timeout=timeout)
+
+    def after_settle(self, claim: Claim, decision: Decision) -> None:
+        from .. import payload
+
+        args, kwargs = payload.decode(claim.payload)
+        call = _call_of(args, kwargs)
+        TaskRun(call["task"], call["args"], call["kwargs"], call["backend"], call["result"],
+                _context(claim)).settled(decision)
+
+
+def _call_of(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of one `run_task` call, by name."""
+    bound = inspect.signature(run_task).bind_partial(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _context(claim: Claim) -> JobContext:
+    return JobContext(id=claim.id, name=claim.name, queue=claim.queue,
+                      attempt=claim.attempts, pushed_at=claim.pushed_at)
+
+
 def task_job() -> JobFunction:
     """Return the `laterite.task` job, registering it if this process has not yet."""
     global _job
     with _lock:
         if _job is None:
-            _job = JobFunction(
-                run_task, name=TASK_JOB, tries=0, timeout=None, unique_key=_pushed_key
-            )
+            _job = TaskJob(run_task, name=TASK_JOB, unique_key=_pushed_key)
         if TASK_JOB not in registry:
             registry.register(_job)
     return _job
 
 
 def register_if_configured() -> None:
-    """Register `laterite.task` when a TASKS backend is laterite's (called by ready())."""
+    """When a TASKS backend is laterite's (called by ready()): register `laterite.task` and
+    import each installed app's `tasks` module, the only tasks a worker resolves by path."""
     backends = getattr(django_settings, "TASKS", None)
     if isinstance(backends, dict) and any(
         isinstance(params, dict) and str(params.get("BACKEND", "")).startswith(BACKEND_PATH)
         for params in backends.values()
     ):
         task_job()
+        autodiscover_modules("tasks")
 
 
 def _worker_id() -> str:
@@ -124,57 +161,68 @@ class TaskRun:
         )
 
     def run(self) -> Any:
-        from .compat import normalize_json, task_backends, task_started
-        from .results import WorkerLost, resolve_task
+        from .compat import normalize_json, task_started
+        from .results import resolve_task
 
         try:
-            backend = task_backends[self.alias]
-            self.sender = type(backend)
-            self.ttl = backend.result_ttl
+            self._backend()
             self.task = resolve_task(self.path)
-            tries, backoff, timeout = backend.run_options(self.task)
         except Exception as e:
             self._record(self._failed(e))
             raise Fail(f"cannot run task {self.path!r}: {_summary(e)}") from e
-        if not self.inline and tries and self.cx.attempt > tries:
-            # Reclaimed after its worker died, with no tries left: do not run it again.
-            try:
-                raise WorkerLost(f"its worker was lost and no tries are left ({tries})")
-            except WorkerLost as e:
-                self._finish(self._failed(e))
-                raise Fail(str(e)) from None
-
         task_result = self._start()
         task_started.send(sender=self.sender, task_result=task_result)
-        returned = False
         try:
-            with time_limit(None if self.inline else timeout):
-                value = _call(self.task, task_result, self.args, self.kwargs)
-            returned = True
-            value = normalize_json(value)
+            value = _call(self.task, task_result, self.args, self.kwargs)
         except BaseException as e:
             if _stopping(e):
-                self._record(_undo_start)
-                raise
-            error = f"{_summary(e)}\n\n{''.join(traceback.format_exception(e))}"
-            # Fail, inline runs and a return value that is not JSON are final.
-            if (
-                not self.inline
-                and not returned
-                and not isinstance(e, Fail)
-                and (tries == 0 or self.cx.attempt < tries)
-            ):
-                self._record(_retrying(e))
-                delay = e.delay if isinstance(e, Retry) else None
-                if delay is None:
-                    delay = delay_after(backoff, self.cx.attempt)
-                raise Retry(error, delay=delay) from e
-            self._finish(self._failed(e))
+                raise  # given back: after_settle undoes the start
             if self.inline:
+                self._finish(self._failed(e))
                 raise
+            # Retry or fail is the rules' to say; the error is recorded now, with its class.
+            self._record(_errored(e))
+            raise
+        try:
+            value = normalize_json(value)
+        except BaseException as e:
+            # A return value that is not JSON is final.
+            error = f"{_summary(e)}\n\n{''.join(traceback.format_exception(e))}"
+            self._record(_errored(e))
             raise Fail(error) from e
         self._finish(self._succeeded(value))
         return value
+
+    def settled(self, decision: Decision) -> None:
+        """Record how the worker settled this attempt in the task's result."""
+        from .results import WorkerLost
+
+        if decision.action is Action.DELETE:
+            return  # recorded by run() as it returned
+        self._backend()
+        if decision.action is Action.GIVE_BACK:
+            self._record(_undo_start)
+        elif decision.action is Action.RELEASE:
+            self._record(_ready)
+        else:
+            reason = decision.error.split("\n", 1)[0]
+            error: BaseException = WorkerLost(reason)
+            if reason.startswith("JobTimeout"):
+                error = JobTimeout()
+                error.args = (reason.removeprefix("JobTimeout: "),)
+            self._finish(self._failed(error, record_error=self._unrecorded))
+
+    def _unrecorded(self, record: Any) -> bool:
+        """Whether this attempt's error is not in the result yet (the task never ran,
+        or its process died): then the rules' reason is recorded."""
+        return len(record.errors) < self.cx.attempt
+
+    def _backend(self) -> None:
+        from .compat import task_backends
+
+        backend = task_backends[self.alias]
+        self.sender = type(backend)
+        self.ttl = backend.result_ttl
 
     # -- the result -----------------------------------------------------------------
 
@@ -210,7 +258,9 @@ class TaskRun:
             record = self._record(change)
         return self._result(record)
 
-    def _failed(self, error: BaseException) -> Callable[[Any], None]:
+    def _failed(
+        self, error: BaseException, record_error: Callable[[Any], bool] = lambda record: True
+    ) -> Callable[[Any], None]:
         from .results import expiry
 
         entry = _error_entry(error)
@@ -221,7 +271,8 @@ class TaskRun:
             record.status = "FAILED"
             record.finished_at = now
             record.expires_at = expiry(now, ttl)
-            record.errors = [*record.errors, entry]
+            if record_error(record):
+                record.errors = [*record.errors, entry]
 
         return change
 
@@ -261,14 +312,18 @@ def _undo_start(record: Any) -> None:
     record.worker_ids = record.worker_ids[:-1]
 
 
-def _retrying(error: BaseException) -> Callable[[Any], None]:
+def _errored(error: BaseException) -> Callable[[Any], None]:
     entry = _error_entry(error)
 
     def change(record: Any) -> None:
-        record.status = "READY"
         record.errors = [*record.errors, entry]
 
     return change
+
+
+def _ready(record: Any) -> None:
+    """Released for another attempt."""
+    record.status = "READY"
 
 
 def _error_entry(error: BaseException) -> dict[str, str]:
@@ -281,7 +336,7 @@ def _error_entry(error: BaseException) -> dict[str, str]:
 
 def _stopping(error: BaseException) -> bool:
     """Whether `error` stops the worker (the attempt is given back, not failed)."""
-    from ..worker.loop import WorkerStopped
+    from ..worker.attempt import WorkerStopped
 
     return isinstance(error, KeyboardInterrupt | GeneratorExit | WorkerStopped)
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import signal
+import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import connections
 
 from ..context import JobContext
@@ -18,7 +20,7 @@ from ..context import JobContext
 if TYPE_CHECKING:
     from ..jobs import JobFunction
 
-__all__ = ["JobTimeout", "call_job", "time_limit"]
+__all__ = ["JobTimeout", "Ran", "call_job", "run_job", "time_limit_passed"]
 
 
 class JobTimeout(BaseException):
@@ -51,80 +53,189 @@ def call_job(
     if not job.is_async:
         return job.func(*args, **kwargs)
     runner = _runner()
+    tasks: list[asyncio.Task] = []
+
+    async def main() -> Any:
+        tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+        return await _in_own_thread(job.func(*args, **kwargs))
+
     try:
-        return runner.run(_closing_connections(job.func(*args, **kwargs)))
+        return runner.run(main())
     except BaseException:
-        # A loop interrupted mid-run (timeout, shutdown) is not reused.
-        runner.close()
-        _loops.runner = None
+        if tasks and not tasks[0].done():
+            # Interrupted from outside (a timeout, a stop): the job may wait on a
+            # thread that never returns, and closing the loop would wait for it.
+            # Leave that loop and its thread behind; the next job gets a new loop.
+            _loops.runner = None
+            _left_behind.append(job.name)
         raise
 
 
-async def _closing_connections(coroutine: Any) -> Any:
-    """Await the job, then close the connections its ORM calls opened.
+# Jobs whose threads were left running past their timeout (see `stuck_threads`).
+_left_behind: list[str] = []
 
-    Django runs an async job's ORM calls in a thread of its own; without this
-    each of those threads would keep a connection open after the job.
+
+def stuck_threads() -> list[threading.Thread]:
+    """Threads a timed-out async job left running that would hold up the exit.
+
+    Python joins executor threads at exit; a worker process with such a
+    thread leaves with os._exit() instead of waiting for it (see queue_work).
     """
-    try:
-        return await coroutine
-    finally:
-        await sync_to_async(connections.close_all)()
+    if not _left_behind:
+        return []
+    return [t for t in threading.enumerate()
+            if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+
+
+async def _in_own_thread(coroutine: Any) -> Any:
+    """Await the job, its ORM calls in a thread of its own, then close their connections.
+
+    Each job's `sync_to_async` calls run in a thread for that job
+    (ThreadSensitiveContext), so one stuck past its timeout holds up no later
+    job; its connections are closed when the job ends.
+    """
+    async with ThreadSensitiveContext():
+        try:
+            return await coroutine
+        finally:
+            await sync_to_async(connections.close_all)()
+
+
+# Seconds between repeated JobTimeouts once a job's limit has passed: a job that
+# catches one (even with `except BaseException`) is interrupted again, and its
+# attempt is recorded as timed out whatever it returns.
+REPEAT = 1.0
+# A timeout that lands in the worker's own frames around the call is put off
+# this long, so it never fires after the job has returned.
+DEFER = 0.005
+
+
+@dataclass(slots=True)
+class Ran:
+    """What running a job gave: its result, or what it raised, and whether it timed out."""
+
+    result: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
 
 
 class _Alarm:
-    """The time limit of the job running in the main thread, None between jobs."""
+    """The time limit of the job running in the main thread; `seconds` is None between jobs."""
 
     seconds: float | None = None
+    fired = False
 
 
 _alarm = _Alarm()
 
 
-def _on_alarm(signum: int, frame: object) -> None:
-    if _alarm.seconds is not None:
-        raise JobTimeout(_alarm.seconds)
-
-
-@contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise JobTimeout in this thread if the block runs longer than `seconds`.
-
-    In the main thread SIGALRM interrupts even a blocking sleep; in other
-    threads (the `worker` mode) the exception is delivered at the next
-    bytecode, which cannot interrupt C code: the process supervisor is the
-    hard stop there.
-    """
-    if not seconds:
-        yield
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    if _alarm.seconds is None:
         return
-    if threading.current_thread() is threading.main_thread():
+    if frame is not None and frame.f_code in _SHIELDED:
+        # Between arming and the call, or between the return and disarming.
+        signal.setitimer(signal.ITIMER_REAL, DEFER)
+        return
+    _alarm.fired = True
+    signal.setitimer(signal.ITIMER_REAL, REPEAT)
+    raise JobTimeout(_alarm.seconds)
+
+
+def run_job(
+    job: JobFunction,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    cx: JobContext,
+    timeout: float | None,
+) -> Ran:
+    """Run `job` under `timeout`; never raise: what it raised is in `Ran.error`.
+
+    The attempt counts as timed out if its limit passed while it ran, even if
+    the job caught the JobTimeout and returned.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return _run_in_thread(job, args, kwargs, cx, timeout)
+    ran = Ran()
+    if timeout:
         # The handler stays installed between jobs (swapping it twice per job
-        # costs more than many a job); it raises only while an alarm is armed.
+        # costs more than many a job); it raises only while a limit is armed.
         if signal.getsignal(signal.SIGALRM) is not _on_alarm:
             signal.signal(signal.SIGALRM, _on_alarm)
-        _alarm.seconds = seconds
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            yield
-        finally:
+        _alarm.fired = False
+        _alarm.seconds = timeout
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        ran.result = call_job(job, args, kwargs, cx)
+    except BaseException as error:
+        ran.error = error
+    finally:
+        if timeout:
             signal.setitimer(signal.ITIMER_REAL, 0)
             _alarm.seconds = None
-        return
+            ran.timed_out = _alarm.fired
+    return ran
+
+
+def _run_in_thread(
+    job: JobFunction,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    cx: JobContext,
+    timeout: float | None,
+) -> Ran:
+    """`run_job` off the main thread (the `worker` mode): no signals there.
+
+    A timer thread raises JobTimeout in this thread at its next bytecode, and
+    again every REPEAT seconds, but only while the job's own code runs. Code
+    stuck in C is not interrupted: `queue_work --processes N` is the hard stop.
+    """
+    ran = Ran()
     target = threading.get_ident()
-    done = threading.Event()
+    state = {"armed": True}
+    lock = threading.Lock()
 
     def interrupt() -> None:
-        if not done.is_set():
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(target), ctypes.py_object(JobTimeout)
-            )
+        with lock:
+            if not state["armed"]:
+                return
+            frame = sys._current_frames().get(target)
+            if frame is not None and frame.f_code in _SHIELDED:
+                again = DEFER
+            else:
+                ran.timed_out = True
+                again = REPEAT
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(target), ctypes.py_object(JobTimeout)
+                )
+            timer = threading.Timer(again, interrupt)
+            timer.daemon = True
+            timer.start()
 
-    timer = threading.Timer(seconds, interrupt)
-    timer.daemon = True
-    timer.start()
+    if timeout:
+        timer = threading.Timer(timeout, interrupt)
+        timer.daemon = True
+        timer.start()
     try:
-        yield
+        ran.result = call_job(job, args, kwargs, cx)
+    except BaseException as error:
+        ran.error = error
     finally:
-        done.set()
-        timer.cancel()
+        if timeout:
+            # A JobTimeout set just before disarming is delivered here, in our
+            # frame (the loop's backward jumps let it in), not later in the worker.
+            try:
+                with lock:
+                    state["armed"] = False
+                for _ in range(3):
+                    pass
+            except JobTimeout:
+                ran.timed_out = True
+    return ran
+
+
+def time_limit_passed(ran: Ran) -> bool:
+    """Whether the attempt counts as timed out."""
+    return ran.timed_out or isinstance(ran.error, JobTimeout)
+
+
+_SHIELDED = {run_job.__code__, _run_in_thread.__code__, call_job.__code__}

@@ -1,47 +1,51 @@
-"""A thread that keeps a worker's claims fresh while their jobs run."""
+"""A thread that keeps a worker's claims fresh and keeps a slow job from holding others.
+
+Every `interval` seconds it refreshes the claims in hand, so a long job is never
+taken for abandoned while its worker lives. While a job runs with others in
+hand, it also looks every few milliseconds: once that job has run longer than
+`slow_after`, it calls `relieve` (delete the finished jobs, give back the ones
+not started).
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
-from ..stores import Claim, Store
+from ..stores import Store
+from .hand import Hand
 
 __all__ = ["Heartbeat"]
 
 logger = logging.getLogger("laterite")
 
+# How often the heartbeat looks at a running job while others wait in hand.
+LOOK = 0.02
+
 
 class Heartbeat:
-    """Refresh the claims in hand every `interval` seconds, so a long job is never
-    taken for abandoned while its worker lives."""
+    """The worker's second thread: heartbeats, and relief from a slow job."""
 
-    def __init__(self, store: Store, interval: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        hand: Hand,
+        *,
+        interval: float,
+        slow_after: float,
+        relieve: Callable[[], None],
+    ) -> None:
         self.store = store
+        self.hand = hand
         self.interval = interval
-        self._claims: dict[str, Claim] = {}
-        self._lock = threading.Lock()
+        self.slow_after = slow_after
+        self.relieve = relieve
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-
-    def hold(self, claims: list[Claim]) -> None:
-        with self._lock:
-            for claim in claims:
-                self._claims[claim.token + str(claim.id)] = claim
-
-    def drop(self, claim: Claim) -> None:
-        with self._lock:
-            self._claims.pop(claim.token + str(claim.id), None)
-
-    def drop_all(self) -> None:
-        with self._lock:
-            self._claims.clear()
-
-    def held(self) -> list[Claim]:
-        with self._lock:
-            return list(self._claims.values())
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="laterite-heartbeat", daemon=True)
@@ -49,22 +53,39 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
+        self.hand.changed.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        next_beat = time.monotonic() + self.interval
         try:
-            while not self._stop.wait(self.interval):
-                claims = self.held()
-                if not claims:
-                    continue
-                try:
-                    close_old_connections()
-                    self.store.heartbeat(claims)
-                except Exception:
-                    logger.exception(
-                        "Heartbeat failed; will try again", extra={"action": "heartbeat_failed"}
-                    )
+            while not self._stop.is_set():
+                wait = next_beat - time.monotonic()
+                if self.hand.busy():
+                    wait = min(wait, LOOK)
+                if wait > 0:
+                    self.hand.changed.wait(wait)
+                    self.hand.changed.clear()
+                if self._stop.is_set():
+                    return
+                if self.hand.slow_job(self.slow_after):
+                    self._guarded(self.relieve, "Could not relieve a slow batch")
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + self.interval
+                    self._guarded(self._beat, "Heartbeat failed; will try again")
         finally:
             self.store.close()
             connections.close_all()
+
+    def _beat(self) -> None:
+        claims = self.hand.held()
+        if claims:
+            close_old_connections()
+            self.store.heartbeat(claims)
+
+    def _guarded(self, action: Callable[[], None], message: str) -> None:
+        try:
+            action()
+        except Exception:
+            logger.exception(message, extra={"action": "heartbeat_failed"})

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -65,17 +66,20 @@ class PipeReporter(Monitor):
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.broken = False
+        # The worker's thread and its heartbeat (giving back a slow batch) both report.
+        self._lock = threading.Lock()
 
     def _send(self, message: dict[str, Any]) -> None:
         if self.broken:
             return
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        try:
-            while data:
-                data = data[os.write(self.fd, data):]
-        except OSError:
-            # The supervisor is gone; its death signal stops this worker.
-            self.broken = True
+        with self._lock:
+            try:
+                while data:
+                    data = data[os.write(self.fd, data):]
+            except OSError:
+                # The supervisor is gone; its death signal stops this worker.
+                self.broken = True
 
     def hold(self, claims: Sequence[Claim]) -> None:
         self._send({"op": "hold", "claims": [claim_to_dict(c) for c in claims]})

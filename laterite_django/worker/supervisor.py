@@ -11,23 +11,26 @@ every connection before it forks.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import os
-import selectors
 import signal
-import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections
+from django.utils import timezone
 
+from ..backoff import Growing
+from ..registry import registry
 from ..stores import Claim, get_store, reset_store
-from .loop import TIMEOUT_REASON, Worker, default_worker_name
-from .reports import PipeReporter, ReportReader, claim_from_dict
+from . import rules
+from .attempt import after_settle, options_of
+from .loop import Worker
+from .processes import Child, Processes, describe_status, die_with_parent, kill
+from .reports import PipeReporter
+from .rules import Attempt, Ending
+from .settle import Settled, Settler
 from .shutdown import FINISH, SIGNALS, STOP_NOW, stop_signals
 
 __all__ = ["KILL_MARGIN", "Supervisor", "describe_status"]
@@ -45,47 +48,6 @@ TICK = 0.1
 RECYCLE_REASONS = {"max-jobs": "--max-jobs", "max-memory": "--max-memory"}
 # Why a worker stopped that leaves its slot empty: its work is done.
 FINAL_REASONS = {"empty", "max-seconds", "once"}
-_BLOCKED = {*SIGNALS, FINISH, STOP_NOW}
-
-
-@dataclass
-class Child:
-    """One worker process and what it reported."""
-
-    pid: int
-    fd: int
-    slot: int
-    started: float
-    reader: ReportReader = field(default_factory=ReportReader)
-    claims: dict[int, Claim] = field(default_factory=dict)
-    # Jobs that succeeded and wait to be deleted with the worker's next claim.
-    finished: dict[int, Claim] = field(default_factory=dict)
-    running: Claim | None = None
-    timeout: float | None = None
-    deadline: float | None = None
-    exit_reason: str = ""
-    killed_for: str = ""  # "timeout" or "stop": the supervisor killed it
-
-
-def describe_status(status: int) -> str:
-    """Say how a process ended, from its wait status."""
-    if os.WIFSIGNALED(status):
-        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
-    return f"exited with code {code}"
-
-
-def _die_with_parent() -> None:
-    """Have the kernel send STOP_NOW to this process if the supervisor dies (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(STOP_NOW), 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def _kill(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
 
 
 class Supervisor:
@@ -111,18 +73,17 @@ class Supervisor:
         self.max_seconds = max_seconds
         self.kill_margin = kill_margin
         self.worker_options = worker_options
-        self.children: dict[int, Child] = {}
-        # The Worker's rules settle what a dead worker left; never waits on a down store.
-        self.rules = Worker(self.queues, name=f"{name or default_worker_name()}:supervisor",
-                            store=get_store())
-        self.rules.settle_patience = 0
-        self._selector = selectors.DefaultSelector()
+        self.procs = Processes(kill_margin=kill_margin)
+        # Settles what a dead worker left, by the rules; never waits on a down store.
+        self.store = get_store()
+        self.settler = Settler(self.store, patience=0)
         self._signals: list[int] = []
         self._stopping = False
         self._grace_end: float | None = None
         self._stop_now_at: float | None = None
         self._due: dict[int, float] = {}  # slot -> when to start its next worker
-        self._crashes: dict[int, int] = {}  # slot -> workers in a row that crashed at start
+        # slot -> the wait before restarting a worker that keeps crashing at start
+        self._crashes: dict[int, Growing] = {}
         self._started = 0.0
 
     # -- the loop -------------------------------------------------------------------
@@ -139,9 +100,13 @@ class Supervisor:
         try:
             self._due = {slot: self._started for slot in range(self.processes)}
             while True:
-                self._read(TICK)
-                self._reap()
+                self.procs.listen(TICK)
+                # Signals first: a worker that got the same Ctrl-C and stopped is
+                # then seen as part of the shutdown, not replaced.
                 self._handle_signals()
+                for child, status in self.procs.reap():
+                    self._settle_left(child, status)
+                    self._replace(child, status)
                 now = time.monotonic()
                 self._enforce_deadlines(now)
                 if self._stopping:
@@ -150,16 +115,16 @@ class Supervisor:
                         self._stop_now(f"the grace of {self.grace:g} s is over")
                     if self._stop_now_at is not None and now >= self._stop_now_at:
                         self._kill_all("stop")
-                    if not self.children:
+                    if not self.procs.children:
                         break
                 else:
                     self._start_due(now)
-                    if not self.children and not self._due:
+                    if not self.procs.children and not self._due:
                         break
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            self._selector.close()
+            self.procs.close()
         logger.info("Supervisor %s stopped", os.getpid(), extra={"action": "supervisor_stopped"})
         return 0
 
@@ -178,7 +143,7 @@ class Supervisor:
                     "" if self.grace is None else f" (grace {self.grace:g} s)",
                     extra={"action": "stop_requested", "signal": name},
                 )
-                self._signal_all(FINISH)
+                self.procs.signal_all(FINISH)
             elif self._stop_now_at is None:
                 self._stop_now(f"{name} received again")
 
@@ -186,17 +151,13 @@ class Supervisor:
         logger.warning("%s: stopping now, jobs back to their queues", why,
                        extra={"action": "stop_now"})
         self._stop_now_at = time.monotonic() + STOP_NOW_MARGIN
-        self._signal_all(STOP_NOW)
-
-    def _signal_all(self, sig: int) -> None:
-        for child in self.children.values():
-            _kill(child.pid, sig)
+        self.procs.signal_all(STOP_NOW)
 
     def _kill_all(self, why: str) -> None:
-        for child in self.children.values():
+        for child in self.procs.children.values():
             if not child.killed_for:
                 child.killed_for = why
-                _kill(child.pid, signal.SIGKILL)
+                kill(child.pid, signal.SIGKILL)
 
     # -- starting workers -------------------------------------------------------------
 
@@ -213,41 +174,20 @@ class Supervisor:
             self._spawn(slot, max_seconds)
 
     def _spawn(self, slot: int, max_seconds: float | None) -> None:
-        # Nothing the child could share: no open connection, no buffered output.
-        connections.close_all()
-        self.rules.store.close()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        read_fd, write_fd = os.pipe()
-        # Until the child has its own handlers, a stop signal must wait, not run ours.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+        self.store.close()
+
+        def body(fd: int, mask: Any) -> int:  # pragma: no cover - runs in the child
+            return self._child(fd, slot, max_seconds, mask, parent)
+
         parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - runs in the child, measured through its effects
-            code = 1
-            try:
-                os.close(read_fd)
-                self._selector.close()
-                for child in self.children.values():
-                    os.close(child.fd)
-                code = self._child(write_fd, slot, max_seconds, mask, parent)
-            except BaseException:
-                logger.exception("Worker process %s crashed", os.getpid())
-            finally:
-                os._exit(code)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        os.close(write_fd)
-        os.set_blocking(read_fd, False)
-        child = Child(pid=pid, fd=read_fd, slot=slot, started=time.monotonic())
-        self.children[pid] = child
-        self._selector.register(read_fd, selectors.EVENT_READ, child)
-        logger.info("Started worker process %s", pid,
-                    extra={"action": "worker_process_started", "pid": pid, "slot": slot})
+        child = self.procs.spawn(slot, body)
+        logger.info("Started worker process %s", child.pid,
+                    extra={"action": "worker_process_started", "pid": child.pid, "slot": slot})
 
     def _child(
         self, fd: int, slot: int, max_seconds: float | None, mask: Any, parent: int
     ) -> int:  # pragma: no cover - runs in the child
-        _die_with_parent()
+        die_with_parent()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         reset_store()
         name = f"{self.name}-{slot}" if self.name else None
@@ -260,89 +200,21 @@ class Supervisor:
             worker.run()
         return 0
 
-    # -- hearing from workers ---------------------------------------------------------
-
-    def _read(self, timeout: float) -> None:
-        for key, _ in self._selector.select(timeout):
-            self._drain(key.data)
-
-    def _drain(self, child: Child) -> None:
-        """Read all the child has written; close the pipe at its end."""
-        while True:
-            try:
-                data = os.read(child.fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:
-                self._selector.unregister(child.fd)
-                os.close(child.fd)
-                child.fd = -1
-                return
-            for message in child.reader.feed(data):
-                self._hear(child, message)
-
-    def _hear(self, child: Child, message: dict[str, Any]) -> None:
-        op = message.get("op")
-        if op == "hold":
-            for data in message.get("claims", []):
-                claim = claim_from_dict(data)
-                child.claims[claim.id] = claim
-        elif op == "start":
-            claim = child.claims.get(message.get("id"))
-            timeout = message.get("timeout")
-            child.running, child.timeout = claim, timeout
-            child.deadline = None
-            if claim is not None and timeout:
-                child.deadline = time.monotonic() + timeout * 1.05 + self.kill_margin
-        elif op == "succeeded":
-            claim = child.claims.pop(message.get("id"), None)
-            if claim is not None:
-                child.finished[claim.id] = claim
-                if child.running is claim:
-                    child.running = child.timeout = child.deadline = None
-        elif op == "done":
-            claim = child.claims.pop(message.get("id"), None)
-            child.finished.pop(message.get("id"), None)
-            if claim is not None and child.running is claim:
-                child.running = child.timeout = child.deadline = None
-        elif op == "exit":
-            child.exit_reason = str(message.get("reason", ""))
-
     # -- deadlines and deaths -----------------------------------------------------------
 
     def _enforce_deadlines(self, now: float) -> None:
-        for child in self.children.values():
+        for child in self.procs.children.values():
             if child.deadline is None or now < child.deadline or child.killed_for:
                 continue
             claim = child.running
+            assert claim is not None
             logger.error(
                 "Job %s #%s ran past its timeout of %g s and did not stop; "
                 "killing worker process %s", claim.name, claim.id, child.timeout, child.pid,
                 extra={"action": "worker_process_killed", "pid": child.pid, "id": claim.id},
             )
             child.killed_for = "timeout"
-            _kill(child.pid, signal.SIGKILL)
-
-    def _reap(self) -> None:
-        while self.children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            child = self.children.pop(pid, None)
-            if child is None:
-                continue
-            if child.fd >= 0:
-                self._drain(child)
-                if child.fd >= 0:  # a process the job started still holds the pipe
-                    self._selector.unregister(child.fd)
-                    os.close(child.fd)
-            self._settle_left(child, status)
-            self._replace(child, status)
+            kill(child.pid, signal.SIGKILL)
 
     def _settle_left(self, child: Child, status: int) -> None:
         """Settle the claims a finished worker still held."""
@@ -352,30 +224,40 @@ class Supervisor:
         try:
             if child.finished:
                 # They succeeded; the worker died before deleting them.
-                self.rules.store.delete(list(child.finished.values()))
+                self.store.delete(list(child.finished.values()))
             for claim in child.claims.values():
-                if claim is not child.running or child.killed_for == "stop":
-                    # Never started, or stopped at shutdown: not an attempt.
-                    self.rules.give_back(claim)
-                    logger.warning("Returned job %s #%s left by worker process %s",
-                                   claim.name, claim.id, child.pid,
-                                   extra={"action": "job_returned", "id": claim.id})
-                    continue
-                if child.killed_for == "timeout":
-                    error = (f"{TIMEOUT_REASON.format(seconds=child.timeout)}; it did not "
-                             f"stop, so its worker process {child.pid} was killed")
-                else:
-                    error = f"worker lost: its process {child.pid} {how} while running it"
-                outcome = self.rules.settle_failed_attempt(claim, error)
-                logger.warning("Job %s #%s %s: %s", claim.name, claim.id, outcome.status, error,
-                               extra={"action": f"job_{outcome.status}", "id": claim.id,
-                                      "error": error})
+                self._settle_one(child, claim, how)
         except Exception:
             # The store is down: the claims expire after retry_after and return then.
             logger.exception("Could not settle the jobs of worker process %s", child.pid)
         finally:
             connections.close_all()
-            self.rules.store.close()
+            self.store.close()
+
+    def _settle_one(self, child: Child, claim: Claim, how: str) -> None:
+        """Settle one claim a finished worker held, by the rules."""
+        if claim is not child.running or child.killed_for == "stop":
+            ending = Ending.STOPPED  # never started, or stopped at shutdown: not an attempt
+            error = claim.last_error
+        elif child.killed_for == "timeout":
+            ending = Ending.TIMED_OUT
+            error = (f"{rules.timeout_reason(child.timeout)}; it did not stop, so its "
+                     f"worker process {child.pid} was killed")
+        else:
+            ending = Ending.LOST
+            error = f"{rules.LOST}: its process {child.pid} {how} while running it"
+        decision = rules.after_attempt(claim, options_of(claim), Attempt(ending, error),
+                                       timezone.now())
+        settled = self.settler.apply(claim, decision)
+        job = registry.find(claim.name)
+        if job is not None and settled != Settled.LOST:
+            after_settle(job, claim, decision)
+        if ending is Ending.STOPPED:
+            logger.warning("Returned job %s #%s left by worker process %s", claim.name,
+                           claim.id, child.pid, extra={"action": "job_returned", "id": claim.id})
+            return
+        logger.warning("Job %s #%s %s: %s", claim.name, claim.id, settled, error,
+                       extra={"action": f"job_{settled}", "id": claim.id, "error": error})
 
     def _replace(self, child: Child, status: int) -> None:
         """Log why a worker ended and, unless stopping or done, start another."""
@@ -405,9 +287,7 @@ class Supervisor:
                          extra=extra)
             if not os.WIFSIGNALED(status) and time.monotonic() - child.started < 5:
                 # Dying at start-up again and again: wait longer each time.
-                crashes = self._crashes.get(child.slot, 0) + 1
-                self._crashes[child.slot] = crashes
-                delay = min(0.5 * 2 ** (crashes - 1), 30.0)
+                delay = self._crashes.setdefault(child.slot, Growing(0.5, cap=30.0)).next()
         if delay == 0.0:
             self._crashes.pop(child.slot, None)
         self._due[child.slot] = time.monotonic() + delay

@@ -175,3 +175,53 @@ def sturdy(i: int) -> None:
     time.sleep(0.02)
     _record("sturdy", str(i))
 
+
+
+# -- settling whatever a job or its options do (tests/test_settling.py) ---------------
+
+
+def _broken_backoff(attempt: int) -> float:
+    raise RuntimeError(f"no backoff for attempt {attempt}")
+
+
+@job("tests.bad_backoff", tries=3, backoff=_broken_backoff)
+def bad_backoff(value: str, cx: JobContext) -> None:
+    _record("bad-backoff", value, cx.attempt)
+    raise RuntimeError("try me again")
+
+
+@job("tests.far_retry", tries=3)
+def far_retry(value: str, cx: JobContext) -> None:
+    _record("far-retry", value, cx.attempt)
+    raise Retry("in a very long while", delay=1e12)
+
+
+@job("tests.swallow_timeout", timeout=0.5, tries=1)
+def swallow_timeout(seconds: float, cx: JobContext) -> str:
+    """Catch everything, JobTimeout included, until `seconds` have passed; then return."""
+    _record("swallow-start", "", cx.attempt)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            time.sleep(0.05)
+        except BaseException:  # the point of the job
+            _record("swallowed", "", cx.attempt)
+    _record("swallow-end", "", cx.attempt)
+    return "returned"
+
+
+@job("tests.async_blocked", timeout=0.5, tries=1)
+async def async_blocked(seconds: float, cx: JobContext) -> None:
+    from asgiref.sync import sync_to_async
+
+    await Record.objects.acreate(kind="async-blocked-start", attempt=cx.attempt)
+    await sync_to_async(time.sleep)(seconds)
+    await Record.objects.acreate(kind="async-blocked-end", attempt=cx.attempt)
+
+
+@job("tests.chaos_once", tries=1, backoff=0)
+def chaos_once(i: int, seconds: float, cx: JobContext) -> None:
+    """Record its start and end; with tries=1 a lost attempt that counted fails it."""
+    _record("once-start", str(i), cx.attempt)
+    time.sleep(seconds)
+    _record("once-end", str(i), cx.attempt)

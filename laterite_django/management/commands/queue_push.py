@@ -8,6 +8,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from ...conf import settings
 from ...exceptions import InvalidPayload, JobNotRegistered
 from ...payload import decode
 from ...registry import registry
@@ -38,9 +39,16 @@ class Command(BaseCommand):
             pushed = job.enqueue(job_args, job_kwargs, at=at, queue=options["queue"])
         except (TypeError, ValueError) as e:
             raise CommandError(str(e)) from e
+        queue = job.queue if options["queue"] is None else options["queue"]
+        listed = list(settings.QUEUES)
+        if pushed.status != "ran" and queue not in listed:
+            self.stderr.write(
+                f"Warning: queue {queue!r} is not in LATERITE_QUEUE_QUEUES ({listed!r}): a "
+                f"plain `queue_work` never runs it; run `queue_work --queue {queue}`.",
+                self.style.WARNING,
+            )
         if pushed.status == "queued":
-            self.stdout.write(f"Pushed {job.name} as job {pushed.id} on queue "
-                              f"{options['queue'] or job.queue!r}.")
+            self.stdout.write(f"Pushed {job.name} as job {pushed.id} on queue {queue!r}.")
         elif pushed.status == "duplicate":
             self.stdout.write(f"Not pushed: a {job.name} job with the same unique key waits.")
         else:

@@ -8,18 +8,24 @@ whose job is stuck past its timeout.
 from __future__ import annotations
 
 import os
+import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from ...conf import settings
-from ...exceptions import StoreUnavailable
+from ...conf import settings, validate_all
+from ...exceptions import LateriteConfigurationError, StoreUnavailable
+from ...limits import NAME_MAX
+from ...worker.execute import stuck_threads
 from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import stop_signals
 from ...worker.supervisor import Supervisor
-from ..arguments import non_negative_float, positive_float, positive_int
+from ..arguments import at_most, non_negative_float, positive_float, positive_int
 
 DEFAULT_BATCH = 20
+# A worker's name is stored as claimed_by (NAME_MAX characters); the supervisor
+# adds "-<slot>" or ":supervisor" to it.
+WORKER_NAME_MAX = NAME_MAX - 20
 
 
 class Command(BaseCommand):
@@ -60,11 +66,15 @@ class Command(BaseCommand):
             "--max-seconds", type=positive_float, help="Claim no more after this many seconds."
         )
         parser.add_argument(
-            "--sleep", type=non_negative_float,
+            "--sleep", type=positive_float,
             help="Seconds an idle worker waits before looking again "
             "(default: LATERITE_QUEUE_POLL).",
         )
-        parser.add_argument("--name", help="This worker's name, shown as claimed_by.")
+        parser.add_argument(
+            "--name", type=at_most(WORKER_NAME_MAX),
+            help=f"This worker's name, shown as claimed_by (at most {WORKER_NAME_MAX} "
+            "characters).",
+        )
         parser.add_argument(
             "--batch", type=positive_int, default=DEFAULT_BATCH,
             help="The most due jobs one claim may take; claims grow toward it while the "
@@ -72,9 +82,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
+        try:
+            # Also under --skip-checks: a bad setting stops the worker before any claim.
+            validate_all()
+        except LateriteConfigurationError as e:
+            raise CommandError(str(e)) from e
         keep_connections_open()
         queues = options["queues"] or list(settings.QUEUES)
-        processes = options["processes"] or _default_processes()
+        processes = options["processes"] or settings.WORKERS
         if options["once"]:
             if options["processes"] not in (None, 1):
                 raise CommandError("--once runs one job: it cannot take --processes "
@@ -117,6 +132,13 @@ class Command(BaseCommand):
                 pass
             except KeyboardInterrupt as e:  # pragma: no cover - handlers replace SIGINT
                 raise CommandError("Interrupted") from e
+        stuck = stuck_threads()
+        if stuck:
+            # Python would wait at exit for threads that a timed-out job left blocked.
+            self.stderr.write(f"Leaving {len(stuck)} threads of timed-out jobs behind.")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
 
 def keep_connections_open() -> None:
@@ -130,11 +152,3 @@ def keep_connections_open() -> None:
     for alias in connections:
         if connections.settings[alias].get("CONN_MAX_AGE", 0) == 0:
             connections.settings[alias]["CONN_MAX_AGE"] = None
-
-
-def _default_processes() -> int:
-    value = settings.WORKERS
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CommandError(f"LATERITE_QUEUE_WORKERS is {value!r}; it must be a whole number, "
-                           "1 or more.")
-    return value

@@ -1,0 +1,185 @@
+"""One claimed job, from its claim to its settling: look it up, decode it, run it once.
+
+How the attempt ended is described as an `rules.Attempt`; `rules` decides what
+follows and `settle` carries it out. A job is run at most once per claim, and
+whatever it (or a signal receiver) raises, the attempt is settled.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from .. import payload
+from ..context import JobContext
+from ..exceptions import Fail, JobNotRegistered, Retry
+from ..registry import registry
+from ..signals import job_started, job_succeeded
+from ..stores import Claim
+from . import rules
+from .execute import Ran, run_job, time_limit_passed
+from .rules import Attempt, Decision, Ending, JobOptions
+from .settle import Settled, notify
+
+if TYPE_CHECKING:
+    from ..jobs import JobFunction
+    from .loop import Worker
+
+__all__ = ["WorkerStopped", "after_settle", "describe", "ending_of", "options_of", "run_claim"]
+
+logger = logging.getLogger("laterite")
+
+
+class WorkerStopped(BaseException):
+    """Raised in the worker's thread by a second stop signal: stop now, jobs back to the queue."""
+
+
+def run_claim(worker: Worker, claim: Claim) -> str:
+    """Run one claimed job by the rules and settle it; return a `Settled` word."""
+    started = time.monotonic()
+    job = registry.find(claim.name)
+    options = JobOptions()
+    attempt: Attempt | None = None
+    stopped = False
+    if job is None:
+        try:
+            registry.get(claim.name)  # for its message, which lists the known jobs
+        except JobNotRegistered as e:
+            attempt = Attempt(Ending.UNRUNNABLE, f"unknown job: {e}")
+    else:
+        try:
+            args, kwargs = payload.decode(claim.payload)
+            job._check_arguments(args, kwargs)
+            options = job.options_for(args, kwargs)
+        except Exception as e:
+            attempt = Attempt(Ending.UNRUNNABLE, f"payload does not decode: {e}")
+    decision = None
+    if attempt is None:
+        decision = rules.before_run(claim, options, timezone.now())
+    if attempt is None and decision is None:
+        assert job is not None
+        ran = _run(worker, job, claim, args, kwargs, options)
+        stopped = isinstance(ran.error, WorkerStopped) or (
+            ran.error is not None and worker.stopped_now)
+        attempt = Attempt(Ending.STOPPED) if stopped else ending_of(ran, options)
+        if attempt.ending is Ending.SUCCEEDED:
+            worker.hand.succeeded(claim)  # deleted with the next claim, or soon
+            worker.monitor.succeeded(claim)
+            notify(job_succeeded, job, duration=time.monotonic() - started, result=ran.result,
+                   **_about(claim))
+            _log(claim, Settled.SUCCEEDED, time.monotonic() - started)
+            return Settled.SUCCEEDED
+    if decision is None:
+        assert attempt is not None
+        decision = rules.after_attempt(claim, options, attempt, timezone.now())
+    try:
+        settled = worker.settler.apply(claim, decision)
+    finally:
+        worker.hand.settled(claim)
+        worker.monitor.done(claim)
+    if job is not None and settled != Settled.LOST:
+        after_settle(job, claim, decision)
+    _log(claim, settled, time.monotonic() - started, decision)
+    if stopped:
+        raise WorkerStopped
+    return settled
+
+
+def after_settle(job: JobFunction, claim: Claim, decision: Decision) -> None:
+    """Tell the job how its attempt was settled; what its hook raises is logged."""
+    try:
+        job.after_settle(claim, decision)
+    except Exception:
+        logger.exception("Job %s #%s: its after_settle hook raised", claim.name, claim.id)
+
+
+def options_of(claim: Claim) -> JobOptions:
+    """The options of a claimed job, for settling it without running it (the supervisor).
+
+    A job unknown here, or a payload that does not decode, gets the defaults.
+    """
+    job = registry.find(claim.name)
+    if job is None:
+        return JobOptions()
+    try:
+        args, kwargs = payload.decode(claim.payload)
+        return job.options_for(args, kwargs)
+    except Exception:
+        return JobOptions(tries=job.tries, backoff=job.backoff, timeout=job.timeout)
+
+
+def _run(
+    worker: Worker, job: JobFunction, claim: Claim, args: Any, kwargs: Any,
+    options: JobOptions,
+) -> Ran:
+    """Tell the signals, run the job under its limit, and leave connections fit for use."""
+    notify(job_started, job, **_about(claim))
+    logger.info("Job %s #%s started (attempt %d)", claim.name, claim.id, claim.attempts,
+                extra={"action": "job_started", **_logged(claim)})
+    cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
+                    attempt=claim.attempts, pushed_at=claim.pushed_at)
+    try:
+        close_old_connections()
+    except Exception as e:
+        return Ran(error=e)
+    worker.monitor.start(claim, options.timeout)
+    worker.in_job = True
+    try:
+        ran = run_job(job, args, kwargs, cx, options.timeout)
+    finally:
+        worker.in_job = False
+    try:
+        close_old_connections()  # never in place of the job's outcome
+    except Exception:
+        logger.exception("Could not tidy the connections after job %s", claim.id)
+    return ran
+
+
+def ending_of(ran: Ran, options: JobOptions) -> Attempt:
+    """Describe how a run ended, for the rules."""
+    error = ran.error
+    if time_limit_passed(ran):
+        text = rules.timeout_reason(options.timeout)
+        if error is not None:
+            text = f"{text}\n\n{''.join(traceback.format_exception(error))}"
+        return Attempt(Ending.TIMED_OUT, text)
+    if error is None:
+        return Attempt(Ending.SUCCEEDED)
+    if isinstance(error, Retry):
+        return Attempt(Ending.RETRY, f"Retry: {error.message}" if error.message else "Retry",
+                       delay=error.delay)
+    if isinstance(error, Fail):
+        return Attempt(Ending.FAIL, f"Fail: {error.message}" if error.message else "Fail")
+    return Attempt(Ending.RAISED, describe(error))
+
+
+def describe(error: BaseException) -> str:
+    """First line: the exception and its message; then the traceback."""
+    kind = f"{type(error).__module__}.{type(error).__qualname__}".removeprefix("builtins.")
+    return f"{kind}: {error}\n\n{''.join(traceback.format_exception(error))}"
+
+
+def _about(claim: Claim) -> dict[str, Any]:
+    return {"id": claim.id, "name": claim.name, "queue": claim.queue,
+            "attempts": claim.attempts}
+
+
+def _logged(claim: Claim) -> dict[str, Any]:
+    # LogRecord reserves "name": log the job's name as "job".
+    return {"job_id": claim.id, "job": claim.name, "queue": claim.queue,
+            "attempts": claim.attempts}
+
+
+def _log(claim: Claim, settled: str, duration: float, decision: Any = None) -> None:
+    error = decision.error.split("\n", 1)[0] if decision is not None else ""
+    if settled == Settled.LOST:
+        logger.warning("Job %s #%s finished but its claim was lost; not settling it again",
+                       claim.name, claim.id, extra={"action": "claim_lost", **_logged(claim)})
+    logger.info("Job %s #%s %s in %.3f s", claim.name, claim.id, settled, duration,
+                extra={"action": f"job_{settled}", "duration": duration, "error": error,
+                       **_logged(claim)})

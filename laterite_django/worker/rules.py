@@ -1,0 +1,171 @@
+"""The rule book: what happens to a claimed job, before it runs and after each attempt.
+
+Every decision of the contract is made here and only here: tries, backoff, the
+retry window, Retry and Fail, timeouts, unrunnable jobs, lost workers and jobs
+reclaimed past their tries. The worker, the process supervisor and the
+`django.tasks` runner describe how an attempt ended (an `Attempt`) and act on
+the `Decision` these functions return; none of them decides by itself.
+
+What happens to a job that raised for the third time? `after_attempt()` with
+`Ending.RAISED`: with `tries=3` and no retry window it is `Action.FAIL`.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ..backoff import Backoff, delay_after
+from ..stores import Claim
+
+__all__ = [
+    "LOST",
+    "Action",
+    "Attempt",
+    "Decision",
+    "Ending",
+    "JobOptions",
+    "after_attempt",
+    "before_run",
+    "is_lost",
+    "lost_reason",
+    "timeout_reason",
+]
+
+# The reason a sweep writes on a claim whose worker stopped beating; a claim
+# that carries it was lost, not released for a retry.
+LOST = "worker lost"
+
+
+class Ending(enum.Enum):
+    """How one attempt ended."""
+
+    SUCCEEDED = "succeeded"
+    RAISED = "raised"  # any exception: a retry while tries allow
+    RETRY = "retry"  # the job raised Retry(message, delay)
+    FAIL = "fail"  # the job raised Fail(message): failed list now
+    TIMED_OUT = "timed out"  # ran past its timeout (whatever the job caught)
+    LOST = "lost"  # its worker died while running it
+    STOPPED = "stopped"  # cut off by a shutdown: not an attempt
+    UNRUNNABLE = "unrunnable"  # unknown name, a payload that does not decode, bad options
+
+
+class Action(enum.Enum):
+    """What to do with the job."""
+
+    DELETE = "delete"  # it succeeded
+    RELEASE = "release"  # back to its queue, due at `Decision.at`, the attempt counted
+    GIVE_BACK = "give back"  # back to its queue, due now, the attempt not counted
+    FAIL = "fail"  # to the failed list with `Decision.error`
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """The options the rules read: a job's own, or a django.tasks Task's."""
+
+    tries: int = 3
+    backoff: Backoff = None
+    timeout: float | None = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """How an attempt ended, with the error text and a delay asked by Retry."""
+
+    ending: Ending
+    error: str = ""
+    delay: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The rules' verdict: an action, the error to record, and when a release is due."""
+
+    action: Action
+    error: str = ""
+    at: datetime | None = None
+    delay: float | None = None  # seconds until `at`, for logs and signals
+
+
+def is_lost(claim: Claim) -> bool:
+    """Whether this claim came back from a worker that stopped beating."""
+    return claim.last_error.startswith(LOST)
+
+
+def lost_reason(retry_after: float) -> str:
+    """The reason the sweep records on a claim whose worker stopped beating."""
+    return f"{LOST}: its claim expired after {retry_after:g} s without a heartbeat"
+
+
+def timeout_reason(seconds: float | None) -> str:
+    return f"JobTimeout: timed out after {seconds:g} s" if seconds else "JobTimeout: timed out"
+
+
+def before_run(claim: Claim, options: JobOptions, now: datetime) -> Decision | None:
+    """Return a decision if the job must not run at all, else None.
+
+    A job reclaimed after its worker died, already past its tries and outside
+    its retry window, fails without running: it may be what kills its worker.
+    (A job released for a retry was granted its next attempt when released.)
+    """
+    if (
+        is_lost(claim)
+        and options.tries
+        and claim.attempts > options.tries
+        and not _in_window(claim, now)
+    ):
+        return Decision(Action.FAIL, f"{claim.last_error}; no tries left ({options.tries})")
+    return None
+
+
+def after_attempt(
+    claim: Claim, options: JobOptions, attempt: Attempt, now: datetime
+) -> Decision:
+    """Decide what happens to `claim` after `attempt`."""
+    ending = attempt.ending
+    if ending is Ending.SUCCEEDED:
+        return Decision(Action.DELETE)
+    if ending is Ending.STOPPED:
+        return Decision(Action.GIVE_BACK, claim.last_error)
+    if ending in (Ending.FAIL, Ending.UNRUNNABLE):
+        return Decision(Action.FAIL, attempt.error)
+    # RAISED, RETRY, TIMED_OUT, LOST: a failed attempt, retried while allowed.
+    try:
+        delay = _delay(claim, options, attempt)
+        next_at = now + timedelta(seconds=delay)
+    except Exception as e:  # a backoff callable that raises, a delay out of range
+        why = f"{type(e).__name__}: {e}"
+        return Decision(Action.FAIL, f"{attempt.error}\n\nNot retried: the backoff failed ({why})")
+    tries_left = (options.tries == 0 and claim.retry_until is None) or (
+        bool(options.tries) and claim.attempts < options.tries
+    )
+    if tries_left or _in_window(claim, next_at):
+        return Decision(Action.RELEASE, attempt.error, at=next_at, delay=delay)
+    return Decision(Action.FAIL, attempt.error)
+
+
+def _delay(claim: Claim, options: JobOptions, attempt: Attempt) -> float:
+    """Seconds before the next attempt: Retry's own delay, else the backoff's."""
+    if attempt.delay is not None:
+        delay = attempt.delay
+        source = "Retry delay"
+    else:
+        delay = delay_after(options.backoff, claim.attempts)
+        source = "backoff"
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay):
+        raise ValueError(f"{source} must be a finite number of seconds, got {delay!r}")
+    if delay < 0:
+        raise ValueError(f"{source} must be >= 0 seconds, got {delay!r}")
+    if delay > MAX_DELAY:
+        raise ValueError(f"{source} of {delay:g} s is beyond {MAX_DELAY:g} s (10 years)")
+    return float(delay)
+
+
+# No job waits longer than this for its next attempt; a longer delay is a mistake.
+MAX_DELAY = 10 * 365 * 24 * 3600.0
+
+
+def _in_window(claim: Claim, moment: datetime) -> bool:
+    return claim.retry_until is not None and moment <= claim.retry_until
