@@ -10,6 +10,7 @@ from django.core.checks import Error, Tags, Warning, register
 
 from .conf import DEFAULTS, message, problem, raw
 from .registry import registry
+from .stores.redis_alias import HINT, shared_alias_problem
 
 __all__ = ["check_jobs", "check_settings"]
 
@@ -36,6 +37,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
     store, mode = raw("STORE"), raw("MODE")
     if store == "redis" and mode != "inline":
         errors.extend(_check_redis(raw("REDIS")))
+        errors.extend(_check_redis_alias_is_its_own(raw("REDIS")))
     unknown = sorted(
         name
         for name in dir(django_settings)
@@ -98,6 +100,14 @@ def _check_redis(alias: Any) -> list:
             )
         ]
     return []
+
+
+def _check_redis_alias_is_its_own(alias: Any) -> list:
+    """Refuse a queue cache that clear() on another cache would wipe (FLUSHDB)."""
+    problem = shared_alias_problem(alias)
+    if problem is None:
+        return []
+    return [Error(problem, hint=HINT, id="laterite.E014")]
 
 
 def _masked(location: Any) -> Any:

@@ -224,7 +224,7 @@ class JobFunction(Generic[P, R]):
         alias = settings.DATABASE
         if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
             # The store cannot join the caller's transaction: push once it commits.
-            transaction.on_commit(lambda: store.push(new_jobs), using=alias)
+            store.push_on_commit(new_jobs)
             return [Pushed("queued") for _ in new_jobs]
         ids = store.push(new_jobs)
         return [Pushed("duplicate") if i is None else Pushed("queued", i) for i in ids]

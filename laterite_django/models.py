@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-__all__ = ["FailedJob", "Job", "TaskResultRecord"]
+__all__ = ["FailedJob", "Job", "OutboxJob", "TaskResultRecord"]
 
 
 class Job(models.Model):
@@ -96,6 +96,29 @@ class FailedJob(models.Model):
     def error_summary(self) -> str:
         """The error's first line: the reason, before any traceback."""
         return self.error.strip().split("\n", 1)[0]
+
+
+class OutboxJob(models.Model):
+    """A job pushed to the Redis store inside a database transaction, held here until
+    it reaches Redis: it commits with the caller's data, then moves to Redis on commit
+    or, if Redis was away, at the workers' next sweep. Text columns have no length
+    limit, so a row never fails to write."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.TextField()
+    queue = models.TextField()
+    payload = models.TextField()
+    priority = models.IntegerField(default=0)
+    pushed_at = models.DateTimeField()
+    available_at = models.DateTimeField()
+    retry_until = models.DateTimeField(null=True, blank=True)
+    unique_key = models.TextField(null=True, blank=True)  # noqa: DJ001 -- NULL: no key
+
+    class Meta:
+        db_table = "laterite_outbox_job"
+
+    def __str__(self) -> str:
+        return f"{self.name} (outbox #{self.pk})"
 
 
 class TaskResultRecord(models.Model):

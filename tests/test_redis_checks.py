@@ -12,6 +12,8 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from laterite_django.checks import check_settings
+from laterite_django.exceptions import LateriteConfigurationError
+from laterite_django.stores import build_store
 
 __all__: list[str] = []
 
@@ -19,7 +21,7 @@ REDIS = settings.CACHES["redis"]
 
 
 def redis_errors() -> list:
-    return [m for m in check_settings() if m.id in {f"laterite.E01{i}" for i in range(4)}]
+    return [m for m in check_settings() if m.id in {f"laterite.E01{i}" for i in range(5)}]
 
 
 def only(messages: list, code: str):
@@ -39,10 +41,14 @@ def test_alias_not_in_caches():
     assert "'default', 'redis'" in error.msg and "django_redis" in error.hint
 
 
-@override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_REDIS="default")
+@override_settings(
+    LATERITE_QUEUE_STORE="redis",
+    LATERITE_QUEUE_REDIS="local",
+    CACHES={**settings.CACHES, "local": settings.CACHES["default"]},
+)
 def test_alias_of_a_cache_that_is_not_django_redis():
     error = only(redis_errors(), "laterite.E012")
-    assert "'default'" in error.msg and "LocMemCache" in error.msg
+    assert "'local'" in error.msg and "LocMemCache" in error.msg
     assert "django_redis.cache.RedisCache" in error.hint
 
 
@@ -98,3 +104,57 @@ def test_inline_mode_stores_nothing_so_needs_no_redis():
 def test_manage_py_check_fails_on_a_bad_redis_alias():
     with pytest.raises(SystemCheckError, match=r"laterite\.E010"):
         call_command("check")
+
+
+# -- the queue's cache must be its own: cache.clear() is FLUSHDB -----------------------
+
+
+def refused(code: str = "laterite.E014") -> str:
+    """The check's error, and the same text from building the store."""
+    error = only(redis_errors(), code)
+    assert "its own cache alias" in error.hint and "database number" in error.hint
+    assert "clear()" in error.msg
+    with pytest.raises(LateriteConfigurationError) as raised:
+        build_store("redis")
+    assert error.msg in str(raised.value) and error.hint in str(raised.value)
+    return error.msg
+
+
+@override_settings(
+    LATERITE_QUEUE_STORE="redis",
+    LATERITE_QUEUE_REDIS="default",
+    CACHES={"default": REDIS},
+)
+def test_the_site_cache_cannot_hold_the_queue():
+    assert "LATERITE_QUEUE_REDIS is 'default'" in refused()
+
+
+@override_settings(LATERITE_QUEUE_STORE="redis", SESSION_CACHE_ALIAS="redis")
+def test_the_session_cache_cannot_hold_the_queue():
+    assert "SESSION_CACHE_ALIAS" in refused()
+
+
+@pytest.mark.parametrize("location", [
+    REDIS["LOCATION"],
+    REDIS["LOCATION"].replace("127.0.0.1", "localhost"),
+    REDIS["LOCATION"].replace(":6379", ""),
+    [REDIS["LOCATION"], "redis://127.0.0.1:6380/15"],
+])
+def test_a_cache_on_the_same_redis_database_cannot_hold_the_queue(location):
+    caches = {**settings.CACHES, "pages": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location}}
+    with override_settings(LATERITE_QUEUE_STORE="redis", CACHES=caches):
+        message = refused()
+    assert "'pages'" in message and "127.0.0.1:6379/15" in message
+
+
+@pytest.mark.parametrize("location", [
+    REDIS["LOCATION"].replace("/15", "/14"),
+    REDIS["LOCATION"].replace(":6379", ":6380"),
+    "unix:///tmp/redis.sock?db=15",
+])
+def test_a_cache_on_another_redis_database_is_fine(location):
+    caches = {**settings.CACHES, "pages": {**REDIS, "LOCATION": location}}
+    with override_settings(LATERITE_QUEUE_STORE="redis", CACHES=caches):
+        assert redis_errors() == []
+        build_store("redis")

@@ -67,9 +67,10 @@ elif SYSTEM.startswith("laterite"):
     INSTALLED_APPS += ["laterite_django", "bench.laterite_app"]
     if SYSTEM == "laterite_redis":
         LATERITE_QUEUE_STORE = "redis"
-        LATERITE_QUEUE_REDIS = "default"
+        LATERITE_QUEUE_REDIS = "queue"  # its own alias: clear() on "default" is not for it
         CACHES = {
-            "default": {
+            "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+            "queue": {
                 "BACKEND": "django_redis.cache.RedisCache",
                 "LOCATION": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
             }

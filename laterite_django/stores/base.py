@@ -105,6 +105,15 @@ class Store(abc.ABC):
         """Store `jobs` in one round trip; return each one's id, or None if dropped
         as a duplicate of a waiting job with the same unique key."""
 
+    def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
+        """Push `jobs` once the transaction open on this store's database commits, and
+        not at all if it rolls back (stores whose push cannot join it).
+
+        The jobs' ids are not known here. The Redis store overrides this to keep
+        the jobs in a database outbox meanwhile.
+        """
+        transaction.on_commit(lambda: self.push(jobs), using=self.database)
+
     @abc.abstractmethod
     def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
         """Claim up to `limit` due jobs, the first listed queue first, oldest first."""

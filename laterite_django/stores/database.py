@@ -410,6 +410,8 @@ class DatabaseStore(Store):
         return dict(sorted(result.items()))
 
     def clear(self, queue: str | None = None) -> int:
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
         if queue is None:
             return self._execute(f"DELETE FROM {TABLE}", [])[1]
         return self._execute(f"DELETE FROM {TABLE} WHERE queue = %s", [queue])[1]

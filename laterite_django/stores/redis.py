@@ -9,21 +9,23 @@ The failed list stays in the database. `fail()` marks the claim in Redis,
 writes the FailedJob row, then removes the job from Redis; if the process dies
 between the row and the removal, the job stays claimed and marked, and once
 its claim expires `requeue_abandoned` finds the row and finishes the removal
-(or, with no row, returns the job to its queue). Nothing is lost and no job is
-both failed and queued again.
+(or, with no row, returns the job to its queue); retrying or forgetting that row
+first finishes the removal, so a handled row never brings its job back. Nothing is
+lost and no job is both failed and queued again (see redis_failed).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
+from . import redis_alias, redis_failed, redis_outbox
 from . import redis_scripts as scripts
 from .base import Claim, NewJob, QueueCounts, Store
 
@@ -64,7 +66,8 @@ def _text(value: Any) -> str | None:
 class RedisStore(Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
-    # Redis cannot join a database transaction; jobs.py pushes on commit instead.
+    # Redis cannot join a database transaction: inside one, push_on_commit() keeps the
+    # jobs in a database outbox that commits with the caller's data.
     transactional_push = False
 
     def __init__(self, *, database: str = "default", alias: str, prefix: str) -> None:
@@ -73,6 +76,9 @@ class RedisStore(Store):
             raise LateriteConfigurationError(
                 f"LATERITE_QUEUE_PREFIX is {prefix!r}; it must be a non-empty string."
             )
+        problem = redis_alias.shared_alias_problem(alias)
+        if problem is not None:
+            raise LateriteConfigurationError(f"{problem} {redis_alias.HINT}")
         self.alias = alias
         self.prefix = prefix
         self._scripts: dict[str, Any] = {}
@@ -130,6 +136,11 @@ class RedisStore(Store):
                 self._run("PUSH", self._push_args(now, chunk), client=pipe)
             results = pipe.execute()
         return [int(i) or None for result in results for i in result]
+
+    def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
+        """Keep `jobs` in the database outbox, in the open transaction; they move to
+        Redis on commit, or at a worker's sweep if Redis is away (redis_outbox)."""
+        redis_outbox.hold(self, jobs)
 
     @staticmethod
     def _push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
@@ -204,20 +215,15 @@ class RedisStore(Store):
         # Claims that died while moving to the failed list: finish what they started.
         for job_id, token, name, queue, pushed_at in marked:
             claim_id, token = int(job_id), _text(token)
-            if self._failed_row_exists(claim_id, _text(name), _text(queue), _dt(pushed_at)):
+            if redis_failed.row_exists(
+                self._failed_rows(None), token, claim_id, _text(name), _text(queue), _dt(pushed_at)
+            ):
                 self._run("DELETE", [claim_id, token])
             elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
                 count += 1
+        # Jobs pushed in transactions that committed while Redis was away.
+        redis_outbox.sweep(self)
         return count
-
-    def _failed_row_exists(
-        self, job_id: int, name: str | None, queue: str | None, pushed_at: datetime | None
-    ) -> bool:
-        return (
-            self._failed_rows(None)
-            .filter(job_id=job_id, name=name, queue=queue, pushed_at=pushed_at)
-            .exists()
-        )
 
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         if not claims:
@@ -243,25 +249,14 @@ class RedisStore(Store):
     def fail(self, claim: Claim, error: str) -> int | None:
         """Move the job to the failed list: mark it, write the row, then remove it.
 
-        The removal is safe to repeat; see the module docstring for a crash
-        between the row and the removal.
+        Each step is safe to repeat: the row is keyed by the claim, so a fail()
+        repeated after an error (Redis away before the removal) writes no second
+        row and returns the first. See the module docstring for a crash between
+        the row and the removal.
         """
         if not self._run("MARK_FAILING", [claim.id, claim.token]):
-            return None
-        from ..models import FailedJob
-
-        row = FailedJob.objects.using(self.database).create(
-            job_id=claim.id,
-            name=claim.name,
-            queue=claim.queue,
-            payload=claim.payload,
-            priority=claim.priority,
-            unique_key=claim.unique_key,
-            attempts=claim.attempts,
-            pushed_at=claim.pushed_at,
-            failed_at=timezone.now(),
-            error=error,
-        )
+            return None  # the claim was lost, or the job has left already
+        row = redis_failed.write_row(self._failed_rows(None), claim, error)
         (code,) = self._run("DELETE", [claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
@@ -297,7 +292,17 @@ class RedisStore(Store):
         return dict(sorted(result.items()))
 
     def clear(self, queue: str | None = None) -> int:
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
         return int(self._run("CLEAR", [queue or ""]))
+
+    def retry(self, ids: Iterable[int] | None = None) -> int:
+        """See Store.retry; first finishes removals a dead worker left (redis_failed)."""
+        return redis_failed.after_removals(self, ids, super().retry)
+
+    def forget(self, ids: Iterable[int] | None = None) -> int:
+        """See Store.forget; first finishes removals a dead worker left (redis_failed)."""
+        return redis_failed.after_removals(self, ids, super().forget)
 
     def ping(self) -> None:
         from redis.exceptions import RedisError

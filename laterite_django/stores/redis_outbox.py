@@ -1,0 +1,134 @@
+"""The Redis store's outbox: pushes made inside a database transaction.
+
+Redis cannot join the caller's transaction, so a push inside `transaction.atomic()`
+is written to the `OutboxJob` table in it: it commits with the caller's data or
+rolls back with it. After the commit a hook moves the rows to Redis; if Redis is
+away then, the hook logs a warning and the rows wait for the workers' periodic sweep
+(`RedisStore.requeue_abandoned`), which moves whatever the outbox holds.
+
+A move deletes its rows and pushes them to Redis in one database transaction
+(rows locked with SKIP LOCKED on PostgreSQL; SQLite lets one writer in at a time),
+so two movers never move one row twice, and a failed push leaves the rows in place.
+Unique keys are checked when a row reaches Redis, where a duplicate is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from .base import NewJob
+
+if TYPE_CHECKING:
+    from .redis import RedisStore
+
+__all__ = ["hold", "move", "sweep"]
+
+logger = logging.getLogger("laterite")
+
+# Rows per move transaction (and per Redis push).
+BATCH = 500
+
+
+def _rows(store: RedisStore):
+    from ..models import OutboxJob
+
+    return OutboxJob.objects.using(store.database)
+
+
+def hold(store: RedisStore, jobs: Sequence[NewJob]) -> None:
+    """Write `jobs` to the outbox in the open transaction; move them when it commits."""
+    from ..models import OutboxJob
+
+    created = _rows(store).bulk_create(
+        [
+            OutboxJob(
+                name=job.name,
+                queue=job.queue,
+                payload=job.payload,
+                priority=job.priority,
+                pushed_at=job.pushed_at,
+                available_at=job.available_at,
+                retry_until=job.retry_until,
+                unique_key=job.unique_key,
+            )
+            for job in jobs
+        ],
+        batch_size=BATCH,
+    )
+    ids = [row.pk for row in created]
+    # Without the ids (SQLite before 3.35 returns none), the hook moves the whole outbox.
+    transaction.on_commit(
+        lambda: _after_commit(store, None if None in ids else ids), using=store.database
+    )
+
+
+def _after_commit(store: RedisStore, ids: list[int] | None) -> None:
+    """Move the committed rows to Redis; never raise, so later on-commit hooks run."""
+    try:
+        move(store, ids)
+    except Exception as e:
+        what = "the outbox's jobs" if ids is None else f"{len(ids)} job{'s' * (len(ids) != 1)}"
+        logger.warning(
+            "Could not send %s to Redis after the commit (%s); they wait in the database "
+            "outbox until a worker's sweep sends them.", what, e,
+            extra={"action": "outbox_kept", "count": None if ids is None else len(ids)},
+        )
+
+
+def move(store: RedisStore, ids: Sequence[int] | None = None) -> int:
+    """Move outbox rows (these ids, or all) to Redis, oldest first; return how many."""
+    moved = 0
+    if ids is not None:
+        for start in range(0, len(ids), BATCH):
+            moved += _move_batch(store, _rows(store).filter(pk__in=ids[start : start + BATCH]))
+        return moved
+    while count := _move_batch(store, _rows(store)):
+        moved += count
+    return moved
+
+
+def _move_batch(store: RedisStore, chosen) -> int:
+    """Delete up to BATCH rows of `chosen` and push them, in one transaction."""
+    with transaction.atomic(using=store.database):
+        rows = list(chosen.order_by("pk").select_for_update(skip_locked=True)[:BATCH])
+        if not rows:
+            return 0
+        deleted, _ = _rows(store).filter(pk__in=[row.pk for row in rows]).delete()
+        if deleted != len(rows):  # another mover got there first: leave it to them
+            transaction.set_rollback(True, using=store.database)
+            return 0
+        store.push(
+            [
+                NewJob(
+                    name=row.name,
+                    queue=row.queue,
+                    payload=row.payload,
+                    available_at=row.available_at,
+                    pushed_at=row.pushed_at,
+                    retry_until=row.retry_until,
+                    unique_key=row.unique_key,
+                    priority=row.priority,
+                )
+                for row in rows
+            ]
+        )
+    return len(rows)
+
+
+def sweep(store: RedisStore) -> int:
+    """Move whatever the outbox holds (the workers' sweep); log and go on if that fails,
+    since the rows stay for the next sweep."""
+    try:
+        if not _rows(store).exists():
+            return 0
+        return move(store)
+    except Exception as e:
+        logger.warning(
+            "Could not send the database outbox's jobs to Redis (%s); the next sweep "
+            "tries again.", e, extra={"action": "outbox_kept"},
+        )
+        return 0
