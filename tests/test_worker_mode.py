@@ -166,17 +166,37 @@ class Crash(BaseException):
     """Raised in a worker thread from outside: any exception out of Worker.run()."""
 
 
-def test_a_worker_thread_that_dies_is_restarted(worker_mode, caplog):
+def test_an_exception_raised_into_a_worker_thread_does_not_end_it(worker_mode, caplog):
     jobs.record.push("before")
     wait_for(lambda: kinds("record"))
     victim = next(t for t in threads.running() if t.name == "laterite-worker-0")
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(victim.ident), ctypes.py_object(Crash)
     )
-    victim.join(30)
-    assert not victim.is_alive()
-    wait_for(lambda: len(threads.running()) == 2 and victim not in threads.running())
-    assert "Worker thread laterite-worker-0 stopped (Crash); starting a new one" in caplog.text
+    wait_for(lambda: "Worker error" in caplog.text)
+    assert victim.is_alive()
+    jobs.record.push("after")
+    wait_for(lambda: len(kinds("record")) == 2)
+
+
+def test_a_worker_thread_that_dies_is_restarted(worker_mode, caplog, monkeypatch):
+    from laterite_django.worker.loop import Worker
+
+    original = Worker.run
+    crashed: list[str] = []
+
+    def run_crashing_once(self: Worker) -> int:
+        if not crashed:
+            crashed.append(self.name)
+            raise Crash("out of Worker.run()")
+        return original(self)
+
+    monkeypatch.setattr(Worker, "run", run_crashing_once)
+    jobs.record.push("before")
+    wait_for(lambda: kinds("record"))
+    wait_for(lambda: "Worker thread laterite-worker-" in caplog.text)
+    assert "stopped (Crash: out of Worker.run()); starting a new one" in caplog.text
+    wait_for(lambda: len(threads.running()) == 2)
     jobs.record.push("after")
     wait_for(lambda: len(kinds("record")) == 2)
 
