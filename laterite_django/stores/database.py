@@ -34,9 +34,9 @@ _COLUMNS = (
 )
 _INSERT_COLUMNS = (
     "name, queue, payload, priority, pushed_at, available_at, attempts, retry_until, "
-    "unique_key, claimed_by, last_error"
+    "unique_key, claimed_by, last_error, claim_position"
 )
-_ROW = "(%s, %s, %s, %s, %s, %s, 0, %s, %s, '', '')"
+_ROW = "(%s, %s, %s, %s, %s, %s, 0, %s, %s, '', '', 0)"
 # Stay under SQLite's bound-parameter limit (32,766); PostgreSQL takes arrays.
 _PUSH_CHUNK = 2000
 # A released or requeued job keeps its unique key unless another job with that
@@ -66,7 +66,7 @@ _PG_CLAIM = (
 )
 _PG_PUSH = (
     f"WITH ins AS (INSERT INTO {TABLE} ({_INSERT_COLUMNS}) "
-    f"SELECT n, q, p, pr, pa, aa, 0, ru, uk, '', '' FROM unnest("
+    f"SELECT n, q, p, pr, pa, aa, 0, ru, uk, '', '', 0 FROM unnest("
     f"%s::varchar[], %s::varchar[], %s::text[], %s::int2[], %s::timestamptz[], "
     f"%s::timestamptz[], %s::timestamptz[], %s::varchar[]) AS t(n, q, p, pr, pa, aa, ru, uk) "
     f"ON CONFLICT DO NOTHING RETURNING id, unique_key, queue), "
