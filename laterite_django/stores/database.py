@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from operator import attrgetter
 from types import ModuleType
-from typing import Any
+from typing import Any, overload
 
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
@@ -34,6 +34,10 @@ __all__ = ["CHANNEL", "DatabaseStore"]
 CHANNEL = sql.CHANNEL
 
 
+@overload
+def _aware(value: None) -> None: ...
+@overload
+def _aware(value: datetime | str) -> datetime: ...
 def _aware(value: datetime | str | None) -> datetime | None:
     """Return a stored timestamp as an aware datetime (SQLite hands back text)."""
     if value is None:

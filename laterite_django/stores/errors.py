@@ -103,7 +103,7 @@ def describe_database(alias: str) -> str:
     from django.db import connections
 
     try:
-        settings = connections.settings[alias]
+        settings = connections[alias].settings_dict
     except Exception:
         return f"database {alias!r}"
     engine = str(settings.get("ENGINE", "")).rsplit(".", 1)[-1]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 from .base import Claim, NewJob
 
@@ -23,6 +23,10 @@ def us(moment: datetime) -> int:
     return max(0, (moment - EPOCH) // _MICROSECOND)
 
 
+@overload
+def dt(value: None) -> None: ...
+@overload
+def dt(value: bytes | str | int) -> datetime | None: ...
 def dt(value: Any) -> datetime | None:
     """Return microseconds since the epoch (as Redis hands them back) as a datetime."""
     if value is None or value == b"" or value == "":
@@ -30,7 +34,12 @@ def dt(value: Any) -> datetime | None:
     return EPOCH + timedelta(microseconds=int(value))
 
 
+@overload
+def text(value: None) -> None: ...
+@overload
+def text(value: bytes | str) -> str: ...
 def text(value: Any) -> str | None:
+    """Return bytes from Redis as text."""
     if value is None:
         return None
     return value.decode() if isinstance(value, bytes) else str(value)
