@@ -128,7 +128,7 @@ def database_outage(error: BaseException, alias: str, store: str = "database") -
         )
     if isinstance(error, _connection_errors()):
         return StoreUnavailable(
-            f"The {store} store is unavailable: {describe_database(alias)}: {_first_line(error)}"
+            f"The {store} store cannot be reached: {describe_database(alias)}: {_first_line(error)}"
         )
     return None
 
@@ -157,5 +157,5 @@ def redis_outage(error: BaseException, alias: str) -> StoreUnavailable | None:
     ):
         return None
     return StoreUnavailable(
-        f"The redis store is unavailable: {describe_redis(alias)}: {_first_line(error)}"
+        f"The redis store cannot be reached: {describe_redis(alias)}: {_first_line(error)}"
     )

@@ -276,7 +276,7 @@ class RedisStore(Store):
         except RedisError as e:
             # Any answer but PONG (a refused password, a loading server) counts.
             raise redis_outage(e, self.alias) or StoreUnavailable(
-                f"The redis store is unavailable: {describe_redis(self.alias, client)}: {e}"
+                f"The redis store cannot be reached: {describe_redis(self.alias, client)}: {e}"
             ) from e
 
     @guarded
