@@ -105,7 +105,7 @@ class DatabaseStore(Store):
     def _execute(self, statement: str, params: Sequence[Any], fetch: bool = False
                  ) -> tuple[list, int]:
         """Run one statement on Django's connection; return (rows, rowcount)."""
-        return sql_sqlite.execute_hot(self.connection, statement, params, fetch)
+        return sql.execute(self.connection, statement, params, fetch)
 
     def _hot(self, statement: str, params: Sequence[Any], fetch: bool = False
              ) -> tuple[list, int]:

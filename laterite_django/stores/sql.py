@@ -6,6 +6,9 @@ What differs between the two (push, claim, delete, make_due) lives in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "CHANNEL",
     "CLEAR",
@@ -21,6 +24,7 @@ __all__ = [
     "REQUEUE_ABANDONED",
     "ROW",
     "TABLE",
+    "execute",
     "heartbeat",
     "release",
     "returning",
@@ -112,3 +116,12 @@ def heartbeat(tokens: int) -> str:
 def without_key(sql: str) -> str:
     """The statement, dropping the unique key instead of keeping it (after a race)."""
     return sql.replace(KEEP_KEY, "NULL")
+
+
+def execute(
+    connection: Any, statement: str, params: Sequence[Any], fetch: bool = False
+) -> tuple[list, int]:
+    """Run one statement through Django's cursor on `connection`; return (rows, rowcount)."""
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return (cursor.fetchall() if fetch else []), cursor.rowcount
