@@ -3,6 +3,7 @@
     python bench/run.py                      # everything, N=2000, medians of 3
     python bench/run.py --quick              # N=500, 1 repetition, 30 latency samples
     python bench/run.py --only huey,laterite_redis --merge
+    python bench/run.py --only laterite_pg,floor_pg --ref 2d1d5a0   # laterite at 2d1d5a0 beside it
     python bench/run.py --report-only        # redraw docs/ from docs/benchmarks.json
 
 Writes docs/benchmarks.md, docs/benchmarks.png and docs/benchmarks.json.
@@ -28,7 +29,16 @@ if __package__ in (None, ""):  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import report
-from bench.systems import ROOT, SYSTEMS, VENVS
+from bench.systems import (
+    REF_BASES,
+    REF_PATH,
+    ROOT,
+    SYSTEMS,
+    code_root,
+    ref_tree,
+    requirements,
+    system,
+)
 
 __all__ = ["main"]
 
@@ -51,7 +61,7 @@ def venv_python(name):
 
 def ensure_venv(name, timeout=900):
     """Create and fill bench/.venvs/<name>; return None or the reason it failed."""
-    reqs = VENVS[name]
+    reqs = requirements(name)
     marker = VENV_DIR / name / ".bench-requirements"
     digest = hashlib.sha256(json.dumps(reqs).encode()).hexdigest()
     editable = "-e" in reqs  # laterite: reinstall each run, its dependencies may change
@@ -89,6 +99,50 @@ def ensure_venv(name, timeout=900):
         return f"install: {errors[0].strip() if errors else 'pip failed'}"[:200]
     marker.write_text(digest)
     return None
+
+
+def git(*args):
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def resolve_ref(rev):
+    """Return the short hash of commit `rev`, or raise ValueError naming it."""
+    try:
+        return git("rev-parse", "--short=7", "--verify", "--end-of-options", f"{rev}^{{commit}}")
+    except (subprocess.CalledProcessError, OSError) as e:
+        raise ValueError(f"--ref {rev!r} is not a commit of this repository") from e
+
+
+def export_ref(rev):
+    """Export commit `rev` to bench/.ref/<rev> (once) and make the path its rows run from."""
+    tree = ref_tree(rev)
+    if not (tree / "pyproject.toml").exists():
+        say(f"== exporting {rev} to {tree.relative_to(ROOT)}")
+        tmp = tree.with_name(tree.name + ".tmp")
+        subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        tmp.mkdir(parents=True)
+        archive = subprocess.Popen(["git", "archive", rev], cwd=ROOT, stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", str(tmp)], stdin=archive.stdout, check=True)
+        archive.stdout.close()
+        if archive.wait():
+            raise RuntimeError(f"git archive {rev} failed")
+        tmp.rename(tree)
+    link = REF_PATH / "bench"
+    if not link.is_symlink():
+        REF_PATH.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(BENCH, target_is_directory=True)
+
+
+def tree_version():
+    """This working tree's commit, and whether it has uncommitted changes."""
+    try:
+        head = git("rev-parse", "--short=7", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "laterite_django")
+    except (subprocess.CalledProcessError, OSError):
+        return "working tree"
+    return f"working tree at {head}" + (" with uncommitted changes" if dirty else "")
 
 
 def port_open(port):
@@ -151,7 +205,7 @@ def run_system(desc, args):
         "--out",
         str(out),
     ]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(code_root(desc)), BENCH_TREE=args.tree)
     if args.laterite_args:
         env["BENCH_LATERITE_ARGS"] = args.laterite_args
     log = RUN_DIR / f"{desc.name}.driver.log"
@@ -161,7 +215,7 @@ def run_system(desc, args):
     with open(log, "w") as f:
         proc = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=code_root(desc),
             env=env,
             stdout=f,
             stderr=subprocess.PIPE,
@@ -213,6 +267,11 @@ def parse_args(argv):
     p.add_argument("--workers", default="1,2,4", help="worker process counts to drain with")
     p.add_argument("--latency-samples", type=int, help="pushes for the latency (default 100)")
     p.add_argument("--only", help="comma-separated systems: " + ",".join(SYSTEMS))
+    p.add_argument(
+        "--ref",
+        help="also measure laterite at this commit: rows laterite_pg@REV and so on, each"
+        " right after its current row, and their ratios (current / REV)",
+    )
     p.add_argument("--skip", help="comma-separated systems to leave out")
     p.add_argument(
         "--quick",
@@ -249,15 +308,29 @@ def parse_args(argv):
             setattr(args, attr, default)
     args.workers = [int(x) for x in args.workers.split(",") if x]
     names = list(SYSTEMS)
+    if args.ref:
+        try:
+            args.ref = resolve_ref(args.ref)
+        except ValueError as e:
+            p.error(str(e))
+        names = [x for n in names for x in ([n, f"{n}@{args.ref}"] if n in REF_BASES else [n])]
     if args.only:
         wanted = [x.strip() for x in args.only.split(",") if x.strip()]
-        unknown = [x for x in wanted if x not in SYSTEMS]
+        unknown = []
+        for x in wanted:
+            try:
+                system(x)
+            except KeyError:
+                unknown.append(x)
         if unknown:
             p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
-        names = [n for n in names if n in wanted]
+        # laterite_pg also brings laterite_pg@REV with --ref.
+        keep = set(wanted) | {f"{n}@{args.ref}" for n in wanted if args.ref}
+        names = [n for n in names if n in keep] + [n for n in wanted if n not in names]
     if args.skip:
         names = [n for n in names if n not in args.skip.split(",")]
     args.names = names
+    args.tree = tree_version()
     return args
 
 
@@ -307,6 +380,7 @@ def main(argv=None):
         n=args.n,
         repeat=args.repeat,
         latency_samples=args.latency_samples,
+        tree=args.tree,
         command=(
             "python bench/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
         ).strip(),
@@ -325,22 +399,30 @@ def main(argv=None):
                 + shlex.join(sys.argv[1:] if argv is None else argv),
                 "systems": args.names,
                 "load_start": load(),
+                "tree": args.tree,
             }
         )
     services = {"PostgreSQL": port_open(5432), "Redis": port_open(6379)}
     venv_errors = {}
     t0 = time.monotonic()
     for name in args.names:
-        desc = SYSTEMS[name]
+        desc = system(name)
         say(f"== {name} ({desc.label}, {desc.store})")
         # laterite on Redis keeps its failed list in PostgreSQL here.
-        needs = {desc.store} | ({"PostgreSQL"} if name == "laterite_redis" else set())
+        needs = {desc.store} | ({"PostgreSQL"} if desc.base == "laterite_redis" else set())
         down = [s for s in needs if s in services and not services[s]]
         if down:
             results[name] = {"failed": f"{down[0]} is not reachable on 127.0.0.1", "errors": []}
             continue
         if desc.venv not in venv_errors:
-            venv_errors[desc.venv] = None if args.no_install else ensure_venv(desc.venv)
+            venv_errors[desc.venv] = None
+            if desc.ref:
+                try:
+                    export_ref(desc.ref)
+                except (subprocess.SubprocessError, OSError, RuntimeError) as e:
+                    venv_errors[desc.venv] = f"export {desc.ref}: {e}"[:200]
+            if not venv_errors[desc.venv] and not args.no_install:
+                venv_errors[desc.venv] = ensure_venv(desc.venv)
         if venv_errors[desc.venv]:
             results[name] = {"failed": venv_errors[desc.venv], "errors": []}
             say(f"   failed: {venv_errors[desc.venv]}")
