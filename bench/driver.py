@@ -244,6 +244,7 @@ class Run:
                 "samples": len(samples),
                 "missed": missed,
                 "unit": "ms",
+                "values": [round(x, 3) for x in samples],
             }
             self.log(
                 f"latency p50 {statistics.median(samples):.2f} ms,"

@@ -113,13 +113,20 @@ def _ref_section(results, meta):
             cell = f"{r:.2f} ({_fmt(a, key)} / {_fmt(b, key)})"
             cells.append(f"**{cell}**" if abs(r - 1) > NOISE else cell)
         lines.append(cells)
-    tree = meta.get("tree", "this working tree")
+    tree = meta.get("tree")
+    for m in reversed(meta.get("merged", [])):
+        if any("@" in name for name in m["systems"]):
+            tree = m.get("tree")
+            break
     return [
         "## Against an earlier commit",
         "",
-        f"The current rows ({tree}) divided by the same rows measured on an earlier"
-        " commit of laterite (`--ref`), in the same run: each earlier row ran right"
-        " after its current row, with the same bench code, settings and workload,"
+        f"The current rows ({tree or 'this working tree'}) divided by the same rows"
+        " measured on an earlier commit of laterite (`--ref`), in the same run: a row"
+        " and its earlier commit's row ran in alternating rounds of one repetition"
+        " each (current, earlier; earlier, current; current, earlier; ...), the"
+        " figure being the median over the rounds, so load from other work falls on"
+        " both alike. Same bench code, settings and workload; the earlier one runs"
         " from its own virtualenv (`bench/.venvs/laterite-<commit>`, the package"
         " installed from `git archive <commit>`), on its own database or Redis db,"
         " migrated by that commit's migrations. Above 1 is faster now for the"

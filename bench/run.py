@@ -19,6 +19,7 @@ import platform
 import shlex
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -182,7 +183,7 @@ def load():
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run_system(desc, args):
+def run_system(desc, args, repeat=None):
     """Run bench.driver for one system in its venv; return its result dict."""
     out = RUN_DIR / f"{desc.name}.json"
     out.unlink(missing_ok=True)
@@ -195,7 +196,7 @@ def run_system(desc, args):
         "--n",
         str(args.n),
         "--repeat",
-        str(args.repeat),
+        str(repeat or args.repeat),
         "--workers",
         ",".join(map(str, args.workers)),
         "--latency-samples",
@@ -258,6 +259,60 @@ def run_system(desc, args):
     result["seconds"] = round(time.monotonic() - started)
     result["load"] = [load_before, load()]
     return result
+
+
+def combine(parts):
+    """Make one result of a system's rounds (one repetition each): medians over all."""
+    ok = [p for p in parts if not p.get("failed")]
+    if not ok:
+        return parts[-1]
+    out = {"errors": [], "notes": [], "rounds": len(parts), "drain_n": {}}
+    samples = []
+    for part in parts:
+        for key, val in part.items():
+            if key in ("errors", "notes"):
+                out[key] += [x for x in val if x not in out[key]]
+            elif key == "latency":
+                samples += val.get("values", [])
+            elif isinstance(val, dict) and "values" in val:
+                out.setdefault(key, {"values": [], "unit": val["unit"]})["values"] += val["values"]
+            elif key == "drain_n":
+                out[key].update(val)
+            elif key == "failed":
+                out["errors"].append(f"a round failed: {val}")
+            elif key not in ("seconds", "load"):
+                out.setdefault(key, val)
+    for val in out.values():
+        if isinstance(val, dict) and "values" in val:
+            val["median"] = statistics.median(val["values"])
+    if samples:
+        q = statistics.quantiles(samples, n=20, method="inclusive") if len(samples) > 1 else None
+        out["latency"] = {
+            "p50": statistics.median(samples),
+            "p95": q[18] if q else samples[0],
+            "samples": len(samples),
+            "missed": sum((p.get("latency") or {}).get("missed", 0) for p in parts),
+            "unit": "ms",
+            "values": samples,
+        }
+    out["seconds"] = sum(p.get("seconds", 0) for p in parts)
+    out["load"] = [parts[0]["load"][0], parts[-1]["load"][1]]
+    out["round_loads"] = [p["load"] for p in parts]
+    return out
+
+
+def measure_pair(a, b, args):
+    """Measure rows `a` and `b` in alternating rounds of one repetition: a b, b a, a b, ...
+
+    Load from other work on the machine then falls on both alike, which matters
+    more for a ratio between them than for either figure alone.
+    """
+    parts = {a.name: [], b.name: []}
+    for r in range(args.repeat):
+        for desc in (a, b) if r % 2 == 0 else (b, a):
+            say(f"== {desc.name}, round {r + 1} of {args.repeat}")
+            parts[desc.name].append(run_system(desc, args, repeat=1))
+    return {name: combine(p) for name, p in parts.items()}
 
 
 def parse_args(argv):
@@ -405,15 +460,14 @@ def main(argv=None):
     services = {"PostgreSQL": port_open(5432), "Redis": port_open(6379)}
     venv_errors = {}
     t0 = time.monotonic()
-    for name in args.names:
-        desc = system(name)
-        say(f"== {name} ({desc.label}, {desc.store})")
+
+    def prepare(desc):
+        """Return None, or why `desc` cannot run (a store down, a failed install)."""
         # laterite on Redis keeps its failed list in PostgreSQL here.
         needs = {desc.store} | ({"PostgreSQL"} if desc.base == "laterite_redis" else set())
         down = [s for s in needs if s in services and not services[s]]
         if down:
-            results[name] = {"failed": f"{down[0]} is not reachable on 127.0.0.1", "errors": []}
-            continue
+            return f"{down[0]} is not reachable on 127.0.0.1"
         if desc.venv not in venv_errors:
             venv_errors[desc.venv] = None
             if desc.ref:
@@ -423,13 +477,34 @@ def main(argv=None):
                     venv_errors[desc.venv] = f"export {desc.ref}: {e}"[:200]
             if not venv_errors[desc.venv] and not args.no_install:
                 venv_errors[desc.venv] = ensure_venv(desc.venv)
-        if venv_errors[desc.venv]:
-            results[name] = {"failed": venv_errors[desc.venv], "errors": []}
-            say(f"   failed: {venv_errors[desc.venv]}")
+        return venv_errors[desc.venv]
+
+    done = set()
+    for name in args.names:
+        if name in done:
             continue
-        results[name] = run_system(desc, args)
-        if results[name].get("failed"):
-            say(f"   failed: {results[name]['failed']}")
+        desc = system(name)
+        # With --ref, a row and its earlier commit's row are measured in alternating rounds.
+        ref = f"{name}@{args.ref}" if args.ref else None
+        pair = [desc, system(ref)] if ref in args.names and args.repeat > 1 else [desc]
+        ready = []
+        for d in pair:
+            say(f"== {d.name} ({d.label}, {d.store})")
+            reason = prepare(d)
+            if reason:
+                results[d.name] = {"failed": reason, "errors": []}
+                say(f"   failed: {reason}")
+            else:
+                ready.append(d)
+        if len(ready) == 2:
+            measured = measure_pair(*ready, args)
+        else:
+            measured = {d.name: run_system(d, args) for d in ready}
+        for name_, res in measured.items():
+            results[name_] = res
+            if res.get("failed"):
+                say(f"   failed: {res['failed']}")
+        done.update(d.name for d in pair)
     if not meta.get("merged"):
         meta["load_end"] = load()
         meta["seconds"] = round(time.monotonic() - t0)
