@@ -69,7 +69,9 @@ elapsed = time.perf_counter() - started
 rate = worker.processed / elapsed
 print(f"{{worker.processed}} jobs in {{elapsed:.2f}} s: {{rate:,.0f}} jobs/s, "
       f"{{1e6 / rate:,.0f}} us per job (profiled)")
-print(profiler.output_text(unicode=False, color=False, show_all=False, timeline=False))
+# An earlier commit's laterite sits in site-packages: show its frames as this tree's are.
+print(profiler.output_text(unicode=False, color=False, show_all=False, timeline=False,
+                           processor_options={{"show_regex": ".*/laterite_django/"}}))
 """
     if not system.startswith("laterite_sqlite"):
         subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc",
