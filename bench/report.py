@@ -7,6 +7,7 @@ __all__ = [
     "REF_COLUMNS",
     "markdown",
     "ratio_tables",
+    "ref_history_entry",
     "ref_ratios",
     "table_rows",
     "value",
@@ -93,14 +94,57 @@ def ref_ratios(results):
     return out
 
 
+def ref_history_entry(results, names, meta_entry):
+    """What a run that measured `names` adds to meta["ref_history"]: current / earlier ratios."""
+    ratios = {
+        ref.name: {k: None if r is None else round(r, 3) for k, r in rs.items()}
+        for _, ref, rs in ref_ratios(results)
+        if ref.name in names and ref.base in names
+    }
+    return dict(meta_entry, ratios=ratios) if ratios else None
+
+
+def _ref_heads():
+    heads = dict((k, h) for k, h, _ in COLUMNS)
+    return [heads[k].replace(" /s", "").replace("push-to-start ", "") for k in REF_COLUMNS]
+
+
+def _ref_cell(r, text=None):
+    if r is None:
+        return "-"
+    cell = f"{r:.2f}" + (f" ({text})" if text else "")
+    return f"**{cell}**" if abs(r - 1) > NOISE else cell
+
+
+def _ref_history(meta):
+    """Each run of the comparison so far, as a table, oldest first."""
+    history = meta.get("ref_history") or []
+    if len(history) < 2:
+        return []
+    lines = []
+    for h in history:
+        for i, (name, ratios) in enumerate(sorted(h["ratios"].items())):
+            how = f"`{h['command']}`" + (f" ({h['note']})" if h.get("note") else "")
+            lines.append(
+                [h["date"], h["load_start"].split()[0], name.partition("@")[0]]
+                + [_ref_cell(ratios.get(k)) for k in REF_COLUMNS]
+                + [how if i == 0 else "〃"]
+            )
+    return [
+        "Every run of this comparison kept in this report (the table above is the"
+        " last one; load: the 1-minute load average at its start). How far one"
+        " figure moves from run to run is the noise to read the ratios against.",
+        "",
+        _table(["date", "load", "row", *_ref_heads(), "command"], lines),
+        "",
+    ]
+
+
 def _ref_section(results, meta):
     pairs = ref_ratios(results)
     if not pairs:
         return []
-    heads = dict((k, h) for k, h, _ in COLUMNS)
-    head = ["store", "rows"] + [
-        heads[k].replace(" /s", "").replace("push-to-start ", "") for k in REF_COLUMNS
-    ]
+    head = ["store", "rows", *_ref_heads()]
     lines = []
     for cur, ref, ratios in pairs:
         cells = [cur.store, f"{cur.name} / {ref.name}"]
@@ -110,8 +154,7 @@ def _ref_section(results, meta):
                 cells.append("-")
                 continue
             a, b = value(results[cur.name], key), value(results[ref.name], key)
-            cell = f"{r:.2f} ({_fmt(a, key)} / {_fmt(b, key)})"
-            cells.append(f"**{cell}**" if abs(r - 1) > NOISE else cell)
+            cells.append(_ref_cell(r, f"{_fmt(a, key)} / {_fmt(b, key)}"))
         lines.append(cells)
     tree = meta.get("tree")
     for m in reversed(meta.get("merged", [])):
@@ -135,6 +178,7 @@ def _ref_section(results, meta):
         "",
         _table(head, lines),
         "",
+        *_ref_history(meta),
     ]
 
 
@@ -206,6 +250,9 @@ def markdown(run):
         out.append(f"- laterite: {meta['tree']}")
     for m in meta.get("merged", []):
         tree = f"; laterite: {m['tree']}" if m.get("tree") else ""
+        if m.get("cpu", meta["cpu"]) != meta["cpu"]:
+            # A shared host may move to another machine between runs.
+            tree += f"; on {m['nproc']} cores ({m['cpu']})" if m.get("nproc") else f"; {m['cpu']}"
         out.append(
             f"- re-measured on {m['date']} (load {m['load_start']}{tree}) with"
             f" `{m['command']}`: {', '.join(m['systems'])}"

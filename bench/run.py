@@ -455,8 +455,11 @@ def main(argv=None):
                 "systems": args.names,
                 "load_start": load(),
                 "tree": args.tree,
+                "cpu": machine()["cpu"],
+                "nproc": os.cpu_count(),
             }
         )
+    load_start = load()
     services = {"PostgreSQL": port_open(5432), "Redis": port_open(6379)}
     venv_errors = {}
     t0 = time.monotonic()
@@ -505,6 +508,19 @@ def main(argv=None):
             if res.get("failed"):
                 say(f"   failed: {res['failed']}")
         done.update(d.name for d in pair)
+    entry = report.ref_history_entry(
+        results,
+        args.names,
+        {
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": "python bench/run.py "
+            + shlex.join(sys.argv[1:] if argv is None else argv),
+            "load_start": load_start,
+            "tree": args.tree,
+        },
+    )
+    if entry:
+        meta.setdefault("ref_history", []).append(entry)
     if not meta.get("merged"):
         meta["load_end"] = load()
         meta["seconds"] = round(time.monotonic() - t0)
