@@ -64,9 +64,37 @@ def test_failed_lists_a_table_and_json(store):
     assert [d["id"] for d in by_name] == ids[::-1]
 
 
+def test_status_shows_every_configured_queue_at_zero(store):
+    text = run("queue_status")
+    assert "(no jobs)" not in text
+    rows = [line.split() for line in text.splitlines()[1:-1]]
+    # LATERITE_QUEUE_QUEUES, in its order, at zero.
+    assert rows == [[queue, "0", "0", "0", "0"] for queue in ["default", "mail", "low"]]
+    jobs.record.enqueue(["x"], {}, queue="elsewhere")
+    rows = [line.split() for line in run("queue_status").splitlines()[1:-1]]
+    assert [row[0] for row in rows] == ["default", "mail", "low", "elsewhere"]
+    assert rows[-1] == ["elsewhere", "1", "0", "0", "0"]
+    data = json.loads(run("queue_status", "--json"))
+    assert list(data) == ["default", "mail", "low", "elsewhere"]
+    assert data["low"]["waiting"] == 0 and data["elsewhere"]["waiting"] == 1
+
+
+def test_failed_cuts_a_long_error_at_a_word(store):
+    jobs.record.push("a")
+    claim = store.claim(["default"], "w")[0]
+    words = "RuntimeError: " + " ".join(["abcdefghij"] * 20)
+    store.fail(claim, f"{words}\n\ntraceback")
+    row = run("queue_failed").splitlines()[1]
+    shown = row[row.index("RuntimeError"):]
+    assert shown.endswith("abcdefghij…") and len(shown) <= 100
+    assert words.startswith(shown[:-1])
+    # The whole error is in --json.
+    assert json.loads(run("queue_failed", "--json"))[0]["error"].startswith(words)
+
+
 def test_retry_by_id_and_all(store):
     ids = fail_some(store, 3)
-    assert run("queue_retry", str(ids[0])) == "1 job put back on their queues.\n"
+    assert run("queue_retry", str(ids[0])) == "1 job put back on its queue.\n"
     assert store.counts()["default"].waiting == 1
     assert run("queue_retry", "--all") == "2 jobs put back on their queues.\n"
     assert FailedJob.objects.count() == 0 and store.counts()["default"].waiting == 3

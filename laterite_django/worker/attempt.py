@@ -180,10 +180,38 @@ def _logged(claim: Claim) -> dict[str, Any]:
 
 
 def _log(claim: Claim, settled: str, duration: float, decision: Any = None) -> None:
+    """One line per attempt's end: a failure and a retry say why, a retry says when."""
     error = decision.error.split("\n", 1)[0] if decision is not None else ""
+    extra = {"action": f"job_{settled}", "duration": duration, "error": error,
+             **_logged(claim)}
     if settled == Settled.LOST:
         logger.warning("Job %s #%s finished but its claim was lost; not settling it again",
                        claim.name, claim.id, extra={"action": "claim_lost", **_logged(claim)})
-    logger.info("Job %s #%s %s in %.3f s", claim.name, claim.id, settled, duration,
-                extra={"action": f"job_{settled}", "duration": duration, "error": error,
-                       **_logged(claim)})
+    if settled == Settled.RETRYING:
+        delay = decision.delay or 0.0
+        logger.info("Job %s #%s attempt %d failed: %s; retrying in %s", claim.name, claim.id,
+                    claim.attempts, error, for_humans(delay), extra={**extra, "delay": delay})
+    elif settled == Settled.FAILED:
+        tries = f"{claim.attempts} attempt{'s' if claim.attempts != 1 else ''}"
+        logger.warning("Job %s #%s failed after %s: %s", claim.name, claim.id, tries, error,
+                       extra=extra)
+    elif settled == Settled.RETURNED:
+        logger.info("Job %s #%s returned to its queue, not counted as an attempt",
+                    claim.name, claim.id, extra=extra)
+    else:
+        logger.info("Job %s #%s %s in %.3f s", claim.name, claim.id, settled, duration,
+                    extra=extra)
+
+
+def for_humans(seconds: float) -> str:
+    """A delay as a person reads it: 0.5 s, 30 s, 2 min 5 s, 3 h 20 min, 2 d 4 h."""
+    if seconds < 60:
+        return f"{round(seconds, 1):g} s"
+    whole = round(seconds)
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60),
+                                          ("min", 60, "s", 1)):
+        if whole >= size:
+            big, rest = divmod(whole, size)
+            rest //= small_size
+            return f"{big} {unit} {rest} {small}" if rest else f"{big} {unit}"
+    return f"{whole} s"  # pragma: no cover - 60 s and more is in minutes

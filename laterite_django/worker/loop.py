@@ -94,6 +94,7 @@ class Worker:
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
                                    slow_after=FLUSH_AFTER, relieve=self._relieve)
         self._next_sweep = 0.0
+        self._down_since: float | None = None  # since when the store has been unavailable
         self._started = time.monotonic()
 
     # -- control --------------------------------------------------------------------
@@ -146,7 +147,9 @@ class Worker:
         try:
             while not self.stopping.is_set() and not self._limit_reached():
                 try:
-                    if self._round():
+                    done = self._round()
+                    self._store_back()
+                    if done:
                         break
                     waits.reset()
                 except WorkerStopped:
@@ -155,7 +158,7 @@ class Worker:
                     # Claims not started are let go: they expire and return to their
                     # queues after retry_after, without the attempt (position > 0).
                     self.hand.clear()
-                    self._pause(waits.next(), "Store unavailable (%s)", e, "store_unavailable")
+                    self._store_down(e, waits.next())
                     self._drop_broken_connections()
                 except BaseException as e:  # nothing may end the loop
                     self._give_back(self.hand.take_unstarted())
@@ -197,6 +200,23 @@ class Worker:
                        extra={"action": action, "worker": self.name})
         self.stopping.wait(wait)
 
+    def _store_down(self, error: StoreUnavailable, wait: float) -> None:
+        """Say once that the store is down (then only at debug level), and wait."""
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            logger.error("Store unavailable: %s; waiting for it to come back", error,
+                         extra={"action": "store_unavailable", "worker": self.name})
+        else:
+            logger.debug("Store still unavailable (%s); retrying in %.1f s", error, wait,
+                         extra={"action": "store_unavailable", "worker": self.name})
+        self.stopping.wait(wait)
+
+    def _store_back(self) -> None:
+        if self._down_since is not None:
+            logger.info("Store available again after %.1f s", time.monotonic() - self._down_since,
+                        extra={"action": "store_back", "worker": self.name})
+            self._down_since = None
+
     def _leave(self) -> None:
         """Delete the finished jobs, give back the rest, stop the heartbeat, say so."""
         try:
@@ -210,7 +230,8 @@ class Worker:
         reason = self.stop_reason or "stopped"
         self.monitor.exit(reason)
         logger.info(
-            "Worker %s stopped after %d jobs (%s)", self.name, self.processed, reason,
+            "Worker %s stopped after %d job%s (%s)", self.name, self.processed,
+            "" if self.processed == 1 else "s", reason,
             extra={"action": "worker_stopped", "worker": self.name, "jobs": self.processed,
                    "reason": reason},
         )
