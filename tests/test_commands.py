@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from laterite_django.models import FailedJob
+from tests.conftest import ROOT
 from tests.testapp import jobs
 
 
@@ -175,3 +182,135 @@ def test_push_refuses_bad_input(store, args, message):
 def test_work_refuses_bad_arguments(store, workers, args):
     result = workers.command("queue_work", *args)
     assert result.returncode != 0 and repr(args[1]) in result.stderr
+
+
+# -- a store not migrated, or down: one line, exit 1 -------------------------------------
+
+
+def command(workers, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run `manage.py ARGS` in a subprocess with `env` over the test environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args], cwd=ROOT, env=workers.env(**env),
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+PUSH = ("import django; django.setup()\n"
+        "from laterite_django.exceptions import StoreUnavailable\n"
+        "from tests.testapp.jobs import add\n"
+        "try:\n"
+        "    add.push(1, 2)\n"
+        "except StoreUnavailable as e:\n"
+        "    print(type(e).__name__, e, sep=': ')\n")
+
+
+def push_in_subprocess(workers, env: dict[str, str]) -> str:
+    """Push a job from a script; return what it printed of the StoreUnavailable raised."""
+    result = subprocess.run([sys.executable, "-c", PUSH], cwd=ROOT, env=workers.env(**env),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    return result.stdout
+
+
+@pytest.fixture
+def unmigrated(transactional_db) -> Iterator[dict[str, str]]:
+    """The environment of a project whose database has no laterite tables (no tables at
+    all: `migrate` never ran), on the test database's engine."""
+    name = f"{connection.settings_dict['NAME']}_unmigrated"
+    if connection.vendor == "sqlite":
+        Path(name).unlink(missing_ok=True)
+        yield {"LATERITE_TEST_DB_NAME": name}
+        Path(name).unlink(missing_ok=True)
+        return
+    import psycopg
+
+    data = connection.settings_dict
+    dsn = f"host={data['HOST']} port={data['PORT']} user={data['USER']} dbname=postgres"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield {"LATERITE_TEST_DB_NAME": name}
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+BEFORE_MIGRATE = [
+    ["queue_work", "--stop-when-empty"],
+    ["queue_work", "--processes", "2"],
+    ["queue_push", "tests.add", "--payload", '{"args": [1, 2]}'],
+    ["queue_status"],
+    ["queue_failed"],
+    ["queue_retry", "--all"],
+    ["queue_forget", "--all", "--no-input"],
+    ["queue_clear", "--no-input"],
+    ["queue_prune_results"],
+]
+
+
+@pytest.mark.parametrize("args", BEFORE_MIGRATE, ids=" ".join)
+def test_before_migrate_every_command_says_to_run_migrate(workers, store_kind, unmigrated,
+                                                          args):
+    if store_kind == "redis" and args[0] in ("queue_push", "queue_clear"):
+        pytest.skip("the Redis store keeps its jobs in Redis: these need no table")
+    result = command(workers, *args, env=unmigrated)
+    assert result.returncode == 1, result.stderr
+    # One line (tests/settings.py logs laterite's warnings and errors only).
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("CommandError: ")
+    assert "run `python manage.py migrate`" in result.stderr
+    assert "starting another" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_before_migrate_push_raises_store_not_migrated(workers, store_kind, unmigrated):
+    if store_kind == "redis":
+        pytest.skip("the Redis store keeps its jobs in Redis: a push needs no table")
+    printed = push_in_subprocess(workers, unmigrated)
+    assert printed.startswith("StoreNotMigrated: ") and printed.count("\n") == 1
+    assert "run `python manage.py migrate`" in printed
+
+
+def test_queue_work_refuses_a_database_short_of_a_migration(workers, store_kind, unmigrated):
+    migrate = command(workers, "migrate", "laterite_django", "0002", "-v", "0", env=unmigrated)
+    assert migrate.returncode == 0, migrate.stderr
+    result = command(workers, "queue_work", "--stop-when-empty", env=unmigrated)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "0003_claim_position_and_token, 0004_outbox" in result.stderr
+    assert "run `python manage.py migrate`" in result.stderr
+
+
+def store_down(store_kind: str) -> tuple[dict[str, str], str]:
+    """The environment of a store that cannot be reached, and its address."""
+    if store_kind == "redis":
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        return {"LATERITE_REDIS_URL": f"redis://127.0.0.1:{port}/0"}, f"127.0.0.1:{port}"
+    if connection.vendor == "postgresql":
+        return {"LATERITE_PG_PORT": "1"}, "127.0.0.1:1"
+    path = "/nonexistent-laterite-dir/db.sqlite3"
+    return {"LATERITE_TEST_DB_NAME": path}, path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["queue_push", "tests.add", "--payload", '{"args": [1, 2]}'], ["queue_status"],
+     ["queue_clear", "--no-input"]],
+    ids=lambda args: args[0],
+)
+def test_a_store_that_is_down_is_one_line_naming_it(workers, store_kind, args):
+    env, address = store_down(store_kind)
+    result = command(workers, *args, env=env)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("CommandError: ")
+    assert "cannot be reached" in result.stderr and address in result.stderr
+    assert f"The {store_kind} store" in result.stderr
+
+
+def test_push_to_a_store_that_is_down_raises_store_unavailable(workers, store_kind):
+    env, address = store_down(store_kind)
+    printed = push_in_subprocess(workers, env)
+    assert printed.startswith("StoreUnavailable: ") and printed.count("\n") == 1
+    assert address in printed
