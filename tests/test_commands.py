@@ -218,6 +218,7 @@ def unmigrated(transactional_db) -> Iterator[dict[str, str]]:
     all: `migrate` never ran), on the test database's engine."""
     name = f"{connection.settings_dict['NAME']}_unmigrated"
     if connection.vendor == "sqlite":
+        name = str(connection.settings_dict["NAME"]).replace(".sqlite3", "-unmigrated.sqlite3")
         Path(name).unlink(missing_ok=True)
         yield {"LATERITE_TEST_DB_NAME": name}
         Path(name).unlink(missing_ok=True)

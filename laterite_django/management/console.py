@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from typing import IO
 
 from ..stores import Store
+from ..stores.errors import describe_database, describe_redis
 
 __all__ = [
-    "CONSOLE_FORMAT", "ConsoleFilter", "add_console", "banner", "describe_database",
-    "describe_redis", "describe_store", "handled_by_project", "remove_console", "version",
+    "CONSOLE_FORMAT", "ConsoleFilter", "add_console", "banner", "describe_store",
+    "handled_by_project", "remove_console", "version",
 ]
 
 logger = logging.getLogger("laterite")
@@ -143,35 +144,3 @@ def describe_store(store: Store) -> str:
     if alias is not None:  # Redis: the jobs there, the failed list in the database
         where = f"{describe_redis(alias)}, failed list in {where}"
     return where
-
-
-_ENGINES = {"postgresql": "PostgreSQL", "postgis": "PostgreSQL", "sqlite3": "SQLite",
-            "spatialite": "SQLite"}
-
-
-def describe_database(alias: str) -> str:
-    """Where a database alias points: engine and host:port and name, or the SQLite file."""
-    from django.db import connections
-
-    data = connections.settings[alias]
-    engine = str(data.get("ENGINE", "")).rsplit(".", 1)[-1]
-    name = data.get("NAME") or ""
-    kind = _ENGINES.get(engine, engine)
-    if kind == "SQLite":
-        return f"database {alias!r} (SQLite file {name})"
-    where = f"{data.get('HOST') or 'localhost'}:{data.get('PORT') or 5432}"
-    return f"database {alias!r} ({kind} at {where}, name {name!r})"
-
-
-def describe_redis(alias: str) -> str:
-    """Where a django-redis cache alias points: host:port and db, or its socket."""
-    try:
-        from django_redis import get_redis_connection
-
-        kwargs = get_redis_connection(alias, write=True).connection_pool.connection_kwargs
-    except Exception:
-        return f"cache {alias!r}"
-    if kwargs.get("path"):
-        return f"cache {alias!r} (Redis socket {kwargs['path']}, db {kwargs.get('db', 0)})"
-    where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
-    return f"cache {alias!r} (Redis at {where}, db {kwargs.get('db', 0)})"

@@ -25,7 +25,8 @@ from django.db import DatabaseError, connections, router
 from ..backoff import Growing
 from ..exceptions import StoreNotMigrated, StoreUnavailable
 from ..stores import Store
-from .console import describe_database, describe_store
+from ..stores.errors import database_outage, describe_database
+from .console import describe_store
 
 __all__ = ["StoreCommand", "check_store", "unapplied_migrations", "wait_for_store"]
 
@@ -40,10 +41,17 @@ class StoreCommand(BaseCommand):
     message and exit status 1."""
 
     def execute(self, *args: Any, **options: Any) -> Any:
+        from ..conf import settings
+
         try:
             return super().execute(*args, **options)
         except StoreUnavailable as e:
             raise CommandError(str(e)) from e
+        except DatabaseError as e:  # a read through the ORM (the failed list, task results)
+            outage = database_outage(e, settings.DATABASE)
+            if outage is None:
+                raise
+            raise CommandError(str(outage)) from e
 
 
 def unapplied_migrations(alias: str) -> list[str]:
@@ -56,10 +64,10 @@ def unapplied_migrations(alias: str) -> list[str]:
     try:
         loader = MigrationLoader(connections[alias], ignore_no_migrations=True)
     except DatabaseError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise StoreUnavailable(
-            f"The store's {describe_database(alias)} cannot be reached: {first}"
-        ) from e
+        outage = database_outage(e, alias)
+        if outage is None:
+            raise
+        raise outage from e
     return sorted(
         name for app, name in loader.graph.nodes
         if app == "laterite_django" and (app, name) not in loader.applied_migrations
