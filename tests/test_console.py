@@ -18,6 +18,7 @@ from django.db import connection
 
 from laterite_django.management.console import add_console, handled_by_project, version
 from tests.conftest import ROOT, Stderr, wait_for
+from tests.test_commands import store_down
 from tests.testapp import jobs
 
 # tests/settings.py then leaves LOGGING out, like a new project's settings.
@@ -151,14 +152,6 @@ def test_whether_the_project_logs_laterite():
 # -- a store that is down at start -----------------------------------------------------
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_worker_started_while_redis_is_down_says_so_once_then_says_it_is_back(
     workers, store_kind, tmp_path
 ):
@@ -167,8 +160,9 @@ def test_worker_started_while_redis_is_down_says_so_once_then_says_it_is_back(
     from tests.test_redis_worker import RedisServer, need_redis_server
 
     need_redis_server()
-    port = free_port()
-    proc = workers.start(env={**NO_LOGGING, "LATERITE_REDIS_URL": f"redis://127.0.0.1:{port}/0"})
+    env, address = store_down(store_kind)
+    port = int(address.rsplit(":", 1)[1])
+    proc = workers.start(env={**NO_LOGGING, **env})
     stderr = Stderr(proc)
     wait_for(lambda: "waiting for it to come back" in so_far(stderr), timeout=30)
     time.sleep(2)  # it looks again several times, silently
@@ -192,22 +186,25 @@ def test_worker_started_while_redis_is_down_says_so_once_then_says_it_is_back(
 
 
 def test_a_store_down_at_start_is_an_error_even_at_verbosity_0(workers, store_kind):
-    if store_kind == "redis":
-        port = free_port()
-        env = {"LATERITE_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
-        address = f"127.0.0.1:{port}"
-    elif connection.vendor == "postgresql":
-        env = {"LATERITE_PG_PORT": "1"}
-        address = "127.0.0.1:1"
-    else:
-        address = "/nonexistent-laterite-dir/db.sqlite3"
-        env = {"LATERITE_TEST_DB_NAME": address}
+    env, address = store_down(store_kind)
     result = workers.run("-v", "0", "--max-seconds", "1", env={**NO_LOGGING, **env})
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2, result.stderr
     assert " ERROR Store unavailable: " in lines[0] and address in lines[0]
+    assert lines[0].endswith("; waiting for it to come back") and ".;" not in lines[0]
     assert lines[1].startswith("CommandError: ") and "still unavailable after 1 s" in lines[1]
+
+
+def test_a_stop_signal_while_waiting_for_the_store_exits_0(workers, store_kind):
+    env, _ = store_down(store_kind)
+    proc = workers.start("--processes", "2", env={**NO_LOGGING, **env})
+    stderr = Stderr(proc)
+    wait_for(lambda: "waiting for it to come back" in so_far(stderr), timeout=30)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert messages(stderr.text())[-1] == "Stopped while waiting for the store"
+    assert "worker process" not in stderr.text()  # none was started
 
 
 # -- Ctrl-C to the whole process group -------------------------------------------------

@@ -15,7 +15,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -102,12 +102,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def wait_for_store(
-    store: Store,
-    *,
-    give_up_after: float | None = None,
-    check: Callable[[Store], None] = check_store,
-) -> bool:
+def wait_for_store(store: Store, *, give_up_after: float | None = None) -> bool:
     """Check `store`; while it is down, say so once and look again with backoff.
 
     Return True once it answers (saying so if it was down), False if a stop
@@ -115,12 +110,12 @@ def wait_for_store(
     A store still down after `give_up_after` seconds raises CommandError.
     """
     try:
-        check(store)
+        check_store(store)
         return True
     except StoreNotMigrated:
         raise
     except StoreUnavailable as e:
-        logger.error("Store unavailable: %s; waiting for it to come back", e,
+        logger.error("Store unavailable: %s; waiting for it to come back", str(e).rstrip(". "),
                      extra={"action": "store_unavailable"})
         error: StoreUnavailable = e
         _drop_connections(store)
@@ -133,15 +128,15 @@ def wait_for_store(
             if give_up_after is not None:
                 left = give_up_after - (time.monotonic() - started)
                 if left <= 0:
-                    raise CommandError(
-                        f"{error}; still unavailable after {give_up_after:g} s (--max-seconds)")
+                    raise CommandError(f"{str(error).rstrip('. ')}; still unavailable after "
+                                       f"{give_up_after:g} s (--max-seconds)")
                 wait = min(wait, left)
             if stop.wait(wait):
                 logger.info("Stopped while waiting for the store",
                             extra={"action": "worker_stopped", "reason": "stopped"})
                 return False
             try:
-                check(store)
+                check_store(store)
             except StoreNotMigrated:
                 raise
             except StoreUnavailable as e:

@@ -204,7 +204,8 @@ class Worker:
         """Say once that the store is down (then only at debug level), and wait."""
         if self._down_since is None:
             self._down_since = time.monotonic()
-            logger.error("Store unavailable: %s; waiting for it to come back", error,
+            logger.error("Store unavailable: %s; waiting for it to come back",
+                         str(error).rstrip(". "),
                          extra={"action": "store_unavailable", "worker": self.name})
         else:
             logger.debug("Store still unavailable (%s); retrying in %.1f s", error, wait,
