@@ -185,6 +185,34 @@ def test_worker_started_while_redis_is_down_says_so_once_then_says_it_is_back(
     assert "Traceback" not in stderr.text()
 
 
+def test_a_store_lost_while_working_is_said_once_then_its_return(workers, store_kind,
+                                                                tmp_path):
+    if store_kind != "redis":
+        pytest.skip("a Redis server of its own is started and stopped")
+    from tests.test_redis_worker import RedisServer, need_redis_server
+
+    need_redis_server()
+    server = RedisServer(tmp_path, persist=False)
+    server.start()
+    try:
+        proc = workers.start("-v", "2", env={**NO_LOGGING, "LATERITE_REDIS_URL": server.url})
+        stderr = Stderr(proc)
+        wait_for(lambda: " started on queues " in so_far(stderr), timeout=30)
+        server.kill()
+        wait_for(lambda: "Store unavailable" in so_far(stderr), timeout=30)
+        time.sleep(2.5)  # it retries after 0.5, 1 and 2 s, silently
+        server.start()
+        wait_for(lambda: "Store available again" in so_far(stderr), timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        server.kill()
+    lines = messages(stderr.text())
+    down = [line for line in lines if "Store unavailable" in line]
+    assert len(down) == 1 and f"127.0.0.1:{server.port}" in down[0], lines
+    assert len([line for line in lines if line.startswith("Store available again")]) == 1
+
+
 def test_a_store_down_at_start_is_an_error_even_at_verbosity_0(workers, store_kind):
     env, address = store_down(store_kind)
     result = workers.run("-v", "0", "--max-seconds", "1", env={**NO_LOGGING, **env})
