@@ -281,8 +281,10 @@ class Worker:
             self.hand.put_back_finished(finished)
             raise
         if deleted < len(finished):
-            logger.warning("%d finished jobs had lost their claims; not settled again",
-                           len(finished) - deleted, extra={"action": "claim_lost"})
+            lost = len(finished) - deleted
+            logger.warning("%d finished job%s lost %s; not settled again", lost,
+                           "" if lost == 1 else "s", "its claim" if lost == 1 else "their claims",
+                           extra={"action": "claim_lost"})
         self._deleted(finished)
 
     def _deleted(self, finished: list[Claim]) -> None:
@@ -328,7 +330,8 @@ class Worker:
         older_than = timezone.now() - timedelta(seconds=self.retry_after)
         count = self.store.requeue_abandoned(older_than, lost_reason(self.retry_after))
         if count:
-            logger.warning("Returned %d abandoned jobs to their queues", count,
+            logger.warning("Returned %d abandoned job%s to %s", count,
+                           "" if count == 1 else "s", "its queue" if count == 1 else "their queues",
                            extra={"action": "requeued_abandoned", "count": count})
 
     def _drop_broken_connections(self) -> None:

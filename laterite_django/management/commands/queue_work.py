@@ -24,6 +24,7 @@ from ...worker.supervisor import Supervisor
 from ..arguments import at_most, non_negative_float, positive_float, positive_int
 from ..console import add_console, banner, remove_console
 from ..store_check import StoreCommand, wait_for_store
+from ..wording import count as counted
 
 DEFAULT_BATCH = 20
 # A worker's name is stored as claimed_by (NAME_MAX characters); the supervisor
@@ -147,7 +148,7 @@ class Command(StoreCommand):
         stuck = stuck_threads()
         if stuck:
             # Python would wait at exit for threads that a timed-out job left blocked.
-            self.stderr.write(f"Leaving {len(stuck)} threads of timed-out jobs behind.")
+            self.stderr.write(f"Leaving {counted(len(stuck), 'thread')} of timed-out jobs behind.")
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
