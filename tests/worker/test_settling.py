@@ -17,9 +17,9 @@ import pytest
 from laterite_django.models import FailedJob
 from laterite_django.worker import execute
 from tests.conftest import wait_for
-from tests.test_processes import kill_tree
 from tests.testapp import jobs
 from tests.testapp.models import Record
+from tests.worker.test_processes import kill_tree
 
 
 def kinds(kind: str) -> list[tuple[str, int]]:
