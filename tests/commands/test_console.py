@@ -17,8 +17,8 @@ import pytest
 from django.db import connection
 
 from laterite_django.management.console import add_console, handled_by_project, version
+from tests.commands.test_commands import store_down
 from tests.conftest import ROOT, Stderr, wait_for
-from tests.test_commands import store_down
 from tests.testapp import jobs
 
 # tests/settings.py then leaves LOGGING out, like a new project's settings.
@@ -157,7 +157,7 @@ def test_worker_started_while_redis_is_down_says_so_once_then_says_it_is_back(
 ):
     if store_kind != "redis":
         pytest.skip("a Redis server of its own is started and stopped")
-    from tests.test_redis_worker import RedisServer, need_redis_server
+    from tests.worker.test_redis_worker import RedisServer, need_redis_server
 
     need_redis_server()
     env, address = store_down(store_kind)
@@ -189,7 +189,7 @@ def test_a_store_lost_while_working_is_said_once_then_its_return(workers, store_
                                                                 tmp_path):
     if store_kind != "redis":
         pytest.skip("a Redis server of its own is started and stopped")
-    from tests.test_redis_worker import RedisServer, need_redis_server
+    from tests.worker.test_redis_worker import RedisServer, need_redis_server
 
     need_redis_server()
     server = RedisServer(tmp_path, persist=False)
