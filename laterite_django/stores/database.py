@@ -96,6 +96,14 @@ def _aware(value: datetime | str | None) -> datetime | None:
     return value
 
 
+def _aware_required(value: datetime | str) -> datetime:
+    """_aware() for a NOT NULL column: a value that is no timestamp is an error."""
+    moment = _aware(value)
+    if moment is None:
+        raise ValueError(f"{value!r} is not a timestamp")
+    return moment
+
+
 class DatabaseStore(Store):
     """The `database` store: PostgreSQL or SQLite, on LATERITE_QUEUE_DATABASE."""
 
@@ -153,7 +161,7 @@ class DatabaseStore(Store):
             queue=row[2],
             payload=row[3],
             attempts=row[4],
-            pushed_at=_aware(row[5]),
+            pushed_at=_aware_required(row[5]),
             token=row[6],
             retry_until=_aware(row[7]),
             unique_key=row[8],

@@ -51,16 +51,24 @@ def _us(moment: datetime) -> int:
     return max(0, (moment - EPOCH) // _MICROSECOND)
 
 
-def _dt(value: Any) -> datetime | None:
-    if value is None or value == b"" or value == "":
-        return None
+def _dt(value: Any) -> datetime:
+    """Return integer microseconds since the epoch, as Redis stores times, as a datetime."""
     return EPOCH + timedelta(microseconds=int(value))
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
+def _dt_or_none(value: Any) -> datetime | None:
+    if value is None or value == b"" or value == "":
         return None
+    return _dt(value)
+
+
+def _text(value: Any) -> str:
+    """Return a Redis reply (bytes, or an integer) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else _text(value)
 
 
 class RedisStore(Store):
@@ -198,11 +206,11 @@ class RedisStore(Store):
                 queue=_text(row[3]),
                 payload=_text(row[4]),
                 pushed_at=_dt(row[5]),
-                retry_until=_dt(row[6]),
-                unique_key=_text(row[7]),
+                retry_until=_dt_or_none(row[6]),
+                unique_key=_text_or_none(row[7]),
                 priority=int(row[8] or 0),
-                last_error=_text(row[9]) or "",
-                available_at=_dt(row[10]),
+                last_error=_text_or_none(row[9]) or "",
+                available_at=_dt_or_none(row[10]),
                 token=token,
             )
             for row in rows
@@ -216,7 +224,8 @@ class RedisStore(Store):
         for job_id, token, name, queue, pushed_at in marked:
             claim_id, token = int(job_id), _text(token)
             if redis_failed.row_exists(
-                self._failed_rows(None), token, claim_id, _text(name), _text(queue), _dt(pushed_at)
+                self._failed_rows(None), token, claim_id, _text_or_none(name), _text(queue),
+                _dt_or_none(pushed_at),
             ):
                 self._run("DELETE", [claim_id, token])
             elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
