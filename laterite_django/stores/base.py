@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.utils import timezone
 
+from ..exceptions import StoreUnavailable
+from .errors import database_outage, guarded
+
 if TYPE_CHECKING:
     from ..models import FailedJob, Job
 
-__all__ = ["Claim", "NewJob", "QueueCounts", "Store"]
+__all__ = ["Claim", "NewJob", "QueueCounts", "Store", "job_ids"]
 
 
 @dataclass(slots=True)
@@ -138,10 +141,11 @@ class Store(abc.ABC):
         line (position 0) when claimed again.
         """
 
+    @abc.abstractmethod
     def make_due(self, ids: Iterable[int]) -> int:
         """Make these waiting or delayed jobs due now (the admin's *Run now*) and wake
-        the workers; return how many. Running jobs are left alone."""
-        raise NotImplementedError
+        the workers; return how many. Running jobs are left alone, and jobs already
+        due keep their place in line."""
 
     @abc.abstractmethod
     def heartbeat(self, claims: Sequence[Claim]) -> int:
@@ -188,6 +192,19 @@ class Store(abc.ABC):
     def close(self) -> None:  # noqa: B027 -- an optional hook
         """Release whatever connections this store holds for the calling thread."""
 
+    # -- shared by the stores ---------------------------------------------------
+
+    def _outage(self, error: BaseException) -> StoreUnavailable | None:
+        """The StoreUnavailable to raise for a backend `error`, or None (see errors.guarded)."""
+        return database_outage(error, self.database)
+
+    def _with_failed(self, counts: dict[str, QueueCounts]) -> dict[str, QueueCounts]:
+        """The counts of `counts`' non-empty queues plus every queue's failed jobs, by name."""
+        result = {queue: c for queue, c in counts.items() if c.total}
+        for queue, failed in self.failed_counts().items():
+            result.setdefault(queue, QueueCounts()).failed = failed
+        return dict(sorted(result.items()))
+
     # -- the failed list (in the database for every store) --------------------
 
     def _failed_rows(self, ids: Iterable[int] | None):
@@ -196,6 +213,7 @@ class Store(abc.ABC):
         rows = FailedJob.objects.using(self.database)
         return rows.all() if ids is None else rows.filter(pk__in=list(ids))
 
+    @guarded
     def failed_counts(self) -> dict[str, int]:
         """Return the number of failed jobs per queue."""
         from django.db.models import Count
@@ -207,6 +225,7 @@ class Store(abc.ABC):
             .values_list("queue", "n")
         )
 
+    @guarded
     def retry(self, ids: Iterable[int] | None = None) -> int:
         """Put failed jobs (these ids, or all) back on their queues, due now, attempts afresh.
 
@@ -237,6 +256,7 @@ class Store(abc.ABC):
             self._failed_rows([row.pk for row in rows]).delete()
         return moved
 
+    @guarded
     def forget(self, ids: Iterable[int] | None = None) -> int:
         """Delete failed jobs (these ids, or all); return how many."""
         deleted, _ = self._failed_rows(ids).delete()
@@ -285,3 +305,15 @@ class Store(abc.ABC):
         from .estimates import estimated_rows
 
         return estimated_rows(self.database, model)
+
+def job_ids(ids: Iterable[int]) -> list[int]:
+    """Return `ids` as a list of ints; a value that is not a job id is a clear error."""
+    result = []
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError(f"A job id must be an integer, not {value!r}.")
+        try:
+            result.append(int(value))
+        except ValueError:
+            raise ValueError(f"A job id must be an integer, not {value!r}.") from None
+    return result
