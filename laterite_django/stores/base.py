@@ -108,6 +108,7 @@ class Store(abc.ABC):
         """Store `jobs` in one round trip; return each one's id, or None if dropped
         as a duplicate of a waiting job with the same unique key."""
 
+    @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Push `jobs` once the transaction open on this store's database commits, and
         not at all if it rolls back (stores whose push cannot join it).
@@ -266,6 +267,7 @@ class Store(abc.ABC):
     # The failed list and the tables behind the admin's lists are in the
     # database for every store, so these are implemented here once.
 
+    @guarded
     def failed_jobs(
         self,
         ids: Iterable[int] | None = None,
@@ -286,12 +288,14 @@ class Store(abc.ABC):
         rows = rows.order_by("-failed_at", "-id")
         return list(rows if limit is None else rows[:limit])
 
+    @guarded
     def missing_failed(self, ids: Iterable[int]) -> list[int]:
         """Return those of `ids` that no failed job has, in the order given, once each."""
         wanted = list(dict.fromkeys(ids))
         found = set(self._failed_rows(wanted).values_list("pk", flat=True))
         return [i for i in wanted if i not in found]
 
+    @guarded
     def job_names(self, model: type[Job | FailedJob], limit: int = 500) -> list[str]:
         """Return the first `limit` distinct job names in `model`'s table, sorted,
         reading the name index rather than every row."""
@@ -299,6 +303,7 @@ class Store(abc.ABC):
 
         return distinct_names(self.database, model, limit)
 
+    @guarded
     def estimated_rows(self, model: type[Job | FailedJob]) -> int | None:
         """Return the database's estimate of the rows in `model`'s table without
         counting them, or None where it has none (SQLite, a table never analyzed)."""

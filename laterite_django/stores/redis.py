@@ -128,6 +128,7 @@ class RedisStore(Store):
             results = pipe.execute()
         return [int(i) or None for result in results for i in result]
 
+    @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Keep `jobs` in the database outbox, in the open transaction; they move to
         Redis on commit, or at a worker's sweep if Redis is away (redis_outbox)."""
