@@ -288,6 +288,16 @@ class DatabaseStore(Store):
             # A job with the same key was pushed meanwhile: requeue without the key.
             return self._execute(sql.replace(_KEEP_KEY, "NULL"), params)[1]
 
+    def next_due(self, queues: Sequence[str]) -> datetime | None:
+        if not queues:
+            return None
+        marks = ", ".join(["%s"] * len(queues))
+        rows, _ = self._execute(
+            f"SELECT MIN(available_at) FROM {TABLE} WHERE token IS NULL AND queue IN ({marks})",
+            list(queues), fetch=True,
+        )
+        return _aware(rows[0][0])
+
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0

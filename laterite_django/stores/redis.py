@@ -225,6 +225,19 @@ class RedisStore(Store):
         redis_outbox.sweep(self)
         return count
 
+    def next_due(self, queues: Sequence[str]) -> datetime | None:
+        if not queues:
+            return None
+        pipe = self.client.pipeline(transaction=True)
+        for queue in queues:
+            pipe.zcard(self.key("queue", queue, "ready"))
+            pipe.zrange(self.key("queue", queue, "delayed"), 0, 0, withscores=True)
+        values = pipe.execute()
+        if any(values[0::2]):
+            return timezone.now()
+        earliest = [entries[0][1] for entries in values[1::2] if entries]
+        return _dt(int(min(earliest))) if earliest else None
+
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
