@@ -297,6 +297,9 @@ class Worker:
         for claim in finished:
             self.monitor.done(claim)
 
+    def job_raised(self, claim: Claim, error: BaseException) -> None:
+        """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""
+
     def give_back(self, claim: Claim) -> bool:
         """Return `claim` to its queue, due now, its attempt not counted; False if the
         claim was no longer this worker's. (Also used from another thread: the
