@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 
-from . import capture
+from . import capture, inline
 from .conf import settings
 from .context import Pushed
 from .exceptions import PushFromEventLoop
 
 if TYPE_CHECKING:
-    from .context import JobContext
     from .stores import NewJob
 
 __all__ = ["AsyncPushes", "refuse_event_loop"]
@@ -63,7 +62,6 @@ class AsyncPushes(Generic[P, R]):
             at: datetime | None = None, queue: str | None = None, priority: int | None = None,
         ) -> list[NewJob]: ...
         def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]: ...
-        def inline_call(self, new: NewJob) -> tuple[list[Any], dict[str, Any], JobContext]: ...
         @staticmethod
         def _after(delay: timedelta | float) -> datetime: ...
         def _checked_when(self, when: datetime) -> datetime: ...
@@ -105,16 +103,5 @@ class AsyncPushes(Generic[P, R]):
         if capture.capturing():
             return capture.record(self, new_jobs)  # type: ignore[arg-type]
         if settings.MODE == "inline":
-            return [await self._arun_inline(new) for new in new_jobs]
+            return [await inline.arun(self, new) for new in new_jobs]  # type: ignore[arg-type]
         return await sync_to_async(self.store_jobs, thread_sensitive=True)(new_jobs)
-
-    async def _arun_inline(self, new: NewJob) -> Pushed:
-        """Run a job at the push: an async job awaited here, a plain one in the thread
-        Django's async ORM calls use (`sync_to_async`)."""
-        args, kwargs, cx = self.inline_call(new)
-        if self.takes_cx:
-            kwargs = {**kwargs, "cx": cx}
-        if self.is_async:
-            return Pushed("ran", result=await self.func(*args, **kwargs))
-        result = await sync_to_async(self.func, thread_sensitive=True)(*args, **kwargs)
-        return Pushed("ran", result=result)

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from django.db import transaction
 from django.utils import timezone
 
-from . import capture, payload
+from . import capture, inline, payload
 from .async_push import AsyncPushes, refuse_event_loop
 from .backoff import Backoff, validate_backoff
 from .binding import mismatch
 from .conf import settings, validate_all
-from .context import JobContext, Pushed
+from .context import Pushed
 from .exceptions import JobNotRegistered
 from .limits import NAME_MAX, QUEUE_MAX, UNIQUE_KEY_MAX, too_long
 from .registry import registry
@@ -205,7 +205,7 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         if capture.capturing():
             return capture.record(self, new_jobs)
         if settings.MODE == "inline":
-            return [self._run_inline(new) for new in new_jobs]
+            return [inline.run(self, new) for new in new_jobs]
         return self.store_jobs(new_jobs)
 
     def new_jobs(
@@ -319,19 +319,6 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
 
         Nothing to do for a plain job; the django.tasks job records its result here.
         """
-
-    def _run_inline(self, new: NewJob) -> Pushed:
-        from .worker.execute import call_job, in_this_thread
-
-        with in_this_thread():  # an async job's ORM calls: the caller's connection
-            return Pushed("ran", result=call_job(self, *self.inline_call(new)))
-
-    def inline_call(self, new: NewJob) -> tuple[list[Any], dict[str, Any], JobContext]:
-        """The arguments and context of an inline run: what a worker would see."""
-        args, kwargs = payload.decode(new.payload)
-        cx = JobContext(id=None, name=self.name, queue=new.queue, attempt=1,
-                        pushed_at=new.pushed_at)
-        return args, kwargs, cx
 
 
 def job(
