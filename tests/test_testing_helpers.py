@@ -263,12 +263,13 @@ def test_isolated_redis_prefix_deletes_its_keys(transactional_db):
 
     client = get_redis_connection("redis", write=True)
     with override_settings(LATERITE_QUEUE_STORE="redis"):
+        configured = get_store().prefix
         with isolated_redis_prefix() as prefix:
             assert get_store().prefix == prefix
             jobs.record.push_in(timedelta(hours=1), "kept until the end")
             assert list(client.scan_iter(match=f"{prefix}:*"))
         assert not list(client.scan_iter(match=f"{prefix}:*"))
-        assert get_store().prefix == "laterite-test"  # the configured one again
+        assert get_store().prefix == configured != prefix
         with isolated_redis_prefix("laterite-test-chosen") as chosen:
             assert chosen == "laterite-test-chosen"
             jobs.record.push("x")
