@@ -12,6 +12,7 @@ __all__ = [
     "LateriteConfigurationError",
     "PushFromEventLoop",
     "Retry",
+    "StoreNotMigrated",
     "StoreUnavailable",
 ]
 
@@ -50,7 +51,15 @@ class LateriteConfigurationError(ImproperlyConfigured):
 
 
 class StoreUnavailable(RuntimeError):
-    """The store (database or Redis) cannot be reached right now."""
+    """The store (database or Redis) cannot be reached right now.
+
+    Raised by every store method for a lost, refused or timed-out connection;
+    the message names the store and where it is (never a password).
+    """
+
+
+class StoreNotMigrated(StoreUnavailable):
+    """The store's tables are missing: run `python manage.py migrate`."""
 
 
 class PushFromEventLoop(SynchronousOnlyOperation, RuntimeError):
