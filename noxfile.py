@@ -1,5 +1,5 @@
 """The test matrix: Django 5.2 LTS on Python 3.11 and Django 6.x on Python 3.12, each on
-SQLite and PostgreSQL (Redis-store tests run in both), plus lint and migration checks."""
+SQLite and PostgreSQL (Redis-store tests run in both), plus lint, type and migration checks."""
 
 from __future__ import annotations
 
@@ -20,11 +20,18 @@ MATRIX = [
 ]
 
 
+# mypy checks against Django 5.2, with the django_tasks backport that serves tasks there;
+# django-stubs' version follows Django's, and each release names the mypy it supports.
+TYPECHECK = ["mypy==1.19.1", "django-stubs==5.2.9", "django-stubs-ext==5.2.9"]
+
+
 @nox.session(python=["3.11"])
 def lint(session: nox.Session) -> None:
-    """ruff, `manage.py check` and a missing-migration check."""
-    session.install("-e", ".[test]", "django>=5.2,<5.3")
+    """ruff, mypy, `manage.py check` and a missing-migration check, on Django 5.2."""
+    _, django, extras, _ = MATRIX[0]
+    session.install("-e", ".[test,typecheck]", django, *extras, *TYPECHECK)
     session.run("ruff", "check", ".")
+    session.run("mypy")
     env = {"DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": "."}
     session.run("python", "-m", "django", "check", "--fail-level", "WARNING", env=env)
     session.run("python", "-m", "django", "makemigrations", "--check", "--dry-run", env=env)

@@ -148,6 +148,11 @@ class Store(abc.ABC):
         the workers; return how many. Running jobs are left alone, and jobs already
         due keep their place in line."""
 
+    def next_due(self, queues: Sequence[str]) -> datetime | None:
+        """When the next unclaimed job of `queues` is due (a past moment if one is due
+        already); None if none waits. `queue_work --wait-delayed` reads it."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         """Refresh the claims still held; return how many were."""

@@ -184,6 +184,20 @@ class RedisStore(Store):
         return count
 
     @guarded
+    def next_due(self, queues: Sequence[str]) -> datetime | None:
+        if not queues:
+            return None
+        pipe = self.client.pipeline(transaction=True)
+        for queue in queues:
+            pipe.zcard(self.key("queue", queue, "ready"))
+            pipe.zrange(self.key("queue", queue, "delayed"), 0, 0, withscores=True)
+        values = pipe.execute()
+        if any(values[0::2]):
+            return timezone.now()
+        earliest = [entries[0][1] for entries in values[1::2] if entries]
+        return dt(int(min(earliest))) if earliest else None
+
+    @guarded
     def make_due(self, ids: Iterable[int]) -> int:
         wanted = job_ids(ids)
         if not wanted:

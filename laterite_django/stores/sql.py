@@ -26,6 +26,7 @@ __all__ = [
     "TABLE",
     "execute",
     "heartbeat",
+    "next_due",
     "release",
     "returning",
     "without_key",
@@ -105,6 +106,12 @@ def release(undo_attempt: bool) -> str:
         f"attempts = {attempts}, claim_position = 0, available_at = %s, last_error = %s, "
         f"unique_key = {KEEP_KEY} WHERE id = %s AND token = %s"
     )
+
+
+def next_due(queues: int) -> str:
+    """When the next unclaimed job of `queues` queues is due (Store.next_due)."""
+    marks = ", ".join(["%s"] * queues)
+    return f"SELECT MIN(available_at) FROM {TABLE} WHERE token IS NULL AND queue IN ({marks})"
 
 
 def heartbeat(tokens: int) -> str:

@@ -45,6 +45,7 @@ def run_claim(worker: Worker, claim: Claim) -> str:
     job = registry.find(claim.name)
     options = JobOptions()
     attempt: Attempt | None = None
+    raised: BaseException | None = None
     stopped = False
     if job is None:
         try:
@@ -68,6 +69,7 @@ def run_claim(worker: Worker, claim: Claim) -> str:
     if attempt is None and decision is None:
         assert job is not None
         ran = _run(worker, job, claim, args, kwargs, options)
+        raised = ran.error
         stopped = isinstance(ran.error, WorkerStopped) or (
             ran.error is not None and worker.stopped_now)
         attempt = Attempt(Ending.STOPPED) if stopped else ending_of(ran, options)
@@ -91,6 +93,8 @@ def run_claim(worker: Worker, claim: Claim) -> str:
     _log(claim, settled, time.monotonic() - started, decision)
     if stopped:
         raise WorkerStopped
+    if raised is not None:
+        worker.job_raised(claim, raised)
     return settled
 
 
@@ -128,7 +132,8 @@ def _run(
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                     attempt=claim.attempts, pushed_at=claim.pushed_at)
     try:
-        close_old_connections()
+        if worker.manage_connections:
+            close_old_connections()
     except Exception as e:
         return Ran(error=e)
     worker.monitor.start(claim, options.timeout)
@@ -138,7 +143,8 @@ def _run(
     finally:
         worker.in_job = False
     try:
-        close_old_connections()  # never in place of the job's outcome
+        if worker.manage_connections:
+            close_old_connections()  # never in place of the job's outcome
     except Exception:
         logger.exception("Could not tidy the connections after job %s", claim.id)
     return ran

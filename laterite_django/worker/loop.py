@@ -68,6 +68,8 @@ class Worker:
         retry_after: float | None = None,
         max_memory: int | None = None,
         monitor: Monitor | None = None,
+        wait_delayed: float = 0,
+        manage_connections: bool = True,
     ) -> None:
         self.queues = list(queues or settings.QUEUES)
         self.name = name or default_worker_name()
@@ -76,6 +78,12 @@ class Worker:
         self._limit = 1  # what the next claim asks for: grows while the queue is deep
         self.once = once
         self.stop_when_empty = stop_when_empty
+        # With stop_when_empty: also wait for a delayed job due within this many seconds.
+        self.wait_delayed = wait_delayed
+        # False: run on the caller's connections and transaction (testing.run_jobs): close
+        # no connection, start no heartbeat thread (it needs a connection of its own), and
+        # let a store error raise instead of waiting for the store to come back.
+        self.manage_connections = manage_connections
         self.max_jobs = max_jobs
         self.max_seconds = max_seconds
         self.sleep = settings.POLL if sleep is None else sleep
@@ -138,7 +146,8 @@ class Worker:
     def run(self) -> int:
         """Work until stopped or done; return the number of jobs handled."""
         self._started = time.monotonic()
-        self.heartbeat.start()
+        if self.manage_connections:
+            self.heartbeat.start()
         logger.info(
             "Worker %s started on queues %s", self.name, ", ".join(self.queues),
             extra={"action": "worker_started", "worker": self.name, "queues": self.queues},
@@ -155,6 +164,8 @@ class Worker:
                 except WorkerStopped:
                     raise
                 except StoreUnavailable as e:
+                    if not self.manage_connections:
+                        raise
                     # Claims not started are let go: they expire and return to their
                     # queues after retry_after, without the attempt (position > 0).
                     self.hand.clear()
@@ -172,7 +183,8 @@ class Worker:
 
     def _round(self) -> bool:
         """Claim and run one batch; return True when the worker is done."""
-        close_old_connections()
+        if self.manage_connections:
+            close_old_connections()
         self._sweep()
         finished = self.hand.take_finished()
         try:
@@ -183,6 +195,8 @@ class Worker:
             raise
         self._deleted(finished)
         if not claims:
+            if self.stop_when_empty and self._wait_for_delayed():
+                return False
             if self.stop_when_empty or self.once:
                 self.stop_reason = "empty"
                 return True
@@ -193,6 +207,21 @@ class Worker:
             self.stop_reason = "once"
             return True
         return False
+
+    def _wait_for_delayed(self) -> bool:
+        """Nothing is due: wait for the next delayed job if it is due within
+        `wait_delayed` seconds, and say so (False: nothing to wait for)."""
+        if not self.wait_delayed:
+            return False
+        due = self.store.next_due(self.queues)
+        if due is None:
+            return False
+        wait = (due - timezone.now()).total_seconds()
+        if wait > self.wait_delayed:
+            return False
+        # A job pushed meanwhile is seen after `sleep` seconds at the latest.
+        self.stopping.wait(min(max(wait, 0.01), self.sleep))
+        return True
 
     def _pause(self, wait: float, message: str, error: object, action: str,
                exc: bool = False) -> None:
@@ -226,8 +255,9 @@ class Worker:
             logger.exception("Could not delete finished jobs; they may run again")
         self._give_back(self.hand.take_unstarted())
         self.heartbeat.stop()
-        with contextlib.suppress(Exception):
-            self.store.close()  # this thread's connections, its LISTEN one included
+        if self.manage_connections:
+            with contextlib.suppress(Exception):
+                self.store.close()  # this thread's connections, its LISTEN one included
         reason = self.stop_reason or "stopped"
         self.monitor.exit(reason)
         logger.info(
@@ -291,6 +321,9 @@ class Worker:
         for claim in finished:
             self.monitor.done(claim)
 
+    def job_raised(self, claim: Claim, error: BaseException) -> None:
+        """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""
+
     def give_back(self, claim: Claim) -> bool:
         """Return `claim` to its queue, due now, its attempt not counted; False if the
         claim was no longer this worker's. (Also used from another thread: the
@@ -335,6 +368,8 @@ class Worker:
                            extra={"action": "requeued_abandoned", "count": count})
 
     def _drop_broken_connections(self) -> None:
+        if not self.manage_connections:
+            return
         for conn in connections.all(initialized_only=True):
             with contextlib.suppress(Exception):
                 conn.close()

@@ -38,6 +38,7 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "settle_and_claim": lambda: store.settle_and_claim([claim], ["default"], "w"),
         "requeue_abandoned": lambda: store.requeue_abandoned(now, "worker lost"),
         "make_due": lambda: store.make_due([1]),
+        "next_due": lambda: store.next_due(["default"]),
         "heartbeat": lambda: store.heartbeat([claim]),
         "delete": lambda: store.delete([claim]),
         "release": lambda: store.release(claim, now, "again"),

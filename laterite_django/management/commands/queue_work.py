@@ -50,6 +50,11 @@ class Command(StoreCommand):
             "--stop-when-empty", action="store_true", help="Exit 0 once no job is due."
         )
         parser.add_argument(
+            "--wait-delayed", type=non_negative_float, default=0, metavar="SECONDS",
+            help="With --stop-when-empty: first wait for delayed jobs (retries) due within "
+            "SECONDS, and run them.",
+        )
+        parser.add_argument(
             "--processes", type=positive_int,
             help="Worker processes to run (default: LATERITE_QUEUE_WORKERS). With 1, the "
             "worker runs in this process; with more, a supervisor starts and watches them.",
@@ -111,10 +116,14 @@ class Command(StoreCommand):
         if processes > 1 and not hasattr(os, "fork"):
             raise CommandError(f"--processes {processes} needs os.fork(), which this "
                                "platform lacks; use --processes 1.")
+        if options["wait_delayed"] and not options["stop_when_empty"]:
+            raise CommandError(f"--wait-delayed {options['wait_delayed']:g} needs "
+                               "--stop-when-empty.")
         max_memory = options["max_memory"] and options["max_memory"] * 1024 * 1024
         worker_options = {
             "batch": options["batch"],
             "stop_when_empty": options["stop_when_empty"],
+            "wait_delayed": options["wait_delayed"],
             "max_jobs": options["max_jobs"],
             "sleep": options["sleep"],
             "max_memory": max_memory,
