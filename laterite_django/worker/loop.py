@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from django.db import close_old_connections, connections
+from django.db import close_old_connections
 from django.utils import timezone
 
 from ..backoff import Growing
@@ -27,6 +27,7 @@ from .attempt import WorkerStopped, run_claim
 from .hand import Hand
 from .heartbeat import Heartbeat
 from .memory import resident_bytes
+from .outage import Outage, drop_connections
 from .reports import Monitor
 from .rules import lost_reason
 from .settle import Settler
@@ -98,11 +99,11 @@ class Worker:
         self.hand = Hand()
         self.settler = Settler(self.store, patience=SETTLE_PATIENCE,
                                stop_now=lambda: self._stop_now,
-                               on_unavailable=self._drop_broken_connections)
+                               on_unavailable=lambda: drop_connections(self.store))
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
                                    slow_after=FLUSH_AFTER, relieve=self._relieve)
         self._next_sweep = 0.0
-        self._down_since: float | None = None  # since when the store has been unavailable
+        self.outage = Outage(self.name, self.stopping)
         self._started = time.monotonic()
 
     # -- control --------------------------------------------------------------------
@@ -157,7 +158,7 @@ class Worker:
             while not self.stopping.is_set() and not self._limit_reached():
                 try:
                     done = self._round()
-                    self._store_back()
+                    self.outage.back()
                     if done:
                         break
                     waits.reset()
@@ -169,8 +170,8 @@ class Worker:
                     # Claims not started are let go: they expire and return to their
                     # queues after retry_after, without the attempt (position > 0).
                     self.hand.clear()
-                    self._store_down(e, waits.next())
-                    self._drop_broken_connections()
+                    self.outage.down(e, waits.next())
+                    drop_connections(self.store)
                 except BaseException as e:  # nothing may end the loop
                     self._give_back(self.hand.take_unstarted())
                     self.hand.clear()
@@ -228,24 +229,6 @@ class Worker:
         logger.warning(message + "; retrying in %.1f s", error, wait, exc_info=exc,
                        extra={"action": action, "worker": self.name})
         self.stopping.wait(wait)
-
-    def _store_down(self, error: StoreUnavailable, wait: float) -> None:
-        """Say once that the store is down (then only at debug level), and wait."""
-        if self._down_since is None:
-            self._down_since = time.monotonic()
-            logger.error("Store unavailable: %s; waiting for it to come back",
-                         str(error).rstrip(". "),
-                         extra={"action": "store_unavailable", "worker": self.name})
-        else:
-            logger.debug("Store still unavailable (%s); retrying in %.1f s", error, wait,
-                         extra={"action": "store_unavailable", "worker": self.name})
-        self.stopping.wait(wait)
-
-    def _store_back(self) -> None:
-        if self._down_since is not None:
-            logger.info("Store available again after %.1f s", time.monotonic() - self._down_since,
-                        extra={"action": "store_back", "worker": self.name})
-            self._down_since = None
 
     def _leave(self) -> None:
         """Delete the finished jobs, give back the rest, stop the heartbeat, say so."""
@@ -366,12 +349,3 @@ class Worker:
             logger.warning("Returned %d abandoned job%s to %s", count,
                            "" if count == 1 else "s", "its queue" if count == 1 else "their queues",
                            extra={"action": "requeued_abandoned", "count": count})
-
-    def _drop_broken_connections(self) -> None:
-        if not self.manage_connections:
-            return
-        for conn in connections.all(initialized_only=True):
-            with contextlib.suppress(Exception):
-                conn.close()
-        with contextlib.suppress(Exception):
-            self.store.close()
