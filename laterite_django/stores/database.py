@@ -332,7 +332,8 @@ class DatabaseStore(Store):
         with transaction.atomic(using=self.database):
             rows, _ = self._execute(
                 f"DELETE FROM {TABLE} WHERE id = %s AND token = %s "
-                f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at",
+                f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at, "
+                f"retried_from_id, retried_from_error",
                 [claim.id, claim.token],
                 fetch=True,
             )
@@ -340,8 +341,9 @@ class DatabaseStore(Store):
                 return None
             rows, _ = self._execute(
                 f"INSERT INTO {FAILED_TABLE} (job_id, name, queue, payload, priority, "
-                f"unique_key, attempts, pushed_at, failed_at, error) "
-                f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                f"unique_key, attempts, pushed_at, retried_from_id, retried_from_error, "
+                f"failed_at, error) "
+                f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                 [*rows[0], now, error],
                 fetch=True,
             )
