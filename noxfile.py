@@ -40,7 +40,7 @@ def package(session: nox.Session) -> None:
     them: every package file in both, and the wheel alone in a new virtualenv runs the
     example's demo."""
     session.install("-e", ".[test]", "django>=5.2,<5.3")
-    dist = Path(session.create_tmp()) / "dist"
+    dist = Path(session.create_tmp()).resolve() / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     session.run("python", "-m", "build", "--outdir", str(dist), ".")
     session.run("python", "-m", "twine", "check", "--strict", *map(str, sorted(dist.iterdir())))

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from laterite_django.models import FailedJob
 from laterite_django.stores import get_store
+
 from shop.jobs import send_receipt
 from shop.models import Order
 from shop.orders import place_order

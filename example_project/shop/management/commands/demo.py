@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 
 import laterite_django
 from laterite_django.stores import get_store
+
 from shop.jobs import send_receipt
 from shop.models import Order
 from shop.orders import place_order
