@@ -11,6 +11,7 @@ __all__ = [
     "JobNotRegistered",
     "LateriteConfigurationError",
     "Retry",
+    "StoreNotMigrated",
     "StoreUnavailable",
 ]
 
@@ -49,4 +50,12 @@ class LateriteConfigurationError(ImproperlyConfigured):
 
 
 class StoreUnavailable(RuntimeError):
-    """The store (database or Redis) cannot be reached right now."""
+    """The store (database or Redis) cannot be reached right now.
+
+    Raised by every store method for a lost, refused or timed-out connection;
+    the message names the store and where it is (never a password).
+    """
+
+
+class StoreNotMigrated(StoreUnavailable):
+    """The store's tables are missing: run `python manage.py migrate`."""

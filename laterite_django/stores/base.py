@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.utils import timezone
 
+from ..exceptions import StoreUnavailable
+from .errors import database_outage, guarded
+
 if TYPE_CHECKING:
     from ..models import FailedJob, Job
 
-__all__ = ["Claim", "NewJob", "QueueCounts", "Store"]
+__all__ = ["Claim", "NewJob", "QueueCounts", "Store", "job_ids"]
 
 
 @dataclass(slots=True)
@@ -105,6 +108,7 @@ class Store(abc.ABC):
         """Store `jobs` in one round trip; return each one's id, or None if dropped
         as a duplicate of a waiting job with the same unique key."""
 
+    @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Push `jobs` once the transaction open on this store's database commits, and
         not at all if it rolls back (stores whose push cannot join it).
@@ -138,10 +142,11 @@ class Store(abc.ABC):
         line (position 0) when claimed again.
         """
 
+    @abc.abstractmethod
     def make_due(self, ids: Iterable[int]) -> int:
         """Make these waiting or delayed jobs due now (the admin's *Run now*) and wake
-        the workers; return how many. Running jobs are left alone."""
-        raise NotImplementedError
+        the workers; return how many. Running jobs are left alone, and jobs already
+        due keep their place in line."""
 
     @abc.abstractmethod
     def heartbeat(self, claims: Sequence[Claim]) -> int:
@@ -188,6 +193,19 @@ class Store(abc.ABC):
     def close(self) -> None:  # noqa: B027 -- an optional hook
         """Release whatever connections this store holds for the calling thread."""
 
+    # -- shared by the stores ---------------------------------------------------
+
+    def _outage(self, error: BaseException) -> StoreUnavailable | None:
+        """The StoreUnavailable to raise for a backend `error`, or None (see errors.guarded)."""
+        return database_outage(error, self.database)
+
+    def _with_failed(self, counts: dict[str, QueueCounts]) -> dict[str, QueueCounts]:
+        """The counts of `counts`' non-empty queues plus every queue's failed jobs, by name."""
+        result = {queue: c for queue, c in counts.items() if c.total}
+        for queue, failed in self.failed_counts().items():
+            result.setdefault(queue, QueueCounts()).failed = failed
+        return dict(sorted(result.items()))
+
     # -- the failed list (in the database for every store) --------------------
 
     def _failed_rows(self, ids: Iterable[int] | None):
@@ -196,6 +214,7 @@ class Store(abc.ABC):
         rows = FailedJob.objects.using(self.database)
         return rows.all() if ids is None else rows.filter(pk__in=list(ids))
 
+    @guarded
     def failed_counts(self) -> dict[str, int]:
         """Return the number of failed jobs per queue."""
         from django.db.models import Count
@@ -207,6 +226,7 @@ class Store(abc.ABC):
             .values_list("queue", "n")
         )
 
+    @guarded
     def retry(self, ids: Iterable[int] | None = None) -> int:
         """Put failed jobs (these ids, or all) back on their queues, due now, attempts afresh.
 
@@ -255,6 +275,7 @@ class Store(abc.ABC):
             rows, ["retried_from_id", "retried_from_error"], batch_size=500
         )
 
+    @guarded
     def forget(self, ids: Iterable[int] | None = None) -> int:
         """Delete failed jobs (these ids, or all); return how many."""
         deleted, _ = self._failed_rows(ids).delete()
@@ -264,6 +285,7 @@ class Store(abc.ABC):
     # The failed list and the tables behind the admin's lists are in the
     # database for every store, so these are implemented here once.
 
+    @guarded
     def failed_jobs(
         self,
         ids: Iterable[int] | None = None,
@@ -284,12 +306,14 @@ class Store(abc.ABC):
         rows = rows.order_by("-failed_at", "-id")
         return list(rows if limit is None else rows[:limit])
 
+    @guarded
     def missing_failed(self, ids: Iterable[int]) -> list[int]:
         """Return those of `ids` that no failed job has, in the order given, once each."""
         wanted = list(dict.fromkeys(ids))
         found = set(self._failed_rows(wanted).values_list("pk", flat=True))
         return [i for i in wanted if i not in found]
 
+    @guarded
     def job_names(self, model: type[Job | FailedJob], limit: int = 500) -> list[str]:
         """Return the first `limit` distinct job names in `model`'s table, sorted,
         reading the name index rather than every row."""
@@ -297,9 +321,22 @@ class Store(abc.ABC):
 
         return distinct_names(self.database, model, limit)
 
+    @guarded
     def estimated_rows(self, model: type[Job | FailedJob]) -> int | None:
         """Return the database's estimate of the rows in `model`'s table without
         counting them, or None where it has none (SQLite, a table never analyzed)."""
         from .estimates import estimated_rows
 
         return estimated_rows(self.database, model)
+
+def job_ids(ids: Iterable[int]) -> list[int]:
+    """Return `ids` as a list of ints; a value that is not a job id is a clear error."""
+    result = []
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError(f"A job id must be an integer, not {value!r}.")
+        try:
+            result.append(int(value))
+        except ValueError:
+            raise ValueError(f"A job id must be an integer, not {value!r}.") from None
+    return result

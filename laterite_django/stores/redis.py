@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
@@ -27,7 +27,10 @@ from django.utils import timezone
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
 from . import redis_alias, redis_failed, redis_outbox
 from . import redis_scripts as scripts
-from .base import Claim, NewJob, QueueCounts, Store
+from .base import Claim, NewJob, QueueCounts, Store, job_ids
+from .errors import database_outage, describe_redis, guarded, redis_outage
+from .redis_values import claims as claims_from_rows
+from .redis_values import dt, push_args, text, us
 
 if TYPE_CHECKING:
     import threading
@@ -36,31 +39,12 @@ if TYPE_CHECKING:
 
 __all__ = ["RedisStore"]
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 # Jobs per script call; a bigger push is several calls in one pipeline.
 _PUSH_CHUNK = 2000
 # The longest single blocking wait, so a stop request is seen within a second.
 _MAX_BLOCK = 1.0
 # How late Redis may time out a blocked client (one server tick at the default hz 10).
 _SERVER_TICK = 0.1
-
-
-def _us(moment: datetime) -> int:
-    """Return an aware datetime as integer microseconds since the epoch (exact)."""
-    return max(0, (moment - EPOCH) // _MICROSECOND)
-
-
-def _dt(value: Any) -> datetime | None:
-    if value is None or value == b"" or value == "":
-        return None
-    return EPOCH + timedelta(microseconds=int(value))
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class RedisStore(Store):
@@ -106,6 +90,12 @@ class RedisStore(Store):
                 f"django-redis cache."
             ) from e
 
+    def _outage(self, error: BaseException) -> StoreUnavailable | None:
+        """Redis's lost or refused connections, and the failed list's database errors."""
+        return redis_outage(error, self.alias) or database_outage(
+            error, self.database, store="redis"
+        )
+
     def _script(self, name: str):
         script = self._scripts.get(name)
         if script is None:
@@ -123,51 +113,38 @@ class RedisStore(Store):
 
     # -- push -------------------------------------------------------------------
 
+    @guarded
     def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
         if not jobs:
             return []
-        now = str(_us(timezone.now()))
+        now = str(us(timezone.now()))
         chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
         if len(chunks) == 1:
-            results = [self._run("PUSH", self._push_args(now, chunks[0]))]
+            results = [self._run("PUSH", push_args(now, chunks[0]))]
         else:
             pipe = self.client.pipeline(transaction=False)
             for chunk in chunks:
-                self._run("PUSH", self._push_args(now, chunk), client=pipe)
+                self._run("PUSH", push_args(now, chunk), client=pipe)
             results = pipe.execute()
         return [int(i) or None for result in results for i in result]
 
+    @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Keep `jobs` in the database outbox, in the open transaction; they move to
         Redis on commit, or at a worker's sweep if Redis is away (redis_outbox)."""
         redis_outbox.hold(self, jobs)
 
-    @staticmethod
-    def _push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
-        args: list[Any] = [now, len(jobs)]
-        for job in jobs:
-            args += [
-                job.name,
-                job.queue,
-                job.payload,
-                int(job.priority),
-                _us(job.pushed_at),
-                _us(job.available_at),
-                "" if job.retry_until is None else _us(job.retry_until),
-                "0" if job.unique_key is None else "1",
-                job.unique_key or "",
-            ]
-        return args
-
     # -- claim ------------------------------------------------------------------
 
+    @guarded
     def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
         if not queues or limit < 1:
             return []
         token = uuid.uuid4().hex
         rows = self._run("CLAIM", self._claim_args(token, queues, worker, limit))
-        return self._claims(rows, token)
+        return claims_from_rows(rows, token)
 
+    @guarded
     def settle_and_claim(
         self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
     ) -> list[Claim]:
@@ -182,41 +159,22 @@ class RedisStore(Store):
         self._run("DELETE", [value for c in finished for value in (c.id, c.token)], client=pipe)
         self._run("CLAIM", self._claim_args(token, queues, worker, limit), client=pipe)
         _, rows = pipe.execute()
-        return self._claims(rows, token)
+        return claims_from_rows(rows, token)
 
     @staticmethod
     def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:
-        return [_us(timezone.now()), token, worker, int(limit), *queues]
+        return [us(timezone.now()), token, worker, int(limit), *queues]
 
-    @staticmethod
-    def _claims(rows: Sequence[Sequence[Any]], token: str) -> list[Claim]:
-        return [
-            Claim(
-                id=int(row[0]),
-                attempts=int(row[1]),
-                name=_text(row[2]),
-                queue=_text(row[3]),
-                payload=_text(row[4]),
-                pushed_at=_dt(row[5]),
-                retry_until=_dt(row[6]),
-                unique_key=_text(row[7]),
-                priority=int(row[8] or 0),
-                last_error=_text(row[9]) or "",
-                available_at=_dt(row[10]),
-                token=token,
-            )
-            for row in rows
-        ]
-
+    @guarded
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
-        now = _us(timezone.now())
-        count, marked = self._run("REQUEUE_ABANDONED", [now, _us(older_than), reason])
+        now = us(timezone.now())
+        count, marked = self._run("REQUEUE_ABANDONED", [now, us(older_than), reason])
         count = int(count)
         # Claims that died while moving to the failed list: finish what they started.
         for job_id, token, name, queue, pushed_at in marked:
-            claim_id, token = int(job_id), _text(token)
+            claim_id, token = int(job_id), text(token)
             if redis_failed.row_exists(
-                self._failed_rows(None), token, claim_id, _text(name), _text(queue), _dt(pushed_at)
+                self._failed_rows(None), token, claim_id, text(name), text(queue), dt(pushed_at)
             ):
                 self._run("DELETE", [claim_id, token])
             elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
@@ -225,27 +183,38 @@ class RedisStore(Store):
         redis_outbox.sweep(self)
         return count
 
+    @guarded
+    def make_due(self, ids: Iterable[int]) -> int:
+        wanted = job_ids(ids)
+        if not wanted:
+            return 0
+        return int(self._run("MAKE_DUE", [us(timezone.now()), *wanted]))
+
+    @guarded
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
         pairs = [value for c in claims for value in (c.id, c.token)]
-        return int(self._run("HEARTBEAT", [_us(timezone.now()), *pairs]))
+        return int(self._run("HEARTBEAT", [us(timezone.now()), *pairs]))
 
     # -- settle -----------------------------------------------------------------
 
+    @guarded
     def delete(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
         pairs = [value for c in claims for value in (c.id, c.token)]
         return sum(1 for code in self._run("DELETE", pairs) if int(code) == 1)
 
+    @guarded
     def release(
         self, claim: Claim, available_at: datetime, error: str = "", *, undo_attempt: bool = False
     ) -> bool:
-        now = _us(timezone.now())
-        args = [now, claim.id, claim.token, _us(available_at), error, "1" if undo_attempt else "0"]
+        now = us(timezone.now())
+        args = [now, claim.id, claim.token, us(available_at), error, "1" if undo_attempt else "0"]
         return bool(self._run("RELEASE", args))
 
+    @guarded
     def fail(self, claim: Claim, error: str) -> int | None:
         """Move the job to the failed list: mark it, write the row, then remove it.
 
@@ -268,12 +237,14 @@ class RedisStore(Store):
 
     # -- inspect and manage -------------------------------------------------------
 
+    @guarded
     def queues(self) -> list[str]:
         """Return the names of the queues that ever held a job, sorted."""
-        return sorted(_text(q) for q in self.client.smembers(self.key("queues")))
+        return sorted(text(q) for q in self.client.smembers(self.key("queues")))
 
+    @guarded
     def counts(self) -> dict[str, QueueCounts]:
-        now = _us(timezone.now())
+        now = us(timezone.now())
         names = self.queues()
         pipe = self.client.pipeline(transaction=True)
         for queue in names:
@@ -285,18 +256,16 @@ class RedisStore(Store):
         result: dict[str, QueueCounts] = {}
         for index, queue in enumerate(names):
             ready, due, later, claimed = values[index * 4 : index * 4 + 4]
-            counts = QueueCounts(waiting=ready + due, delayed=later, running=claimed)
-            if counts.total:
-                result[queue] = counts
-        for queue, failed in self.failed_counts().items():
-            result.setdefault(queue, QueueCounts()).failed = failed
-        return dict(sorted(result.items()))
+            result[queue] = QueueCounts(waiting=ready + due, delayed=later, running=claimed)
+        return self._with_failed(result)
 
+    @guarded
     def clear(self, queue: str | None = None) -> int:
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
         return int(self._run("CLEAR", [queue or ""]))
 
+    @guarded
     def retry(self, ids: Iterable[int] | None = None) -> int:
         """See Store.retry; first finishes removals a dead worker left (redis_failed)."""
         return redis_failed.after_removals(self, ids, super().retry)
@@ -305,20 +274,25 @@ class RedisStore(Store):
         """See Store._link_retried: the link goes in the job's data in Redis."""
         redis_failed.link_retried(self, links)
 
+    @guarded
     def forget(self, ids: Iterable[int] | None = None) -> int:
         """See Store.forget; first finishes removals a dead worker left (redis_failed)."""
         return redis_failed.after_removals(self, ids, super().forget)
 
+    @guarded
     def ping(self) -> None:
         from redis.exceptions import RedisError
 
+        client = self.client
         try:
-            self.client.ping()
+            client.ping()
         except RedisError as e:
-            raise StoreUnavailable(
-                f"Redis (cache {self.alias!r}) cannot be reached: {e}"
+            # Any answer but PONG (a refused password, a loading server) counts.
+            raise redis_outage(e, self.alias) or StoreUnavailable(
+                f"The redis store cannot be reached: {describe_redis(self.alias, client)}: {e}"
             ) from e
 
+    @guarded
     def wait(self, queues: Sequence[str], timeout: float, stop: threading.Event) -> None:
         """Block on the queues' wake-up lists until a push, a delayed job falls due,
         `timeout` passes or `stop` is set."""
@@ -332,7 +306,7 @@ class RedisStore(Store):
         block = float(timeout)
         due_in = None
         if earliest:
-            due_in = (min(earliest) - _us(timezone.now())) / 1_000_000
+            due_in = (min(earliest) - us(timezone.now())) / 1_000_000
             block = min(block, due_in)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         limit = _MAX_BLOCK if not socket_timeout else min(_MAX_BLOCK, socket_timeout / 2)

@@ -7,8 +7,9 @@ one script serves any queue; the store therefore needs a single Redis server
     P:id                   counter for job ids (INCR)
     P:job:<id>             hash: one job (name, queue, payload, priority, pushed_at,
                            available_at, attempts, retry_until, unique_key, last_error,
-                           member; while claimed: token, claimed_at, claimed_by; while
-                           being moved to the failed list: failing)
+                           member; while claimed: token, claimed_at, claimed_by and
+                           position, its place in the claimed batch; while being moved
+                           to the failed list: failing)
     P:queues               set of the queue names ever pushed to
     P:unique               hash: unique key -> id of the *waiting* job that holds it
     P:queue:<q>:ready      zset of due jobs: score -priority, member "<available_at>:<id>"
@@ -27,6 +28,7 @@ __all__ = [
     "CLEAR",
     "DELETE",
     "HEARTBEAT",
+    "MAKE_DUE",
     "MARK_FAILING",
     "PUSH",
     "RELEASE",
@@ -92,7 +94,8 @@ end
 -- unless another waiting job took it meanwhile.
 local function unclaim(k, q, id, avail, now, err, undo)
   redis.call('HDEL', k, 'token', 'claimed_at', 'failing')
-  redis.call('HSET', k, 'claimed_by', '', 'last_error', err, 'available_at', avail)
+  redis.call('HSET', k, 'claimed_by', '', 'last_error', err, 'available_at', avail,
+    'position', 0)
   if undo then redis.call('HINCRBY', k, 'attempts', -1) end
   redis.call('ZREM', qkey(q, 'claimed'), id)
   local key = redis.call('HGET', k, 'unique_key')
@@ -135,9 +138,9 @@ return ids
 """
 
 # ARGV: prefix, now, token, worker, limit, then the queue names in priority order.
-# Moves due delayed jobs to ready first. Returns one array per claimed job:
-# id, attempts, name, queue, payload, pushed_at, retry_until, unique_key, priority,
-# last_error, available_at.
+# Moves due delayed jobs to ready first. Returns one array per claimed job, in the
+# order the worker runs them: id, attempts, name, queue, payload, pushed_at,
+# retry_until, unique_key, priority, last_error, available_at, position (0, 1...).
 CLAIM = _COMMON + """
 local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local out = {}
@@ -160,7 +163,9 @@ for qi = 6, #ARGV do
       local id = member_id(m)
       local k = jkey(id)
       if redis.call('EXISTS', k) == 1 then
-        redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', worker)
+        local position = #out
+        redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', worker,
+          'position', position)
         redis.call('HDEL', k, 'failing')
         local attempts = redis.call('HINCRBY', k, 'attempts', 1)
         redis.call('ZADD', qkey(q, 'claimed'), now, id)
@@ -168,7 +173,7 @@ for qi = 6, #ARGV do
         local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
           'retry_until', 'unique_key', 'priority', 'last_error', 'available_at')
         out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
-          f[8], f[9]}
+          f[8], f[9], position}
       end
     end
   end
@@ -176,9 +181,12 @@ end
 return out
 """
 
-# ARGV: prefix, now, older_than, reason. Returns {requeued, marked}: `marked` lists
-# the abandoned claims that were being moved to the failed list (id, token, name,
-# queue, pushed_at), left in place for the caller to settle against the database.
+# ARGV: prefix, now, older_than, reason. Each abandoned claim goes back to its queue
+# keeping its available_at (first in line); one at position 0 of its batch keeps
+# its attempt, a later one (that may never have started) has it undone. Returns
+# {requeued, marked}: `marked` lists the abandoned claims that were being moved to
+# the failed list (id, token, name, queue, pushed_at), left in place for the
+# caller to settle against the database.
 REQUEUE_ABANDONED = _COMMON + """
 local now, older, reason = ARGV[2], ARGV[3], ARGV[4]
 local count = 0
@@ -194,7 +202,8 @@ for _, q in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
       local f = redis.call('HMGET', k, 'token', 'name', 'pushed_at')
       marked[#marked + 1] = {tonumber(id), f[1], f[2], q, f[3]}
     else
-      unclaim(k, q, id, now, now, reason, false)
+      local f = redis.call('HMGET', k, 'available_at', 'position')
+      unclaim(k, q, id, f[1] or now, now, reason, tonumber(f[2] or '0') > 0)
       count = count + 1
       woken = woken + 1
     end
@@ -253,6 +262,33 @@ local q = redis.call('HGET', k, 'queue')
 unclaim(k, q, id, avail, now, err, undo == '1')
 wake(q, 1)
 return 1
+"""
+
+# ARGV: prefix, now, then job ids. Makes the waiting or delayed ones due now (a job
+# already due keeps its place) and wakes the workers. Returns how many there were.
+MAKE_DUE = _COMMON + """
+local now = ARGV[2]
+local count = 0
+local woken = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local k = jkey(id)
+  if redis.call('EXISTS', k) == 1 and redis.call('HEXISTS', k, 'token') == 0 then
+    local q = redis.call('HGET', k, 'queue')
+    if redis.call('ZREM', qkey(q, 'delayed'), id) == 1 then
+      local avail = redis.call('HGET', k, 'available_at')
+      if tonumber(avail) > tonumber(now) then
+        avail = now
+        redis.call('HSET', k, 'available_at', now)
+      end
+      enqueue(k, q, id, avail, now)
+      woken[q] = (woken[q] or 0) + 1
+    end
+    count = count + 1
+  end
+end
+for q, n in pairs(woken) do wake(q, n) end
+return count
 """
 
 # ARGV: prefix, id, token. Marks a held claim as being moved to the failed list.

@@ -17,10 +17,9 @@ pytest.importorskip(
 from laterite_django.models import FailedJob
 from laterite_django.tasks.results import UnknownTask, resolve_task
 from laterite_django.tasks.runner import TASK_JOB, task_job
-from tests.test_tasks_functions import __name__ as TASKS_MODULE
+from tests.testapp import task_functions as tasks
 from tests.testapp.models import Record
-
-from . import test_tasks_functions as tasks
+from tests.testapp.task_functions import __name__ as TASKS_MODULE
 
 SIDE_EFFECT = "tests.import_side_effect"
 

@@ -22,9 +22,9 @@ from laterite_django.models import FailedJob
 from laterite_django.stores import get_store
 from laterite_django.worker import threads
 from tests.conftest import ROOT, wait_for
-from tests.test_processes import kinds, returned_attempts, waiting
-from tests.test_worker_mode_servers import counts
 from tests.testapp import jobs
+from tests.worker.test_processes import kinds, returned_attempts, waiting
+from tests.worker.test_worker_mode_servers import counts
 
 __all__: list[str] = []
 

@@ -28,9 +28,9 @@ from django.db import connection
 from laterite_django.management.commands.queue_work import DEFAULT_BATCH
 from laterite_django.models import FailedJob
 from tests.conftest import ROOT, Stderr, wait_for
-from tests.test_processes import kill_tree, waiting, worker_pids
 from tests.testapp import jobs
 from tests.testapp.models import Record
+from tests.worker.test_processes import kill_tree, waiting, worker_pids
 
 __all__: list[str] = []
 

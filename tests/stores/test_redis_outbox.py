@@ -23,9 +23,9 @@ from laterite_django.models import OutboxJob
 from laterite_django.stores import get_store, reset_store
 from laterite_django.stores.redis import RedisStore
 from tests.conftest import flush_redis
-from tests.test_redis_worker import free_port
 from tests.testapp import jobs
 from tests.testapp.models import Record
+from tests.worker.test_redis_worker import free_port
 
 __all__: list[str] = []
 

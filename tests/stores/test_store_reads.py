@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from laterite_django.models import FailedJob, Job
-from tests.test_admin import make_failed, make_job
+from tests.admin.test_admin import make_failed, make_job
 
 
 def test_failed_jobs_newest_first_with_filters(store):

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from laterite_django.admin.paginator import ESTIMATE_ABOVE
 from laterite_django.models import FailedJob, Job
-from tests.test_admin import FAILED, JOBS, make_failed, make_job
+from tests.admin.test_admin import FAILED, JOBS, make_failed, make_job
 
 pytestmark = pytest.mark.django_db
 

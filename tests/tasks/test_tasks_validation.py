@@ -25,9 +25,8 @@ from laterite_django.tasks.compat import (
     task,
     task_backends,
 )
-from tests.test_tasks_functions import TASK_OPTIONS
-
-from . import test_tasks_functions as tasks
+from tests.testapp import task_functions as tasks
+from tests.testapp.task_functions import TASK_OPTIONS
 
 needs_task_options = pytest.mark.skipif(
     not TASK_OPTIONS, reason="this Django's @task does not pass keyword arguments on"
@@ -142,7 +141,8 @@ def test_validate_on_enqueue():
     ],
 )
 def test_bad_task_options_name_the_value(options, message):
-    with pytest.raises(InvalidTask, match=f"Task 'tests.test_tasks_validation.local_function': "
+    path = "tests.tasks.test_tasks_validation.local_function"
+    with pytest.raises(InvalidTask, match=f"Task '{path}': "
                                           f"{message.replace('(', '.').replace(')', '.')}"):
         task(**options)(local_function)
 

@@ -43,7 +43,8 @@ def test_default_name_is_module_and_qualname(scratch_jobs):
     def plain() -> None: ...
 
     scratch_jobs.append(plain.name)
-    assert plain.name == "tests.test_jobs.test_default_name_is_module_and_qualname.<locals>.plain"
+    qualname = "test_default_name_is_module_and_qualname.<locals>.plain"
+    assert plain.name == f"tests.jobs.test_jobs.{qualname}"
     assert registry.get(plain.name) is plain
     assert plain.tries == 3 and plain.timeout == 60 and plain.queue == "default"
 

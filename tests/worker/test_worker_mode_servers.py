@@ -22,8 +22,8 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT, wait_for
-from tests.test_processes import kill_tree, kinds, worker_pids, workers_if
 from tests.testapp import jobs
+from tests.worker.test_processes import kill_tree, kinds, worker_pids, workers_if
 
 __all__: list[str] = []
 

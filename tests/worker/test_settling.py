@@ -17,9 +17,9 @@ import pytest
 from laterite_django.models import FailedJob
 from laterite_django.worker import execute
 from tests.conftest import wait_for
-from tests.test_processes import kill_tree
 from tests.testapp import jobs
 from tests.testapp.models import Record
+from tests.worker.test_processes import kill_tree
 
 
 def kinds(kind: str) -> list[tuple[str, int]]:
@@ -133,3 +133,20 @@ def test_a_slow_job_does_not_hold_finished_or_unstarted_jobs(store, workers):
     # store cannot tell whether a job behind the head had started).
     assert [v for v, _ in kinds("patient-start")] == ["slow", "slow"]
     assert kinds("patient-end") == [("slow", kinds("patient-start")[1][1])]
+
+
+def test_after_an_outage_the_sweep_deletes_its_own_finished_jobs_first(store):
+    """Finished jobs still in hand when retry_after passed (the store was away) are
+    deleted before the sweep looks for abandoned claims, so they do not run again."""
+    from laterite_django.worker.loop import Worker
+
+    jobs.record.push("done")
+    jobs.record.push("done too")
+    worker = Worker(["default"], store=store, retry_after=0.05)
+    worker.hand.take(store.claim(["default"], worker.name, 2))
+    while (claim := worker.hand.next()) is not None:
+        worker.hand.succeeded(claim)  # ran; deleted with the next claim, normally
+    time.sleep(0.2)  # longer than retry_after: the claims look abandoned
+    worker._sweep()
+    assert all(c.total == 0 for c in store.counts().values()), store.counts()
+    assert not FailedJob.objects.exists()

@@ -16,7 +16,7 @@ from laterite_django.models import FailedJob
 from laterite_django.stores import NewJob, get_store, reset_store
 from laterite_django.stores.redis import RedisStore
 from tests.conftest import flush_redis
-from tests.test_redis_worker import own_redis  # noqa: F401 -- a fixture used below
+from tests.worker.test_redis_worker import own_redis  # noqa: F401 -- a fixture used below
 
 __all__: list[str] = []
 

@@ -38,12 +38,11 @@ from laterite_django.tasks.compat import (
 )
 from laterite_django.tasks.runner import TASK_JOB, task_job
 from tests.conftest import wait_for
-from tests.test_processes import kill_tree
-from tests.test_tasks_functions import TASK_OPTIONS
-from tests.test_tasks_functions import __name__ as TASKS_MODULE
+from tests.testapp import task_functions as tasks
 from tests.testapp.models import Record
-
-from . import test_tasks_functions as tasks
+from tests.testapp.task_functions import TASK_OPTIONS
+from tests.testapp.task_functions import __name__ as TASKS_MODULE
+from tests.worker.test_processes import kill_tree
 
 needs_task_options = pytest.mark.skipif(
     not TASK_OPTIONS, reason="this Django's @task does not pass keyword arguments on"

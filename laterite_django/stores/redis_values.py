@@ -1,0 +1,85 @@
+"""How values travel between the Redis store and its Lua scripts.
+
+Times are integer microseconds since the epoch (exact, and comparable inside
+Lua); text comes back as bytes; a claimed job comes back as one flat array.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, overload
+
+from .base import Claim, NewJob
+
+__all__ = ["EPOCH", "claims", "dt", "push_args", "text", "us"]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def us(moment: datetime) -> int:
+    """Return an aware datetime as integer microseconds since the epoch (exact)."""
+    return max(0, (moment - EPOCH) // _MICROSECOND)
+
+
+@overload
+def dt(value: None) -> None: ...
+@overload
+def dt(value: bytes | str | int) -> datetime | None: ...
+def dt(value: Any) -> datetime | None:
+    """Return microseconds since the epoch (as Redis hands them back) as a datetime."""
+    if value is None or value == b"" or value == "":
+        return None
+    return EPOCH + timedelta(microseconds=int(value))
+
+
+@overload
+def text(value: None) -> None: ...
+@overload
+def text(value: bytes | str) -> str: ...
+def text(value: Any) -> str | None:
+    """Return bytes from Redis as text."""
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
+    """The PUSH script's arguments after the prefix (see redis_scripts.PUSH)."""
+    args: list[Any] = [now, len(jobs)]
+    for job in jobs:
+        args += [
+            job.name,
+            job.queue,
+            job.payload,
+            int(job.priority),
+            us(job.pushed_at),
+            us(job.available_at),
+            "" if job.retry_until is None else us(job.retry_until),
+            "0" if job.unique_key is None else "1",
+            job.unique_key or "",
+        ]
+    return args
+
+
+def claims(rows: Sequence[Sequence[Any]], token: str) -> list[Claim]:
+    """The claims of the CLAIM script's rows (see redis_scripts.CLAIM), in its order."""
+    return [
+        Claim(
+            id=int(row[0]),
+            attempts=int(row[1]),
+            name=text(row[2]),
+            queue=text(row[3]),
+            payload=text(row[4]),
+            pushed_at=dt(row[5]),
+            retry_until=dt(row[6]),
+            unique_key=text(row[7]),
+            priority=int(row[8] or 0),
+            last_error=text(row[9]) or "",
+            available_at=dt(row[10]),
+            position=int(row[11]),
+            token=token,
+        )
+        for row in rows
+    ]

@@ -1,0 +1,129 @@
+"""The SQL of the database store that reads the same on PostgreSQL and SQLite.
+
+What differs between the two (push, claim, delete, make_due) lives in
+`sql_postgres` and `sql_sqlite`; both build on the names here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "CHANNEL",
+    "CLEAR",
+    "CLEAR_QUEUE",
+    "COLUMNS",
+    "COUNTS",
+    "FAILED_TABLE",
+    "FAIL_DELETE",
+    "FAIL_INSERT",
+    "INSERT_COLUMNS",
+    "KEEP_KEY",
+    "PING",
+    "REQUEUE_ABANDONED",
+    "ROW",
+    "TABLE",
+    "execute",
+    "heartbeat",
+    "release",
+    "returning",
+    "without_key",
+]
+
+TABLE = "laterite_job"
+FAILED_TABLE = "laterite_failed_job"
+# The PostgreSQL NOTIFY channel that wakes idle workers.
+CHANNEL = "laterite"
+
+# What a claim returns, in the order DatabaseStore reads it.
+COLUMNS = (
+    "id", "name", "queue", "payload", "attempts", "pushed_at", "token", "retry_until",
+    "unique_key", "priority", "last_error", "available_at", "claim_position",
+)
+INSERT_COLUMNS = (
+    "name, queue, payload, priority, pushed_at, available_at, attempts, retry_until, "
+    "unique_key, claimed_by, last_error, claim_position"
+)
+# One pushed row: name, queue, payload, priority, pushed_at, available_at,
+# retry_until, unique_key.
+ROW = "(%s, %s, %s, %s, %s, %s, 0, %s, %s, '', '', 0)"
+
+# A released or requeued job keeps its unique key unless another job with that
+# key now waits (the key is unique among waiting jobs only).
+KEEP_KEY = (
+    f"CASE WHEN unique_key IS NOT NULL AND EXISTS (SELECT 1 FROM {TABLE} other "
+    f"WHERE other.unique_key = {TABLE}.unique_key AND other.token IS NULL) "
+    f"THEN NULL ELSE unique_key END"
+)
+
+# Params: reason, older_than. A claim at position 0 started, so its attempt stays
+# counted; a later one may never have started, so it is undone. The job keeps
+# its available_at, so it is first in line when claimed again.
+REQUEUE_ABANDONED = (
+    f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', last_error = %s, "
+    f"attempts = CASE WHEN claim_position > 0 AND attempts > 0 THEN attempts - 1 "
+    f"ELSE attempts END, claim_position = 0, unique_key = {KEEP_KEY} "
+    f"WHERE token IS NOT NULL AND claimed_at < %s"
+)
+
+# Params: id, token. Then FAIL_INSERT with the returned row, failed_at, error. A
+# retried job's link to the failed job it came from goes on to its new failed row.
+FAIL_DELETE = (
+    f"DELETE FROM {TABLE} WHERE id = %s AND token = %s "
+    f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at, "
+    f"retried_from_id, retried_from_error"
+)
+FAIL_INSERT = (
+    f"INSERT INTO {FAILED_TABLE} (job_id, name, queue, payload, priority, "
+    f"unique_key, attempts, pushed_at, retried_from_id, retried_from_error, failed_at, error) "
+    f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id"
+)
+
+# Params: now, now. Per queue: waiting (due), delayed, running.
+COUNTS = (
+    f"SELECT queue, "
+    f"SUM(CASE WHEN token IS NULL AND available_at <= %s THEN 1 ELSE 0 END), "
+    f"SUM(CASE WHEN token IS NULL AND available_at > %s THEN 1 ELSE 0 END), "
+    f"SUM(CASE WHEN token IS NOT NULL THEN 1 ELSE 0 END) "
+    f"FROM {TABLE} GROUP BY queue"
+)
+CLEAR = f"DELETE FROM {TABLE}"
+CLEAR_QUEUE = f"DELETE FROM {TABLE} WHERE queue = %s"
+# Reaches the server and the table (so a database never migrated says so).
+PING = f"SELECT 1 FROM {TABLE} WHERE 1 = 0"
+
+
+def returning(table: str = TABLE) -> str:
+    """The RETURNING list of a claim, qualified by `table`."""
+    return "RETURNING " + ", ".join(f"{table}.{column}" for column in COLUMNS)
+
+
+def release(undo_attempt: bool) -> str:
+    """Params: available_at, error, id, token. Back to the queue, first of its batch."""
+    attempts = "attempts - 1" if undo_attempt else "attempts"
+    return (
+        f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', "
+        f"attempts = {attempts}, claim_position = 0, available_at = %s, last_error = %s, "
+        f"unique_key = {KEEP_KEY} WHERE id = %s AND token = %s"
+    )
+
+
+def heartbeat(tokens: int) -> str:
+    """Params: now, then `tokens` claim tokens."""
+    marks = ", ".join(["%s"] * tokens)
+    return f"UPDATE {TABLE} SET claimed_at = %s WHERE token IN ({marks})"
+
+
+def without_key(sql: str) -> str:
+    """The statement, dropping the unique key instead of keeping it (after a race)."""
+    return sql.replace(KEEP_KEY, "NULL")
+
+
+def execute(
+    connection: Any, statement: str, params: Sequence[Any], fetch: bool = False
+) -> tuple[list, int]:
+    """Run one statement through Django's cursor on `connection`; return (rows, rowcount)."""
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return (cursor.fetchall() if fetch else []), cursor.rowcount

@@ -1,0 +1,142 @@
+"""The database store's PostgreSQL statements, and how the hot ones run.
+
+Rows travel as arrays, so each statement has one shape whatever the number of
+jobs, and is prepared once per connection. A claim is one statement that also
+deletes the jobs finished since the previous one; a push and make_due notify
+the `laterite` channel so idle workers wake at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .base import Claim, NewJob
+from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
+
+__all__ = ["claim", "delete", "execute_hot", "make_due", "push"]
+
+Statement = tuple[str, list[Any]]
+
+# Params: queues, now, limit, limit. For each queue in priority order, lock its
+# oldest due rows (skipping rows other workers hold); the nested loop stops as
+# soon as `limit` rows are found. Each row's position in the batch is numbered
+# over those few rows, in the order the worker runs them.
+_PICK = (
+    f"SELECT id, row_number() OVER (ORDER BY ord, priority DESC, available_at, id) - 1 "
+    f"AS position FROM (SELECT q.ord, j.id, j.priority, j.available_at "
+    f"FROM unnest(%s::varchar[]) WITH ORDINALITY AS q(name, ord) "
+    f"CROSS JOIN LATERAL (SELECT id, priority, available_at FROM {TABLE} "
+    f"WHERE queue = q.name AND token IS NULL AND available_at <= %s "
+    f"ORDER BY priority DESC, available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) j "
+    f"ORDER BY q.ord LIMIT %s) found"
+)
+# Claims and deletions of finished jobs commit without waiting for the WAL flush
+# (synchronous_commit off for that transaction alone). Losing one to a crash of
+# the database server itself only makes the job claimable again, which is the
+# at-least-once rule anyway; pushes and the failed list stay fully durable.
+_ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
+# Params: token, now, worker, then _PICK's.
+_CLAIM = (
+    f"UPDATE {TABLE} SET token = %s, claimed_at = %s, "
+    f"claimed_by = %s || left({_ASYNC_COMMIT}, 0), "
+    f"attempts = attempts + 1, claim_position = picked.position "
+    f"FROM ({_PICK}) picked WHERE {TABLE}.id = picked.id {returning()}"
+)
+# Params: ids, tokens.
+_DELETE = (
+    f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
+    f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token "
+    f"AND {_ASYNC_COMMIT} IS NOT NULL"
+)
+# Params: one array per column, then the channel.
+_PUSH = (
+    f"WITH ins AS (INSERT INTO {TABLE} ({INSERT_COLUMNS}) "
+    f"SELECT n, q, p, pr, pa, aa, 0, ru, uk, '', '', 0 FROM unnest("
+    f"%s::varchar[], %s::varchar[], %s::text[], %s::int2[], %s::timestamptz[], "
+    f"%s::timestamptz[], %s::timestamptz[], %s::varchar[]) AS t(n, q, p, pr, pa, aa, ru, uk) "
+    f"ON CONFLICT DO NOTHING RETURNING id, unique_key, queue), "
+    f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q) "
+    f"SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM notified) >= 0"
+)
+# Params: one row, then the channel.
+_PUSH_ONE = (
+    f"WITH ins AS (INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {ROW} "
+    f"ON CONFLICT DO NOTHING RETURNING id, unique_key, queue) "
+    f"SELECT id, unique_key, pg_notify(%s, queue) FROM ins"
+)
+# Params: now, ids, channel. Jobs already due keep their place in line.
+_MAKE_DUE = (
+    f"WITH due AS (UPDATE {TABLE} SET available_at = LEAST(available_at, %s) "
+    f"WHERE token IS NULL AND id = ANY(%s::bigint[]) RETURNING id, queue), "
+    f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM due) q) "
+    f"SELECT id FROM due WHERE (SELECT count(*) FROM notified) >= 0"
+)
+
+
+def push(jobs: Sequence[NewJob], ts: Any) -> list[Statement]:
+    """Insert `jobs` (any number) and notify their queues; returns (id, unique_key) rows.
+
+    PostgreSQL delivers the notification when the pushing transaction commits.
+    """
+    if len(jobs) == 1:
+        job = jobs[0]
+        return [(_PUSH_ONE, [
+            job.name, job.queue, job.payload, job.priority, job.pushed_at,
+            job.available_at, job.retry_until, job.unique_key, CHANNEL,
+        ])]
+    return [(_PUSH, [
+        [job.name for job in jobs],
+        [job.queue for job in jobs],
+        [job.payload for job in jobs],
+        [job.priority for job in jobs],
+        [job.pushed_at for job in jobs],
+        [job.available_at for job in jobs],
+        [job.retry_until for job in jobs],
+        [job.unique_key for job in jobs],
+        CHANNEL,
+    ])]
+
+
+def claim(
+    finished: Sequence[Claim], token: str, now: Any, worker: str, queues: Sequence[str],
+    limit: int,
+) -> list[Statement]:
+    """One statement: delete `finished` (claims still held), claim up to `limit` jobs."""
+    params: list[Any] = [token, now, worker, list(queues), now, limit, limit]
+    if not finished:
+        return [(_CLAIM, params)]
+    return [(
+        f"WITH done AS ({_DELETE}) {_CLAIM}",
+        [[c.id for c in finished], [c.token for c in finished], *params],
+    )]
+
+
+def delete(claims: Sequence[Claim]) -> Statement:
+    return _DELETE, [[c.id for c in claims], [c.token for c in claims]]
+
+
+def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
+    """Make waiting or delayed `ids` due and wake the workers; returns one row per job."""
+    return [(_MAKE_DUE, [now, list(ids), CHANNEL])]
+
+
+def execute_hot(
+    connection: Any, sql: str, params: Sequence[Any], fetch: bool = False
+) -> tuple[list, int]:
+    """Run a statement of the hot path, prepared and server-bound; return (rows, rowcount).
+
+    It runs on the very connection (and transaction) Django holds, through a
+    plain psycopg cursor: arrays travel as arrays, and the plan of each
+    statement is made once per connection. Statements are not prepared when
+    the database's OPTIONS say `"prepare_threshold": None` (for a pooler that
+    cannot keep them, such as PgBouncer before 1.21 in transaction mode).
+    """
+    import psycopg
+
+    connection.ensure_connection()
+    options = connection.settings_dict.get("OPTIONS", {})
+    prepare = options.get("prepare_threshold", 0) is not None
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=prepare)
+        return (cursor.fetchall() if fetch else []), cursor.rowcount
