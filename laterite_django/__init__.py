@@ -22,4 +22,4 @@ __all__ = [
     "registry",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"

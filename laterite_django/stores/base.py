@@ -236,7 +236,8 @@ class Store(abc.ABC):
         """Put failed jobs (these ids, or all) back on their queues, due now, attempts afresh.
 
         Return how many were put back; a retried job whose unique key already
-        waits is dropped as a duplicate but still leaves the failed list.
+        waits is dropped as a duplicate but still leaves the failed list. Each new
+        job records the failed job it came from (`_link_retried`).
         """
         now = timezone.now()
         moved = 0
@@ -244,7 +245,7 @@ class Store(abc.ABC):
             rows = list(self._failed_rows(ids).select_for_update().order_by("id"))
             if not rows:
                 return 0
-            self.push(
+            pushed = self.push(
                 [
                     NewJob(
                         name=row.name,
@@ -258,9 +259,26 @@ class Store(abc.ABC):
                     for row in rows
                 ]
             )
+            self._link_retried(
+                [(job_id, row) for job_id, row in zip(pushed, rows, strict=True) if job_id]
+            )
             moved = len(rows)
             self._failed_rows([row.pk for row in rows]).delete()
         return moved
+
+    def _link_retried(self, links: Sequence[tuple[int, FailedJob]]) -> None:
+        """Record on each retried job (its new id) the failed job it came from and
+        that one's error, as its `Job` row's `retried_from_*` columns. The Redis
+        store keeps them in the job's data instead."""
+        from ..models import Job
+
+        rows = [
+            Job(pk=job_id, retried_from_id=failed.pk, retried_from_error=failed.error_summary)
+            for job_id, failed in links
+        ]
+        Job.objects.using(self.database).bulk_update(
+            rows, ["retried_from_id", "retried_from_error"], batch_size=500
+        )
 
     @guarded
     def forget(self, ids: Iterable[int] | None = None) -> int:

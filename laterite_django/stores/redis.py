@@ -239,7 +239,8 @@ class RedisStore(Store):
         """
         if not self._run("MARK_FAILING", [claim.id, claim.token]):
             return None  # the claim was lost, or the job has left already
-        row = redis_failed.write_row(self._failed_rows(None), claim, error)
+        link = redis_failed.retried_link(self, claim.id)
+        row = redis_failed.write_row(self._failed_rows(None), claim, error, link)
         (code,) = self._run("DELETE", [claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
@@ -282,6 +283,10 @@ class RedisStore(Store):
     def retry(self, ids: Iterable[int] | None = None) -> int:
         """See Store.retry; first finishes removals a dead worker left (redis_failed)."""
         return redis_failed.after_removals(self, ids, super().retry)
+
+    def _link_retried(self, links: Sequence[tuple[int, Any]]) -> None:
+        """See Store._link_retried: the link goes in the job's data in Redis."""
+        redis_failed.link_retried(self, links)
 
     @guarded
     def forget(self, ids: Iterable[int] | None = None) -> int:

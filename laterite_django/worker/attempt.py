@@ -7,11 +7,14 @@ whatever it (or a signal receiver) raises, the attempt is settled.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+import asgiref
 from django.db import close_old_connections
 from django.utils import timezone
 
@@ -33,6 +36,12 @@ if TYPE_CHECKING:
 __all__ = ["WorkerStopped", "after_settle", "describe", "ending_of", "options_of", "run_claim"]
 
 logger = logging.getLogger("laterite")
+
+# Where the frames that call a job live: this package, and for an async job the
+# event loop and asgiref's thread hop. `describe` leaves them off a traceback's top.
+_PLUMBING = tuple(
+    os.path.dirname(path) + os.sep for path in (__file__, asyncio.__file__, asgiref.__file__)
+)
 
 
 class WorkerStopped(BaseException):
@@ -156,7 +165,7 @@ def ending_of(ran: Ran, options: JobOptions) -> Attempt:
     if time_limit_passed(ran):
         text = rules.timeout_reason(options.timeout)
         if error is not None:
-            text = f"{text}\n\n{''.join(traceback.format_exception(error))}"
+            text = f"{text}\n\n{_traceback(error)}"
         return Attempt(Ending.TIMED_OUT, text)
     if error is None:
         return Attempt(Ending.SUCCEEDED)
@@ -169,9 +178,20 @@ def ending_of(ran: Ran, options: JobOptions) -> Attempt:
 
 
 def describe(error: BaseException) -> str:
-    """First line: the exception and its message; then the traceback."""
+    """First line: the exception and its message; then the traceback from the job's
+    own first frame, without the worker's frames (and asyncio's, for an async job)
+    that called it."""
     kind = f"{type(error).__module__}.{type(error).__qualname__}".removeprefix("builtins.")
-    return f"{kind}: {error}\n\n{''.join(traceback.format_exception(error))}"
+    return f"{kind}: {error}\n\n{_traceback(error)}"
+
+
+def _traceback(error: BaseException) -> str:
+    """The traceback of `error` without the calling frames `describe` leaves off
+    (all of them kept if the error arose in those frames alone)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PLUMBING):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
 
 
 def _about(claim: Claim) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -13,6 +13,7 @@ from django.contrib.messages import get_messages
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.http import urlencode
 
 from laterite_django.models import FailedJob, Job
@@ -120,8 +121,46 @@ def test_job_list_shows_every_state(admin_client):
         assert f'href="{job_url("change", job.pk)}' in html
     assert "running past retry_after" in html
     assert ids(response) == {job.pk for job in made.values()}
-    for column in ("name", "queue", "state", "attempts", "due at", "claimed by", "pushed at"):
+    for column in ("name", "queue", "state", "attempts", "due at"):
         assert f">{column.capitalize()}<" in html or f">{column}<" in html.lower(), column
+    # Who claimed a running job shows in its state cell, free to wrap after ":".
+    assert html.count('<span class="laterite-claimed-by" title="claimed by">host:<wbr>1234') == 2
+
+
+def test_an_unfiltered_list_counts_in_its_own_words(admin_client):
+    for _ in range(4):
+        make_job()
+    make_failed()
+    html = admin_client.get(JOBS).content.decode()
+    assert re.search(r"<p class=\"paginator\">\s*4 jobs\s", html)
+    assert " results (" not in html and "Show all" not in html
+    html = admin_client.get(FAILED).content.decode()
+    assert re.search(r"<p class=\"paginator\">\s*1 failed job\s", html)
+    assert " result (" not in html and "Show all" not in html
+    # Filtered or searched, the admin says how many of the list are shown.
+    for query in ({"queue": "default"}, {"q": "tests"}):
+        assert "4 results (<a" in admin_client.get(JOBS, query).content.decode()
+
+
+def test_every_date_in_one_format(admin_client):
+    pushed = timezone.now().replace(microsecond=0) - timedelta(days=3, seconds=17)
+    job = make_job("running", pushed_at=pushed, retry_until=pushed + timedelta(days=9))
+    failed = make_failed(pushed_at=pushed)
+    shown = date_format(timezone.localtime(pushed), "DATETIME_FORMAT")
+    pages = [admin_client.get(url).content.decode() for url in (
+        JOBS, FAILED, job_url("change", job.pk), failed_url("change", failed.pk))]
+    assert f">{shown}</time>" in pages[2] and f">{shown}</time>" in pages[3]
+    for html in pages:
+        times = re.findall(r"<time [^>]*>([^<]*)</time>", html)
+        assert times
+        for text in times:
+            moment = datetime.strptime(text.replace(".", ""), "%b %d, %Y, %I:%M %p") if (
+                ":" in text) else datetime.strptime(text.replace(".", ""), "%b %d, %Y, %I %p")
+            assert date_format(moment, "DATETIME_FORMAT") == text
+        # A date outside <time> would be in another format; the ISO form is only in the
+        # <time> tags' attributes (the exact moment, on hover).
+        visible = re.sub(r"<time [^>]*>", "<time>", html)
+        assert not re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", visible)
 
 
 @pytest.mark.parametrize("state", ["waiting", "delayed", "running", "abandoned"])
@@ -307,6 +346,51 @@ def test_failed_detail_shows_traceback_payload_and_retry(admin_client):
     assert "&quot;user_id&quot;: 7" in html
     assert f'formaction="{failed_url("retry", failed.pk)}"' in html
     assert 'name="_save"' not in html and ">Forget</a>" in html
+    # Retry (and Forget) above the traceback, and again below it.
+    traceback_at = html.index('class="form-row field-traceback')
+    retry = [m.start() for m in re.finditer(r'value="Retry"', html)]
+    forget = [m.start() for m in re.finditer(r">Forget</a>", html)]
+    assert len(retry) == len(forget) == 2
+    assert retry[0] < traceback_at < retry[1] and forget[0] < traceback_at < forget[1]
+
+
+def test_run_now_above_and_below_a_jobs_fields(admin_client):
+    html = admin_client.get(job_url("change", make_job("delayed").pk)).content.decode()
+    payload_at = html.index('class="form-row field-payload_json')
+    run_now = [m.start() for m in re.finditer(r'value="Run now"', html)]
+    assert len(run_now) == 2 and run_now[0] < payload_at < run_now[1]
+
+
+@pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+def test_a_traceback_starts_at_the_jobs_own_frame(admin_client, workers):
+    jobs.always_broken.push("sync")
+    jobs.async_broken.push("async")
+    result = workers.run("--stop-when-empty")
+    assert result.returncode == 0, result.stderr
+    for name, summary in [("tests.always_broken", "ValueError: broken sync"),
+                          ("tests.async_broken", "ValueError: async broken async")]:
+        failed = FailedJob.objects.get(name=name)
+        _, _, frames = failed.error.partition("Traceback (most recent call last):\n")
+        first_file = frames.splitlines()[0]
+        assert first_file.startswith('  File "') and "tests/testapp/jobs.py" in first_file, (
+            failed.error)
+        assert "laterite_django" not in failed.error and "asyncio" not in failed.error
+        assert failed.error_summary == summary and failed.error.endswith(f"{summary}\n")
+        html = admin_client.get(failed_url("change", failed.pk)).content.decode()
+        assert "laterite_django/worker" not in html
+
+
+def test_an_error_inside_the_worker_keeps_every_frame():
+    from laterite_django.worker import attempt
+
+    # An error raised and caught in the worker's own code (compiled as if in attempt.py).
+    source = ("def fail():\n    try:\n        raise RuntimeError('in the worker')\n"
+              "    except RuntimeError as e:\n        return e\n")
+    namespace: dict = {}
+    exec(compile(source, attempt.__file__, "exec"), namespace)
+    text = attempt.describe(namespace["fail"]())
+    assert text.startswith("RuntimeError: in the worker\n\nTraceback (most recent call last):")
+    assert f'File "{attempt.__file__}", line 3, in fail' in text
 
 
 def test_retry_action_puts_jobs_back(admin_client, store):
@@ -359,6 +443,59 @@ def test_retry_button_redirects_to_a_queue_of_any_name(admin_client, store, stor
     assert {row.queue for row in page.context["queue_summary"].rows} == {queue}
     if store_kind == "database":  # the Redis store's jobs are not in the list
         assert [job.queue for job in page.context["cl"].result_list] == [queue]
+
+
+def test_a_retried_job_remembers_the_failure_it_came_from(admin_client, store, store_kind,
+                                                         workers):
+    jobs.always_broken.push("z")
+    assert workers.run("--stop-when-empty").returncode == 0
+    first = FailedJob.objects.get()
+    assert (first.retried_from_id, first.retried_from_error) == (None, "")
+    assert "Retried from" not in admin_client.get(failed_url("change", first.pk)).content.decode()
+    assert admin_client.post(failed_url("retry", first.pk)).status_code == 302
+    origin = f"Retried from failed job #{first.pk}: ValueError: broken z"
+    if store_kind == "database":  # the Redis store's jobs are not in the Job table
+        job = Job.objects.get()
+        assert (job.retried_from_id, job.retried_from_error) == (first.pk, "ValueError: broken z")
+        html = admin_client.get(job_url("change", job.pk)).content.decode()
+        assert f'<p class="laterite-retried-from">{origin}</p>' in html
+
+    # It fails again: its failed row names the one it was retried from, which is gone.
+    assert workers.run("--stop-when-empty").returncode == 0
+    again = FailedJob.objects.get()
+    assert again.pk != first.pk
+    assert (again.retried_from_id, again.retried_from_error) == (first.pk, "ValueError: broken z")
+    html = admin_client.get(failed_url("change", again.pk)).content.decode()
+    assert f'<p class="laterite-retried-from">{origin}</p>' in html
+
+    # Retried by the store (as queue_retry does), the next failure names the row before.
+    assert store.retry([again.pk]) == 1
+    assert workers.run("--stop-when-empty").returncode == 0
+    third = FailedJob.objects.get()
+    assert (third.retried_from_id, third.retried_from_error) == (again.pk, "ValueError: broken z")
+
+
+def test_a_retry_dropped_as_a_duplicate_links_nothing(store, store_kind):
+    failed = make_failed(name="tests.unique", unique_key="user:1",
+                         payload={"args": [1], "kwargs": {}})
+    waiting = jobs.unique.push(1).id
+    assert store.retry([failed.pk]) == 1
+    assert not FailedJob.objects.exists()
+    assert store.counts()["default"].waiting == 1
+    if store_kind == "database":
+        assert list(Job.objects.values_list("pk", "retried_from_id")) == [(waiting, None)]
+    else:
+        fields = store.client.hgetall(store.key("job", str(waiting)))
+        assert b"retried_from_id" not in fields and fields[b"unique_key"] == b"user:1"
+
+
+@pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+def test_the_retried_from_note_is_escaped(admin_client, store):
+    failed = make_failed(error="ValueError: <b>bold</b> & more\nTraceback ...")
+    assert store.retry([failed.pk]) == 1
+    html = admin_client.get(job_url("change", Job.objects.get().pk)).content.decode()
+    assert (f"Retried from failed job #{failed.pk}: ValueError: &lt;b&gt;bold&lt;/b&gt; "
+            f"&amp; more</p>") in html
 
 
 def test_forget_action_asks_first(admin_client):

@@ -1,4 +1,5 @@
-"""The admin in a real browser: log in, open the failed list, retry a job, see it waiting.
+"""The admin in a real browser: log in, open the failed list, retry a job, see it waiting;
+both lists fit a 1400 px window with the navigation sidebar open.
 
 Headless Chromium (Debian's `chromium` and `chromium-driver`) driven by Selenium
 against a live server, as Django's own admin tests do. Each page is saved as a
@@ -12,6 +13,7 @@ import os
 import shutil
 import tempfile
 import unittest
+from datetime import timedelta
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -110,6 +112,40 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
         return WebDriverWait(self.browser, 10).until(
             expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
 
+    def log_in(self) -> None:
+        get_user_model().objects.create_superuser("operator", "op@example.com", "s3cret-pw")
+        self.open("/admin/")
+        self.wait_for("#id_username").send_keys("operator")
+        self.find("#id_password").send_keys("s3cret-pw")
+        self.find("input[type=submit]").click()
+        self.wait_for("#user-tools")
+
+    def viewport(self, width: int, height: int = 900) -> None:
+        """Make the page exactly `width` CSS pixels wide (until the next call)."""
+        self.browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+    def nav_sidebar(self, shown: bool) -> None:
+        """Show or fold the navigation sidebar (the browser remembers it), then reload."""
+        self.browser.execute_script(
+            "localStorage.setItem('django.admin.navSidebarIsOpen', arguments[0]);",
+            "true" if shown else "false")
+        self.browser.refresh()
+        self.wait_for("#result_list")
+
+    def overflow(self) -> dict:
+        """How the list's table sits in its box: widths, and the last column's right edge."""
+        return self.browser.execute_script("""
+            const box = document.querySelector('#changelist .results');
+            const cells = document.querySelectorAll('#result_list thead th');
+            const last = cells[cells.length - 1].getBoundingClientRect();
+            return {scroll: box.scrollWidth, client: box.clientWidth,
+                    box_right: box.getBoundingClientRect().right, last_right: last.right,
+                    page: document.documentElement.scrollWidth,
+                    window: document.documentElement.clientWidth,
+                    last: cells[cells.length - 1].innerText};
+        """)
+
     def make_failures(self) -> None:
         """Fail two jobs in a real worker, then queue a few more that wait."""
         jobs.always_broken.push("order-1138")
@@ -135,8 +171,8 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
 
         self.open("/admin/laterite_django/failedjob/")
         self.wait_for("#result_list")
-        # Fold the navigation sidebar (the browser remembers it) to give the lists room.
-        self.find("#toggle-nav-sidebar").click()
+        # Fold the navigation sidebar to give the screenshots room.
+        self.nav_sidebar(shown=False)
         summary = self.find("#laterite-summary").text
         self.assertIn("mail", summary)
         rows = self.browser.find_elements("css selector", "#result_list tbody tr")
@@ -147,11 +183,20 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
         broken = FailedJob.objects.get(name="tests.always_broken")
         self.find(f'#result_list a[href*="/failedjob/{broken.pk}/change/"]').click()
         self.wait_for(".field-traceback pre")
-        self.assertIn("Traceback (most recent call last)", self.find(".field-traceback").text)
+        traceback = self.find(".field-traceback")
+        self.assertIn("Traceback (most recent call last)", traceback.text)
+        # The first frame is the job's own, not the worker's that called it.
+        first_frame = traceback.text.split("Traceback (most recent call last):\n", 1)[1]
+        self.assertIn("tests/testapp/jobs.py", first_frame.splitlines()[0])
+        self.assertNotIn("laterite_django/worker", traceback.text)
         self.assertIn('"order-1138"', self.find(".field-payload_json").text)
+        # Retry above the traceback, and again at the bottom.
+        top, bottom = self.browser.find_elements("css selector", 'input[value="Retry"]')
+        self.assertLess(top.location["y"], traceback.location["y"])
+        self.assertGreater(bottom.location["y"], traceback.location["y"])
         self.screenshot("03-failed-detail")
 
-        self.find('input[value="Retry"]').click()
+        top.click()
         self.wait_for(".messagelist")
         self.assertIn("1 job put back on its queue.", self.find(".messagelist").text)
         self.assertTrue(self.browser.current_url.endswith("/admin/laterite_django/job/?queue=default"))
@@ -164,6 +209,50 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
         self.screenshot("04-retried-waiting")
         self.assertFalse(FailedJob.objects.filter(pk=broken.pk).exists())
         self.assertEqual(retried.attempts, 0)
+
+        # The retried job remembers the failure it came from...
+        origin = f"Retried from failed job #{broken.pk}: ValueError: broken order-1138"
+        self.find(f'#result_list a[href*="/job/{retried.pk}/change/"]').click()
+        self.assertEqual(self.wait_for(".laterite-retried-from").text, origin)
+        self.screenshot("05-retried-job")
+        # ...and so does its failed row when it fails again.
+        result = Workers("database").run("--stop-when-empty")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        again = FailedJob.objects.get(name="tests.always_broken")
+        self.open(f"/admin/laterite_django/failedjob/{again.pk}/change/")
+        self.assertEqual(self.wait_for(".laterite-retried-from").text, origin)
+        self.screenshot("06-failed-again")
+
+
+    def test_both_lists_fit_1400_px_with_the_sidebar_open(self) -> None:
+        """Every column shows, none behind a horizontal scrollbar, at 1400 px."""
+        self.make_failures()
+        now = _in_an_hour() - timedelta(hours=1)
+        # A running job claimed by a worker on a long host name, a retried one.
+        Job.objects.create(
+            name="shop.notifications.send_order_confirmation", queue="notifications",
+            payload='{"args": [1], "kwargs": {}}', pushed_at=now, available_at=now,
+            attempts=3, token="t" * 32, claimed_at=now,
+            claimed_by="ip-10-0-128-254.eu-west-1.compute.internal:123456",
+            retry_until=now + timedelta(days=1))
+        FailedJob.objects.create(
+            name="shop.notifications.send_order_confirmation", queue="notifications",
+            payload='{"args": [1], "kwargs": {}}', attempts=25, pushed_at=now, failed_at=now,
+            error="smtplib.SMTPRecipientsRefused: {'someone.with.a.long.address@example.com': "
+                  "(550, b'5.1.1 The email account that you tried to reach does not exist')}")
+        self.log_in()
+        self.viewport(1400)
+        for path in ("/admin/laterite_django/job/", "/admin/laterite_django/failedjob/"):
+            self.open(path)
+            self.wait_for("#result_list")
+            self.nav_sidebar(shown=True)
+            self.assertTrue(self.find("#nav-sidebar").is_displayed())
+            sizes = self.overflow()
+            name = path.strip("/").rsplit("/", 1)[-1]
+            self.screenshot(f"07-{name}-list-1400")
+            self.assertLessEqual(sizes["scroll"], sizes["client"], sizes)
+            self.assertLessEqual(sizes["last_right"], sizes["box_right"], sizes)
+            self.assertLessEqual(sizes["page"], sizes["window"], sizes)
 
 
 def _in_an_hour():

@@ -116,6 +116,12 @@ async def async_record(value: str, cx: JobContext) -> str:
     return value
 
 
+@job("tests.async_broken", tries=1)
+async def async_broken(value: str) -> None:
+    await asyncio.sleep(0)
+    raise ValueError(f"async broken {value}")
+
+
 @job("tests.mail", queue="mail")
 def mail(value: str) -> None:
     _record("mail", value)

@@ -1,20 +1,28 @@
 """`manage.py demo`: migrate, place two orders, run the worker until done, show the result."""
 
 import time
+from pathlib import Path
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.db import transaction
 
+import laterite_django
 from laterite_django.stores import get_store
-from shop.jobs import charge_card, send_receipt, sync_inventory
+
+from shop.jobs import send_receipt
 from shop.models import Order
+from shop.orders import place_order
 
 
 class Command(BaseCommand):
-    help = "Run the example end to end on SQLite."
+    help = "Run the example end to end (on SQLite unless EXAMPLE_STORE says otherwise)."
 
     def handle(self, *args, **options) -> None:
+        self.stdout.write(
+            f"laterite-django {laterite_django.__version__} from "
+            f"{Path(laterite_django.__file__).parent}, EXAMPLE_STORE={settings.STORE}"
+        )
         call_command("migrate", verbosity=0)
         call_command("queue_clear", no_input=True, interactive=False, verbosity=0,
                      stdout=self.stdout)
@@ -22,12 +30,8 @@ class Command(BaseCommand):
         self.stdout.write("\n== Placing two orders (one with a declined card)")
         for email, card in [("ada@example.com", "4242424242424242"),
                             ("bob@example.com", "0000000000000000")]:
-            with transaction.atomic():
-                order = Order.objects.create(email=email, total_cents=1999, card=card)
-                send_receipt.push(order.pk)
-                send_receipt.push(order.pk)  # a duplicate, dropped by unique_key
-                sync_inventory.push(order.pk)
-                charge_card.push(order.pk)
+            order = place_order(email=email, total_cents=1999, card=card)
+            send_receipt.push(order.pk)  # a duplicate of a waiting job, dropped by unique_key
         call_command("queue_status", stdout=self.stdout)
 
         self.stdout.write("\n== Running the worker until every job is done or failed")
