@@ -33,9 +33,9 @@ class Command(BaseCommand):
         call_command("queue_status", stdout=self.stdout)
 
         self.stdout.write("\n== Running the worker until every job is done or failed")
-        # --wait-delayed: the stock sync retries after a second; wait for it, then stop.
+        # --wait-delayed: a retry waiting for its backoff (a few seconds) is waited for.
         call_command("queue_work", "--queue", "default", "--queue", "mail",
-                     "--stop-when-empty", "--wait-delayed", "10", "--processes", "1")
+                     "--stop-when-empty", "--wait-delayed", "60", "--processes", "1")
 
         self.stdout.write("\n== Status")
         call_command("queue_status", stdout=self.stdout)
