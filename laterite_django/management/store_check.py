@@ -40,6 +40,12 @@ class StoreCommand(BaseCommand):
     """A queue_* command: a store that is down or not migrated ends it with its one-line
     message and exit status 1."""
 
+    def check(self, *args: Any, databases: list[str] | None = None, **kwargs: Any) -> None:
+        """The system checks, without connecting to a database: Django 6 hands every
+        database to the model checks (a JSONField asks its database what it supports),
+        and a store that is down must be said by the store check, in one line."""
+        super().check(*args, databases=databases or [], **kwargs)
+
     def execute(self, *args: Any, **options: Any) -> Any:
         from ..conf import settings
 
