@@ -111,7 +111,7 @@ class Worker:
     def stop(self) -> None:
         """Finish the jobs in hand, claim no more."""
         self.stop_reason = self.stop_reason or "stopped"
-        self.stopping.set()
+        self._raise_stopping()
 
     def stop_now(self) -> None:
         """Stop the running job now and give the jobs in hand back to their queues.
@@ -122,9 +122,18 @@ class Worker:
         """
         self.stop_reason = "stopped"
         self._stop_now = True
-        self.stopping.set()
+        self._raise_stopping()
         if self.in_job:
             raise WorkerStopped
+
+    def _raise_stopping(self) -> None:
+        """Set `stopping`, from another thread when called on the main one: a signal
+        handler may have interrupted this thread inside `stopping.wait()` while it
+        held the event's lock, and setting it here would wait for that lock for ever."""
+        if threading.current_thread() is threading.main_thread():
+            threading.Thread(target=self.stopping.set, name="laterite-stop", daemon=True).start()
+        else:
+            self.stopping.set()
 
     @property
     def stopped_now(self) -> bool:
