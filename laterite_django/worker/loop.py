@@ -127,9 +127,8 @@ class Worker:
             raise WorkerStopped
 
     def _raise_stopping(self) -> None:
-        """Set `stopping`, from another thread when called on the main one: a signal
-        handler may have interrupted this thread inside `stopping.wait()` while it
-        held the event's lock, and setting it here would wait for that lock for ever."""
+        """Set `stopping`; on the main thread from another one, as a signal handler may
+        have interrupted `stopping.wait()` holding the event's lock (a deadlock)."""
         if threading.current_thread() is threading.main_thread():
             threading.Thread(target=self.stopping.set, name="laterite-stop", daemon=True).start()
         else:
