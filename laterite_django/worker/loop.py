@@ -130,9 +130,10 @@ class Worker:
         """Set `stopping`; on the main thread from another one, as a signal handler may
         have interrupted `stopping.wait()` holding the event's lock (a deadlock)."""
         if threading.current_thread() is threading.main_thread():
-            threading.Thread(target=self.stopping.set, name="laterite-stop", daemon=True).start()
-        else:
-            self.stopping.set()
+            with contextlib.suppress(RuntimeError):  # no new threads at interpreter exit
+                threading.Thread(target=self.stopping.set, daemon=True).start()
+                return
+        self.stopping.set()
 
     @property
     def stopped_now(self) -> bool:
