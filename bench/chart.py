@@ -13,28 +13,23 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import NullFormatter
 
-from bench.report import COLUMNS, value
-from bench.systems import SYSTEMS
+from bench.report import COLUMNS, table_rows, value
 
 __all__ = ["draw"]
 
-COLORS = {"floor": "#9e9e9e", "peer": "#4c78a8", "laterite": "#e45756"}
+COLORS = {"floor": "#9e9e9e", "peer": "#4c78a8", "laterite": "#e45756", "ref": "#f4a6a6"}
 STORE_SHORT = {"PostgreSQL": "PG", "Redis": "Redis", "SQLite": "SQLite"}
 
 
 def draw(run, path):
     results = run["results"]
-    rows = [
-        (desc, results[name])
-        for name, desc in SYSTEMS.items()
-        if name in results and not results[name].get("failed")
-    ]
+    rows = [(desc, res) for desc, res in table_rows(results) if not res.get("failed")]
     panels = [c for c in COLUMNS if c[0] != "p95"]
     fig, axes = plt.subplots(2, 3, figsize=(18, 4 + 0.42 * len(rows)), squeeze=False)
     labels = [f"{d.name} ({STORE_SHORT[d.store]})" for d, _ in rows][::-1]
     for ax, (key, heading, higher) in zip(axes.flat, panels, strict=False):
         vals = [value(res, key) for _, res in rows][::-1]
-        colors = [COLORS[d.kind] for d, _ in rows][::-1]
+        colors = [COLORS["ref" if d.ref else d.kind] for d, _ in rows][::-1]
         ys = range(len(rows))
         ax.barh(ys, [v or 0 for v in vals], color=colors)
         if key == "p50":
@@ -63,7 +58,8 @@ def draw(run, path):
     fig.suptitle(
         f"laterite_django and peers: N={meta['n']} no-op jobs, {meta['date']},"
         f" {meta['nproc']} cores ({meta['cpu']}); grey = bare floor, blue = peer,"
-        " red = laterite",
+        " red = laterite"
+        + (", pink = laterite at an earlier commit" if any(d.ref for d, _ in rows) else ""),
         fontsize=11,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.96))

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 
 from bench.procs import WorkerGroup
-from bench.systems import ROOT, SYSTEMS
+from bench.systems import ROOT, code_root, system
 
 __all__ = ["main"]
 
@@ -88,7 +88,7 @@ def wait_for(records, ids, workers, timeout, stall=30.0, partial=False):
 class Run:
     def __init__(self, args):
         self.args = args
-        self.desc = SYSTEMS[args.system]
+        self.desc = system(args.system)
         self.run_dir = Path(args.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.record_path = self.run_dir / f"{self.desc.name}.rec"
@@ -155,7 +155,7 @@ class Run:
     def start_workers(self, sys_, n):
         self.records.mark()
         self.workers = WorkerGroup(
-            sys_.worker_commands(n), sys_.worker_env(), str(ROOT), self.log_path
+            sys_.worker_commands(n), sys_.worker_env(), str(code_root(self.desc)), self.log_path
         )
         waited = self.workers.wait_idle()
         # Warm every connection path, then let the workers settle again.
@@ -181,6 +181,7 @@ class Run:
         budget = time.monotonic() + self.args.drain_budget
         for _ in range(self.args.repeat):
             ids = self.ids(n)
+            sys_.settle_store()
             self.workers.pause()
             self.records.mark()
             try:
@@ -243,6 +244,7 @@ class Run:
                 "samples": len(samples),
                 "missed": missed,
                 "unit": "ms",
+                "values": [round(x, 3) for x in samples],
             }
             self.log(
                 f"latency p50 {statistics.median(samples):.2f} ms,"
@@ -309,7 +311,7 @@ def _loop(push_one):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--system", required=True, choices=sorted(SYSTEMS))
+    p.add_argument("--system", required=True, help="a row's name (bench.systems.system)")
     p.add_argument("--n", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
@@ -332,6 +334,10 @@ def main(argv=None):
     p.add_argument("--run-dir", default=str(ROOT / "bench" / ".runs"))
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
+    try:
+        system(args.system)
+    except KeyError as e:
+        p.error(e.args[0])
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     Run(args).run()
 

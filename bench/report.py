@@ -1,8 +1,16 @@
 """Turn the figures of a run into tables (Markdown, also printed). Stdlib only."""
 
-from bench.systems import SYSTEMS
+from bench.systems import SYSTEMS, system
 
-__all__ = ["COLUMNS", "markdown", "ratio_tables", "value"]
+__all__ = [
+    "COLUMNS",
+    "REF_COLUMNS",
+    "markdown",
+    "ratio_tables",
+    "ref_ratios",
+    "table_rows",
+    "value",
+]
 
 # key, heading, higher is better
 COLUMNS = [
@@ -15,6 +23,9 @@ COLUMNS = [
     ("p95", "push-to-start p95 ms", False),
 ]
 FLOORS = {"PostgreSQL": "floor_pg", "Redis": "floor_redis"}
+# The figures compared between this tree and an earlier commit (--ref).
+REF_COLUMNS = ["drain_1", "drain_2", "drain_4", "push_one", "push_bulk", "p50"]
+NOISE = 0.15  # a current / earlier ratio further than this from 1 is marked
 
 
 def value(result, key):
@@ -47,14 +58,90 @@ def _fmt_ratio(r):
     return f"{r:.2f}x" if r < 10 else f"{r:.0f}x"
 
 
-def _rows(results):
-    return [(SYSTEMS[name], results[name]) for name in SYSTEMS if name in results]
+def table_rows(results):
+    """[(description, result)] in table order; an earlier commit's row follows its own."""
+    later = {}
+    for name in results:
+        if name not in SYSTEMS:
+            try:
+                desc = system(name)
+            except KeyError:
+                continue
+            later.setdefault(desc.base, []).append(desc)
+    out = []
+    for name in SYSTEMS:
+        if name in results:
+            out.append((SYSTEMS[name], results[name]))
+        out += [(d, results[d.name]) for d in sorted(later.get(name, []), key=lambda d: d.name)]
+    return out
+
+
+def ref_ratios(results):
+    """Return [(current desc, earlier desc, {key: current / earlier})] for each --ref row."""
+    out = []
+    for desc, res in table_rows(results):
+        if not desc.ref or res.get("failed") or results.get(desc.base, {}).get("failed"):
+            continue
+        cur = results.get(desc.base)
+        if cur is None:
+            continue
+        ratios = {}
+        for key in REF_COLUMNS:
+            a, b = value(cur, key), value(res, key)
+            ratios[key] = a / b if a is not None and b else None
+        out.append((SYSTEMS[desc.base], desc, ratios))
+    return out
+
+
+def _ref_section(results, meta):
+    pairs = ref_ratios(results)
+    if not pairs:
+        return []
+    heads = dict((k, h) for k, h, _ in COLUMNS)
+    head = ["store", "rows"] + [
+        heads[k].replace(" /s", "").replace("push-to-start ", "") for k in REF_COLUMNS
+    ]
+    lines = []
+    for cur, ref, ratios in pairs:
+        cells = [cur.store, f"{cur.name} / {ref.name}"]
+        for key in REF_COLUMNS:
+            r = ratios[key]
+            if r is None:
+                cells.append("-")
+                continue
+            a, b = value(results[cur.name], key), value(results[ref.name], key)
+            cell = f"{r:.2f} ({_fmt(a, key)} / {_fmt(b, key)})"
+            cells.append(f"**{cell}**" if abs(r - 1) > NOISE else cell)
+        lines.append(cells)
+    tree = meta.get("tree")
+    for m in reversed(meta.get("merged", [])):
+        if any("@" in name for name in m["systems"]):
+            tree = m.get("tree")
+            break
+    return [
+        "## Against an earlier commit",
+        "",
+        f"The current rows ({tree or 'this working tree'}) divided by the same rows"
+        " measured on an earlier commit of laterite (`--ref`), in the same run: a row"
+        " and its earlier commit's row ran in alternating rounds of one repetition"
+        " each (current, earlier; earlier, current; current, earlier; ...), the"
+        " figure being the median over the rounds, so load from other work falls on"
+        " both alike. Same bench code, settings and workload; the earlier one runs"
+        " from its own virtualenv (`bench/.venvs/laterite-<commit>`, the package"
+        " installed from `git archive <commit>`), on its own database or Redis db,"
+        " migrated by that commit's migrations. Above 1 is faster now for the"
+        " rates; for p50 (a time) below 1 is faster now. Bold: more than"
+        f" {NOISE:.0%} from 1.",
+        "",
+        _table(head, lines),
+        "",
+    ]
 
 
 def best_peer(results, store, key, higher):
     vals = [
         value(res, key)
-        for desc, res in _rows(results)
+        for desc, res in table_rows(results)
         if desc.kind == "peer" and desc.store == store and not res.get("failed")
     ]
     vals = [v for v in vals if v is not None]
@@ -66,7 +153,7 @@ def best_peer(results, store, key, higher):
 def ratio_tables(results):
     """Return {name: {key: (vs floor, vs best peer)}}."""
     out = {}
-    for desc, res in _rows(results):
+    for desc, res in table_rows(results):
         row = {}
         for key, _, higher in COLUMNS:
             v = value(res, key)
@@ -88,7 +175,9 @@ def _table(head, rows):
 
 def _label(desc, res):
     label = desc.label
-    if desc.kind == "laterite":
+    if desc.kind == "laterite" and desc.ref:
+        label = f"**laterite_django** at {desc.ref}"
+    elif desc.kind == "laterite":
         label = f"**{label}**"
     return label
 
@@ -113,10 +202,13 @@ def markdown(run):
         f" latency from {meta['latency_samples']} pushes, one at a time, to an idle worker",
         f"- command: `{meta['command']}`",
     ]
+    if meta.get("tree"):
+        out.append(f"- laterite: {meta['tree']}")
     for m in meta.get("merged", []):
+        tree = f"; laterite: {m['tree']}" if m.get("tree") else ""
         out.append(
-            f"- re-measured on {m['date']} (load {m['load_start']}) with `{m['command']}`:"
-            f" {', '.join(m['systems'])}"
+            f"- re-measured on {m['date']} (load {m['load_start']}{tree}) with"
+            f" `{m['command']}`: {', '.join(m['systems'])}"
         )
     out += [
         "",
@@ -126,7 +218,7 @@ def markdown(run):
     head = ["system", "store"] + [h for _, h, _ in COLUMNS] + ["load"]
     rows = []
     notes = []
-    for desc, res in _rows(results):
+    for desc, res in table_rows(results):
         if res.get("failed"):
             rows.append([_label(desc, res), desc.store, f"failed: {res['failed']}"] + [""] * 7)
             continue
@@ -153,6 +245,9 @@ def markdown(run):
         " load: the machine's 1-minute load average before → after the system ran"
         f" ({meta['nproc']} cores; above that, other work competed for them).",
         "",
+    ]
+    out += _ref_section(results, meta)
+    out += [
         "## Ratios",
         "",
         "Each figure divided by the reference's (for latency, the reference's divided"
@@ -166,7 +261,7 @@ def markdown(run):
     ratios = ratio_tables(results)
     head = ["system", "store"] + [h.replace(" /s", "").replace(" ms", "") for _, h, _ in COLUMNS]
     rows = []
-    for desc, res in _rows(results):
+    for desc, res in table_rows(results):
         if res.get("failed") or (desc.kind == "floor" and desc.name in FLOORS.values()):
             continue
         cells = [_label(desc, res), desc.store]
@@ -194,6 +289,9 @@ def markdown(run):
         " part of the system's idle poll interval (django-q2 0.2 s, django-tasks-db 1 s"
         " or 0.1 s tuned, laterite 1 s), so a poller is caught at a random point of"
         " its sleep.",
+        "- PostgreSQL: tables are truncated before each figure and the database is"
+        " vacuumed before each drain repetition (autovacuum is off on this machine), so"
+        " every repetition starts from the same tables.",
         "- the floors are bench/systems/floor_worker.py: no library, one claim"
         " statement, JSON decode, run, settle.",
         "",
@@ -202,7 +300,7 @@ def markdown(run):
         "## Versions",
         "",
     ]
-    for desc, res in _rows(results):
+    for desc, res in table_rows(results):
         v = res.get("versions") or {}
         if v:
             out.append(f"- {desc.name}: " + ", ".join(f"{k} {x}" for k, x in v.items()))

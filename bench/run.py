@@ -3,6 +3,7 @@
     python bench/run.py                      # everything, N=2000, medians of 3
     python bench/run.py --quick              # N=500, 1 repetition, 30 latency samples
     python bench/run.py --only huey,laterite_redis --merge
+    python bench/run.py --only laterite_pg,floor_pg --ref 2d1d5a0   # laterite at 2d1d5a0 beside it
     python bench/run.py --report-only        # redraw docs/ from docs/benchmarks.json
 
 Writes docs/benchmarks.md, docs/benchmarks.png and docs/benchmarks.json.
@@ -18,6 +19,7 @@ import platform
 import shlex
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -28,7 +30,16 @@ if __package__ in (None, ""):  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import report
-from bench.systems import ROOT, SYSTEMS, VENVS
+from bench.systems import (
+    REF_BASES,
+    REF_PATH,
+    ROOT,
+    SYSTEMS,
+    code_root,
+    ref_tree,
+    requirements,
+    system,
+)
 
 __all__ = ["main"]
 
@@ -51,7 +62,7 @@ def venv_python(name):
 
 def ensure_venv(name, timeout=900):
     """Create and fill bench/.venvs/<name>; return None or the reason it failed."""
-    reqs = VENVS[name]
+    reqs = requirements(name)
     marker = VENV_DIR / name / ".bench-requirements"
     digest = hashlib.sha256(json.dumps(reqs).encode()).hexdigest()
     editable = "-e" in reqs  # laterite: reinstall each run, its dependencies may change
@@ -91,6 +102,50 @@ def ensure_venv(name, timeout=900):
     return None
 
 
+def git(*args):
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def resolve_ref(rev):
+    """Return the short hash of commit `rev`, or raise ValueError naming it."""
+    try:
+        return git("rev-parse", "--short=7", "--verify", "--end-of-options", f"{rev}^{{commit}}")
+    except (subprocess.CalledProcessError, OSError) as e:
+        raise ValueError(f"--ref {rev!r} is not a commit of this repository") from e
+
+
+def export_ref(rev):
+    """Export commit `rev` to bench/.ref/<rev> (once) and make the path its rows run from."""
+    tree = ref_tree(rev)
+    if not (tree / "pyproject.toml").exists():
+        say(f"== exporting {rev} to {tree.relative_to(ROOT)}")
+        tmp = tree.with_name(tree.name + ".tmp")
+        subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        tmp.mkdir(parents=True)
+        archive = subprocess.Popen(["git", "archive", rev], cwd=ROOT, stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", str(tmp)], stdin=archive.stdout, check=True)
+        archive.stdout.close()
+        if archive.wait():
+            raise RuntimeError(f"git archive {rev} failed")
+        tmp.rename(tree)
+    link = REF_PATH / "bench"
+    if not link.is_symlink():
+        REF_PATH.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(BENCH, target_is_directory=True)
+
+
+def tree_version():
+    """This working tree's commit, and whether it has uncommitted changes."""
+    try:
+        head = git("rev-parse", "--short=7", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", "laterite_django")
+    except (subprocess.CalledProcessError, OSError):
+        return "working tree"
+    return f"working tree at {head}" + (" with uncommitted changes" if dirty else "")
+
+
 def port_open(port):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2):
@@ -128,7 +183,7 @@ def load():
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run_system(desc, args):
+def run_system(desc, args, repeat=None):
     """Run bench.driver for one system in its venv; return its result dict."""
     out = RUN_DIR / f"{desc.name}.json"
     out.unlink(missing_ok=True)
@@ -141,7 +196,7 @@ def run_system(desc, args):
         "--n",
         str(args.n),
         "--repeat",
-        str(args.repeat),
+        str(repeat or args.repeat),
         "--workers",
         ",".join(map(str, args.workers)),
         "--latency-samples",
@@ -151,7 +206,7 @@ def run_system(desc, args):
         "--out",
         str(out),
     ]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(code_root(desc)), BENCH_TREE=args.tree)
     if args.laterite_args:
         env["BENCH_LATERITE_ARGS"] = args.laterite_args
     log = RUN_DIR / f"{desc.name}.driver.log"
@@ -161,7 +216,7 @@ def run_system(desc, args):
     with open(log, "w") as f:
         proc = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=code_root(desc),
             env=env,
             stdout=f,
             stderr=subprocess.PIPE,
@@ -206,6 +261,60 @@ def run_system(desc, args):
     return result
 
 
+def combine(parts):
+    """Make one result of a system's rounds (one repetition each): medians over all."""
+    ok = [p for p in parts if not p.get("failed")]
+    if not ok:
+        return parts[-1]
+    out = {"errors": [], "notes": [], "rounds": len(parts), "drain_n": {}}
+    samples = []
+    for part in parts:
+        for key, val in part.items():
+            if key in ("errors", "notes"):
+                out[key] += [x for x in val if x not in out[key]]
+            elif key == "latency":
+                samples += val.get("values", [])
+            elif isinstance(val, dict) and "values" in val:
+                out.setdefault(key, {"values": [], "unit": val["unit"]})["values"] += val["values"]
+            elif key == "drain_n":
+                out[key].update(val)
+            elif key == "failed":
+                out["errors"].append(f"a round failed: {val}")
+            elif key not in ("seconds", "load"):
+                out.setdefault(key, val)
+    for val in out.values():
+        if isinstance(val, dict) and "values" in val:
+            val["median"] = statistics.median(val["values"])
+    if samples:
+        q = statistics.quantiles(samples, n=20, method="inclusive") if len(samples) > 1 else None
+        out["latency"] = {
+            "p50": statistics.median(samples),
+            "p95": q[18] if q else samples[0],
+            "samples": len(samples),
+            "missed": sum((p.get("latency") or {}).get("missed", 0) for p in parts),
+            "unit": "ms",
+            "values": samples,
+        }
+    out["seconds"] = sum(p.get("seconds", 0) for p in parts)
+    out["load"] = [parts[0]["load"][0], parts[-1]["load"][1]]
+    out["round_loads"] = [p["load"] for p in parts]
+    return out
+
+
+def measure_pair(a, b, args):
+    """Measure rows `a` and `b` in alternating rounds of one repetition: a b, b a, a b, ...
+
+    Load from other work on the machine then falls on both alike, which matters
+    more for a ratio between them than for either figure alone.
+    """
+    parts = {a.name: [], b.name: []}
+    for r in range(args.repeat):
+        for desc in (a, b) if r % 2 == 0 else (b, a):
+            say(f"== {desc.name}, round {r + 1} of {args.repeat}")
+            parts[desc.name].append(run_system(desc, args, repeat=1))
+    return {name: combine(p) for name, p in parts.items()}
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--n", type=int, help="jobs per figure (default 2000; --quick 500)")
@@ -213,6 +322,11 @@ def parse_args(argv):
     p.add_argument("--workers", default="1,2,4", help="worker process counts to drain with")
     p.add_argument("--latency-samples", type=int, help="pushes for the latency (default 100)")
     p.add_argument("--only", help="comma-separated systems: " + ",".join(SYSTEMS))
+    p.add_argument(
+        "--ref",
+        help="also measure laterite at this commit: rows laterite_pg@REV and so on, each"
+        " right after its current row, and their ratios (current / REV)",
+    )
     p.add_argument("--skip", help="comma-separated systems to leave out")
     p.add_argument(
         "--quick",
@@ -249,15 +363,29 @@ def parse_args(argv):
             setattr(args, attr, default)
     args.workers = [int(x) for x in args.workers.split(",") if x]
     names = list(SYSTEMS)
+    if args.ref:
+        try:
+            args.ref = resolve_ref(args.ref)
+        except ValueError as e:
+            p.error(str(e))
+        names = [x for n in names for x in ([n, f"{n}@{args.ref}"] if n in REF_BASES else [n])]
     if args.only:
         wanted = [x.strip() for x in args.only.split(",") if x.strip()]
-        unknown = [x for x in wanted if x not in SYSTEMS]
+        unknown = []
+        for x in wanted:
+            try:
+                system(x)
+            except KeyError:
+                unknown.append(x)
         if unknown:
             p.error(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
-        names = [n for n in names if n in wanted]
+        # laterite_pg also brings laterite_pg@REV with --ref.
+        keep = set(wanted) | {f"{n}@{args.ref}" for n in wanted if args.ref}
+        names = [n for n in names if n in keep] + [n for n in wanted if n not in names]
     if args.skip:
         names = [n for n in names if n not in args.skip.split(",")]
     args.names = names
+    args.tree = tree_version()
     return args
 
 
@@ -307,6 +435,7 @@ def main(argv=None):
         n=args.n,
         repeat=args.repeat,
         latency_samples=args.latency_samples,
+        tree=args.tree,
         command=(
             "python bench/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
         ).strip(),
@@ -325,29 +454,57 @@ def main(argv=None):
                 + shlex.join(sys.argv[1:] if argv is None else argv),
                 "systems": args.names,
                 "load_start": load(),
+                "tree": args.tree,
             }
         )
     services = {"PostgreSQL": port_open(5432), "Redis": port_open(6379)}
     venv_errors = {}
     t0 = time.monotonic()
-    for name in args.names:
-        desc = SYSTEMS[name]
-        say(f"== {name} ({desc.label}, {desc.store})")
+
+    def prepare(desc):
+        """Return None, or why `desc` cannot run (a store down, a failed install)."""
         # laterite on Redis keeps its failed list in PostgreSQL here.
-        needs = {desc.store} | ({"PostgreSQL"} if name == "laterite_redis" else set())
+        needs = {desc.store} | ({"PostgreSQL"} if desc.base == "laterite_redis" else set())
         down = [s for s in needs if s in services and not services[s]]
         if down:
-            results[name] = {"failed": f"{down[0]} is not reachable on 127.0.0.1", "errors": []}
-            continue
+            return f"{down[0]} is not reachable on 127.0.0.1"
         if desc.venv not in venv_errors:
-            venv_errors[desc.venv] = None if args.no_install else ensure_venv(desc.venv)
-        if venv_errors[desc.venv]:
-            results[name] = {"failed": venv_errors[desc.venv], "errors": []}
-            say(f"   failed: {venv_errors[desc.venv]}")
+            venv_errors[desc.venv] = None
+            if desc.ref:
+                try:
+                    export_ref(desc.ref)
+                except (subprocess.SubprocessError, OSError, RuntimeError) as e:
+                    venv_errors[desc.venv] = f"export {desc.ref}: {e}"[:200]
+            if not venv_errors[desc.venv] and not args.no_install:
+                venv_errors[desc.venv] = ensure_venv(desc.venv)
+        return venv_errors[desc.venv]
+
+    done = set()
+    for name in args.names:
+        if name in done:
             continue
-        results[name] = run_system(desc, args)
-        if results[name].get("failed"):
-            say(f"   failed: {results[name]['failed']}")
+        desc = system(name)
+        # With --ref, a row and its earlier commit's row are measured in alternating rounds.
+        ref = f"{name}@{args.ref}" if args.ref else None
+        pair = [desc, system(ref)] if ref in args.names and args.repeat > 1 else [desc]
+        ready = []
+        for d in pair:
+            say(f"== {d.name} ({d.label}, {d.store})")
+            reason = prepare(d)
+            if reason:
+                results[d.name] = {"failed": reason, "errors": []}
+                say(f"   failed: {reason}")
+            else:
+                ready.append(d)
+        if len(ready) == 2:
+            measured = measure_pair(*ready, args)
+        else:
+            measured = {d.name: run_system(d, args) for d in ready}
+        for name_, res in measured.items():
+            results[name_] = res
+            if res.get("failed"):
+                say(f"   failed: {res['failed']}")
+        done.update(d.name for d in pair)
     if not meta.get("merged"):
         meta["load_end"] = load()
         meta["seconds"] = round(time.monotonic() - t0)

@@ -1,14 +1,19 @@
 """One small Django project for every Django-based system in the bench.
 
 $BENCH_SYSTEM picks the apps and the store: django_q2[_tuned],
-django_tasks_db[_tuned], laterite_pg, laterite_redis or laterite_sqlite. Settings are as shipped
-(CONN_MAX_AGE=0, each library's defaults) unless the comment says why not.
+django_tasks_db[_tuned], laterite_pg, laterite_redis or laterite_sqlite (also
+`laterite_pg@<commit>` and so on: the same settings for an earlier commit of
+laterite, which must accept them too). Settings are as shipped (CONN_MAX_AGE=0,
+each library's defaults) unless the comment says why not.
 """
 
 import os
+import re
 from pathlib import Path
 
 SYSTEM = os.environ.get("BENCH_SYSTEM", "laterite_sqlite")
+BASE = SYSTEM.partition("@")[0]  # laterite_pg@2d1d5a0 is set up as laterite_pg
+SLUG = re.sub(r"[^A-Za-z0-9_]", "_", SYSTEM.replace("@", "_at_"))  # as bench.systems.slug
 RUN_DIR = Path(os.environ.get("BENCH_RUN_DIR", Path(__file__).resolve().parents[1] / ".runs"))
 
 SECRET_KEY = "bench-not-secret"
@@ -26,14 +31,14 @@ LOGGING = {
 
 _pg = {
     "ENGINE": "django.db.backends.postgresql",
-    "NAME": os.environ.get("BENCH_PG_DB", f"bench_{SYSTEM}"),
+    "NAME": os.environ.get("BENCH_PG_DB", f"bench_{SLUG}"),
     "USER": os.environ.get("BENCH_PG_USER", "postgres"),
     "HOST": os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
     "PORT": os.environ.get("BENCH_PG_PORT", "5432"),
 }
 _sqlite = {
     "ENGINE": "django.db.backends.sqlite3",
-    "NAME": str(RUN_DIR / f"{SYSTEM}.sqlite3"),
+    "NAME": str(RUN_DIR / f"{SLUG}.sqlite3"),
     # What laterite's docs ask of a project with several worker processes.
     "OPTIONS": {
         "transaction_mode": "IMMEDIATE",
@@ -41,7 +46,7 @@ _sqlite = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     },
 }
-DATABASES = {"default": _sqlite if SYSTEM == "laterite_sqlite" else _pg}
+DATABASES = {"default": _sqlite if BASE == "laterite_sqlite" else _pg}
 if SYSTEM.endswith("_tuned"):
     # The peers' "tuned" rows: persistent connections instead of Django's
     # default CONN_MAX_AGE=0, which reconnects on every close_old_connections().
@@ -65,7 +70,7 @@ elif SYSTEM.startswith("django_tasks_db"):
 
 elif SYSTEM.startswith("laterite"):
     INSTALLED_APPS += ["laterite_django", "bench.laterite_app"]
-    if SYSTEM == "laterite_redis":
+    if BASE == "laterite_redis":
         LATERITE_QUEUE_STORE = "redis"
         LATERITE_QUEUE_REDIS = "queue"  # its own alias: clear() on "default" is not for it
         CACHES = {

@@ -3,13 +3,35 @@
 Stdlib only: the orchestrator reads this without any peer installed.
 Each adapter module `bench.systems.<module>` defines `System(base.System)`
 and is imported only inside its own virtualenv, by `bench.driver`.
+
+`laterite_pg@2d1d5a0` (any laterite row, `@`, a commit) is laterite as it was
+at that commit: its own virtualenv `laterite-<commit>` with the package
+installed (not editable) from `bench/.ref/<commit>`, its own database and
+Redis db, and this tree's bench code on a path without this tree's package.
 """
 
+import re
 from pathlib import Path
 
-__all__ = ["ROOT", "SYSTEMS", "VENVS", "System"]
+__all__ = [
+    "REF_BASES",
+    "ROOT",
+    "SYSTEMS",
+    "VENVS",
+    "System",
+    "code_root",
+    "ref_tree",
+    "requirements",
+    "slug",
+    "system",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
+REF_DIR = ROOT / "bench" / ".ref"
+# A directory holding only a `bench` symlink: the earlier commit's rows put it on
+# sys.path (and run from it) so that `import laterite_django` finds the installed
+# package, not this working tree's.
+REF_PATH = REF_DIR / "path"
 
 # venv name -> pip requirements. Peers are pinned so a run is repeatable.
 VENVS = {
@@ -39,13 +61,17 @@ VENVS = {
     ],
     "report": ["matplotlib==3.11.2"],
 }
+# What both laterite venvs pin besides laterite itself.
+LATERITE_PINS = VENVS["laterite"][2:]
 
 
 class System:
     """One row of the table (a description, not the adapter itself)."""
 
-    def __init__(self, name, module, venv, store, kind, redis_db, label):
+    def __init__(self, name, module, venv, store, kind, redis_db, label, base=None, ref=None):
         self.name = name
+        self.base = base or name  # the row this one is an earlier commit of
+        self.ref = ref  # that commit (short hash), or None for this working tree
         self.module = module  # bench.systems.<module> holds its adapter
         self.venv = venv  # bench/.venvs/<venv>
         self.store = store
@@ -88,3 +114,54 @@ _ALL = [
 # fmt: on
 
 SYSTEMS = {s.name: s for s in _ALL}
+
+# laterite rows that `--ref` measures at an earlier commit too.
+REF_BASES = ("laterite_pg", "laterite_redis", "laterite_sqlite")
+REF_REDIS_DB = 8  # laterite_redis uses 14; the tests use 15
+
+
+def slug(name):
+    """`name` made safe for a database or file name (`laterite_pg@2d1d5a0` -> `..._at_...`)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name.replace("@", "_at_"))
+
+
+def ref_tree(rev):
+    """Where the package of commit `rev` is exported to (by bench/run.py)."""
+    return REF_DIR / rev
+
+
+def system(name):
+    """Return the description of row `name`, an earlier commit's (`base@rev`) too."""
+    if name in SYSTEMS:
+        return SYSTEMS[name]
+    base, sep, rev = name.partition("@")
+    if not sep or base not in REF_BASES or not re.fullmatch(r"[0-9a-f]{4,40}", rev):
+        raise KeyError(
+            f"unknown system {name!r}; known: {', '.join(SYSTEMS)}, or one of"
+            f" {', '.join(REF_BASES)} followed by @<commit hash>"
+        )
+    desc = SYSTEMS[base]
+    return System(
+        name,
+        desc.module,
+        f"laterite-{rev}",
+        desc.store,
+        desc.kind,
+        REF_REDIS_DB if desc.redis_db is not None else None,
+        f"{desc.label} at {rev}",
+        base=base,
+        ref=rev,
+    )
+
+
+def requirements(venv):
+    """The pip arguments of virtualenv `venv` (`laterite-<rev>`: that commit, not editable)."""
+    if venv in VENVS:
+        return VENVS[venv]
+    rev = venv.removeprefix("laterite-")
+    return [f"{ref_tree(rev)}[postgres,redis]", *LATERITE_PINS]
+
+
+def code_root(desc):
+    """The directory a system's processes run from and put on PYTHONPATH."""
+    return REF_PATH if desc.ref else ROOT

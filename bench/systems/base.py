@@ -5,6 +5,7 @@ Imported inside a system's own virtualenv by `bench.driver`. An adapter:
   reset()            empty it between figures
   push_one(i)        push job `i` the way a user would, one at a time
   push_bulk(ids)     the system's bulk path (or a loop, has_bulk = False)
+  settle_store()     before each drain repetition, workers idle: VACUUM (PostgreSQL)
   worker_commands(n) argv lists that start n worker processes
   teardown()         drop what setup made
 The driver does the measuring, the same way for every system.
@@ -15,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from bench.systems import ROOT
+from bench.systems import code_root, slug
 
 __all__ = ["Base", "pg_dsn", "pkg_versions"]
 
@@ -57,7 +58,7 @@ class Base:
         self.name = desc.name
         self.run_dir = Path(run_dir)
         self.record_path = str(record_path)
-        self.db_name = f"bench_{self.name}"
+        self.db_name = f"bench_{slug(self.name)}"
         self.dsn = pg_dsn(self.db_name)
         self.redis_db = desc.redis_db
         self.redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{desc.redis_db or 0}"
@@ -76,6 +77,18 @@ class Base:
     def teardown(self):
         pass
 
+    def settle_store(self):
+        """Bring the store to the same state before each drain repetition.
+
+        PostgreSQL runs here with autovacuum off: without a VACUUM the second and
+        third repetitions would scan the dead rows the first one left behind.
+        """
+        if self.desc.store == "PostgreSQL":
+            import psycopg
+
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute("VACUUM")
+
     def push_one(self, i):
         raise NotImplementedError
 
@@ -93,7 +106,7 @@ class Base:
     def worker_env(self):
         env = dict(os.environ)
         env.update(
-            PYTHONPATH=str(ROOT),
+            PYTHONPATH=str(code_root(self.desc)),
             PYTHONUNBUFFERED="1",
             BENCH_RECORD=self.record_path,
             BENCH_SYSTEM=self.name,

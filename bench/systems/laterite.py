@@ -1,11 +1,16 @@
 """laterite_django itself, on SQLite, PostgreSQL or Redis: push / push_many; queue_work.
 
-Extra worker arguments (say `--batch 100`) come from $BENCH_LATERITE_ARGS.
+Extra worker arguments (say `--batch 100`) come from $BENCH_LATERITE_ARGS. A row
+`laterite_pg@<commit>` runs the same code against the package installed from
+that commit (see bench/systems/__init__.py).
 """
 
 import os
 import shlex
+import sys
+from pathlib import Path
 
+from bench.systems import ROOT, slug
 from bench.systems.base import pkg_versions
 from bench.systems.djangobase import DjangoBase
 
@@ -21,8 +26,26 @@ class System(DjangoBase):
         if self.extra:
             self.notes = f"laterite workers ran with: {' '.join(self.extra)}"
 
+    def source(self):
+        """Where `laterite_django` is imported from; refuse the wrong tree."""
+        import laterite_django
+
+        path = Path(laterite_django.__file__).resolve().parent
+        in_tree = path == ROOT / "laterite_django"
+        if self.desc.ref and (in_tree or not path.is_relative_to(Path(sys.prefix).resolve())):
+            raise RuntimeError(
+                f"{self.name} must import laterite_django from its virtualenv, not {path}"
+            )
+        if not self.desc.ref and not in_tree:
+            raise RuntimeError(f"{self.name} must import this tree's laterite_django, not {path}")
+        return path
+
     def versions(self):
         v = pkg_versions("laterite-django", "Django")
+        v["laterite source"] = (
+            f"commit {self.desc.ref}" if self.desc.ref else os.environ.get("BENCH_TREE", "tree")
+        )
+        v["laterite path"] = str(self.source())
         if self.desc.store == "Redis":
             v.update(pkg_versions("django-redis", "redis"))
             v["redis-server"] = self.redis_server_version()
@@ -38,7 +61,7 @@ class System(DjangoBase):
     def setup(self):
         if self.desc.store == "SQLite":
             for suffix in ("", "-wal", "-shm"):
-                (self.run_dir / f"{self.name}.sqlite3{suffix}").unlink(missing_ok=True)
+                (self.run_dir / f"{slug(self.name)}.sqlite3{suffix}").unlink(missing_ok=True)
         if self.desc.store == "Redis":
             self.redis_flush()
         self.setup_django()
