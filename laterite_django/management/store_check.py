@@ -15,10 +15,12 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from django.apps import AppConfig
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections, router
 
@@ -40,11 +42,20 @@ class StoreCommand(BaseCommand):
     """A queue_* command: a store that is down or not migrated ends it with its one-line
     message and exit status 1."""
 
-    def check(self, *args: Any, databases: list[str] | None = None, **kwargs: Any) -> None:
+    def check(
+        self,
+        app_configs: Sequence[AppConfig] | None = None,
+        tags: Sequence[str] | None = None,
+        display_num_errors: bool = False,
+        include_deployment_checks: bool = False,
+        fail_level: int = checks.ERROR,
+        databases: Sequence[str] | None = None,
+    ) -> None:
         """The system checks, without connecting to a database: Django 6 hands every
         database to the model checks (a JSONField asks its database what it supports),
         and a store that is down must be said by the store check, in one line."""
-        super().check(*args, databases=databases or [], **kwargs)
+        super().check(app_configs, tags, display_num_errors, include_deployment_checks,
+                      fail_level, databases or [])
 
     def execute(self, *args: Any, **options: Any) -> Any:
         from ..conf import settings
