@@ -5,17 +5,17 @@ too long for the failed list's columns."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from django.db.models.signals import post_save
-from django.test import override_settings
 from django.utils import timezone
 
 from laterite_django.models import FailedJob
-from laterite_django.stores import NewJob, get_store, reset_store
+from laterite_django.stores import NewJob, get_store
 from laterite_django.stores.redis import RedisStore
-from tests.conftest import flush_redis
+from tests.conftest import redis_store_only
 from tests.worker.test_redis_worker import own_redis  # noqa: F401 -- a fixture used below
 
 __all__: list[str] = []
@@ -24,16 +24,10 @@ PREFIX = f"laterite-test-redisf-{os.getpid()}"
 
 
 @pytest.fixture
-def store_kind():
+def store_kind() -> Iterator[str]:
     """Only the Redis store here (the shared suites run every store)."""
-    with override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_PREFIX=PREFIX):
-        reset_store()
-        flush_redis(PREFIX)
-        try:
-            yield "redis"
-        finally:
-            flush_redis(PREFIX)
-            reset_store()
+    with redis_store_only(PREFIX) as kind:
+        yield kind
 
 
 def new(*, name="tests.record", queue="default", value="x"):

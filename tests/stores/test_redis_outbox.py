@@ -22,7 +22,7 @@ from laterite_django.exceptions import StoreUnavailable
 from laterite_django.models import OutboxJob
 from laterite_django.stores import get_store, reset_store
 from laterite_django.stores.redis import RedisStore
-from tests.conftest import flush_redis
+from tests.conftest import redis_store_only
 from tests.testapp import jobs
 from tests.testapp.models import Record
 from tests.worker.test_redis_worker import free_port
@@ -35,14 +35,8 @@ PREFIX = f"laterite-test-outbox-{os.getpid()}"
 @pytest.fixture
 def store_kind() -> Iterator[str]:
     """Only the Redis store here (the shared suites run every store)."""
-    with override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_PREFIX=PREFIX):
-        reset_store()
-        flush_redis(PREFIX)
-        try:
-            yield "redis"
-        finally:
-            reset_store()
-            flush_redis(PREFIX)
+    with redis_store_only(PREFIX) as kind:
+        yield kind
 
 
 class RedisDown:

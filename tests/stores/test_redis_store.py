@@ -6,18 +6,18 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from django.db import connections, transaction
 from django.db.models.signals import post_save, pre_save
-from django.test import override_settings
 from django.utils import timezone
 
 from laterite_django.models import FailedJob
-from laterite_django.stores import NewJob, get_store, reset_store
+from laterite_django.stores import NewJob, get_store
 from laterite_django.stores.redis import RedisStore
-from tests.conftest import flush_redis
+from tests.conftest import redis_store_only
 from tests.testapp import jobs
 
 __all__: list[str] = []
@@ -26,17 +26,10 @@ PREFIX = f"laterite-test-redis-{os.getpid()}"
 
 
 @pytest.fixture
-def store_kind():
+def store_kind() -> Iterator[str]:
     """Only the Redis store here (the shared suites run every store)."""
-    with override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_PREFIX=PREFIX):
-        reset_store()
-        flush_redis(PREFIX)
-        try:
-            yield "redis"
-        finally:
-            flush_redis(PREFIX)
-            flush_redis(PREFIX + "-other")
-            reset_store()
+    with redis_store_only(PREFIX, PREFIX + "-other") as kind:
+        yield kind
 
 
 def new(queue="default", *, at=None, key=None, value="x"):

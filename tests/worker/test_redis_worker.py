@@ -24,7 +24,7 @@ from django.test import override_settings
 
 from laterite_django.models import FailedJob
 from laterite_django.stores import get_store, reset_store
-from tests.conftest import ROOT, Stderr, flush_redis, wait_for
+from tests.conftest import ROOT, Stderr, redis_store_only, wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record
 
@@ -37,14 +37,8 @@ QUICK = {"LATERITE_TEST_RETRY_AFTER": "3"}
 @pytest.fixture
 def store_kind() -> Iterator[str]:
     """Only the Redis store here (the shared suites run every store)."""
-    with override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_PREFIX=PREFIX):
-        reset_store()
-        flush_redis(PREFIX)
-        try:
-            yield "redis"
-        finally:
-            reset_store()
-            flush_redis(PREFIX)
+    with redis_store_only(PREFIX) as kind:
+        yield kind
 
 
 def free_port() -> int:
