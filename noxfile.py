@@ -1,15 +1,18 @@
 """The test matrix: Django 5.2 LTS on Python 3.11 and Django 6.x on Python 3.12, each on
-SQLite and PostgreSQL (Redis-store tests run in both), plus lint and migration checks."""
+SQLite and PostgreSQL (Redis-store tests run in both), plus lint, type and migration checks,
+the package (sdist and wheel built, `twine check`, the wheel's demo in a new virtualenv)
+and the example project's own tests on each of its stores."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "package", "example", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -20,15 +23,55 @@ MATRIX = [
 ]
 
 
+# mypy checks against Django 5.2, with the django_tasks backport that serves tasks there;
+# django-stubs' version follows Django's, and each release names the mypy it supports.
+TYPECHECK = ["mypy==1.19.1", "django-stubs==5.2.9", "django-stubs-ext==5.2.9"]
+
+
 @nox.session(python=["3.11"])
 def lint(session: nox.Session) -> None:
-    """ruff, `manage.py check` and a missing-migration check."""
-    session.install("-e", ".[test]", "django>=5.2,<5.3")
+    """ruff, mypy, `manage.py check` and a missing-migration check, on Django 5.2."""
+    _, django, extras, _ = MATRIX[0]
+    session.install("-e", ".[test,typecheck]", django, *extras, *TYPECHECK)
     session.run("ruff", "check", ".")
+    session.run("mypy")
     env = {"DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": "."}
     session.run("python", "-m", "django", "check", "--fail-level", "WARNING", env=env)
     session.run("python", "-m", "django", "makemigrations", "--check", "--dry-run", env=env)
     session.run("python", "example_project/manage.py", "check", "--fail-level", "WARNING")
+
+
+@nox.session(python=["3.11"])
+def package(session: nox.Session) -> None:
+    """Build the sdist and the wheel, `twine check` them, then tests/test_packaging.py on
+    them: every package file in both, and the wheel alone in a new virtualenv runs the
+    example's demo."""
+    session.install("-e", ".[test]", "django>=5.2,<5.3")
+    dist = Path(session.create_tmp()).resolve() / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", str(dist), ".")
+    session.run("python", "-m", "twine", "check", "--strict", *map(str, sorted(dist.iterdir())))
+    session.run("python", "-m", "pytest", "tests/test_packaging.py", "-p", "no:randomly",
+                *session.posargs, env={"LATERITE_DIST": str(dist), "LATERITE_TEST_DB": "sqlite"})
+
+
+@nox.session
+@nox.parametrize(
+    ("python", "django", "extras"),
+    [nox.param(py, dj, ex, id=f"py{py}-{name}") for py, dj, ex, name in MATRIX],
+)
+def example(session: nox.Session, django: str, extras: list[str]) -> None:
+    """The example project's tests (`manage.py test`) on SQLite, PostgreSQL and Redis."""
+    session.install("-e", ".[test]", django, *extras)
+    stores = os.environ.get("EXAMPLE_STORES", "sqlite,postgres,redis").split(",")
+    with session.chdir("example_project"):
+        for store in stores:
+            env = {
+                "EXAMPLE_STORE": store,
+                "EXAMPLE_LOG_LEVEL": "ERROR",  # the declined card's expected warnings
+                "EXAMPLE_PG_NAME": f"laterite_example_py{session.python.replace('.', '')}",
+            }
+            session.run("python", "manage.py", "test", *session.posargs, env=env)
 
 
 @nox.session
@@ -56,7 +99,9 @@ def tests(session: nox.Session, django: str, extras: list[str]) -> None:
             "LATERITE_PG_TEST_NAME": f"test_laterite_py{session.python.replace('.', '')}",
         }
         log = open(work / f"{db}.log", "w+")  # noqa: SIM115 -- closed below
-        legs[db] = (subprocess.Popen([python, "-m", "pytest", *session.posargs], env=env,
+        # The package session runs tests/test_packaging.py on the files it built.
+        args = ["--ignore=tests/test_packaging.py", *session.posargs]
+        legs[db] = (subprocess.Popen([python, "-m", "pytest", *args], env=env,
                                      stdout=log, stderr=subprocess.STDOUT), log)
     failed = []
     for db, (proc, log) in legs.items():

@@ -6,7 +6,7 @@ to import from settings-time code.
 """
 
 from .context import JobContext, Pushed
-from .exceptions import Fail, JobNotRegistered, Retry
+from .exceptions import Fail, JobNotRegistered, PushFromEventLoop, Retry
 from .jobs import JobFunction, job
 from .registry import registry
 
@@ -15,10 +15,11 @@ __all__ = [
     "JobContext",
     "JobFunction",
     "JobNotRegistered",
+    "PushFromEventLoop",
     "Pushed",
     "Retry",
     "job",
     "registry",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
 
 __all__ = [
     "DuplicateJobName",
@@ -10,6 +10,7 @@ __all__ = [
     "InvalidPayload",
     "JobNotRegistered",
     "LateriteConfigurationError",
+    "PushFromEventLoop",
     "Retry",
     "StoreNotMigrated",
     "StoreUnavailable",
@@ -59,3 +60,10 @@ class StoreUnavailable(RuntimeError):
 
 class StoreNotMigrated(StoreUnavailable):
     """The store's tables are missing: run `python manage.py migrate`."""
+
+
+class PushFromEventLoop(SynchronousOnlyOperation, RuntimeError):
+    """A plain push was called where an event loop runs: it would block the loop.
+
+    Use `await job.apush(...)` (or `apush_in`, `apush_at`, `apush_many`) there.
+    """

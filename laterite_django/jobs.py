@@ -12,17 +12,18 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from django.db import transaction
 from django.utils import timezone
 
-from . import payload
+from . import capture, inline, payload
+from .async_push import AsyncPushes, refuse_event_loop
 from .backoff import Backoff, validate_backoff
 from .binding import mismatch
 from .conf import settings, validate_all
-from .context import JobContext, Pushed
+from .context import Pushed
 from .exceptions import JobNotRegistered
 from .limits import NAME_MAX, QUEUE_MAX, UNIQUE_KEY_MAX, too_long
 from .registry import registry
 
 if TYPE_CHECKING:
-    from .stores import Claim
+    from .stores import Claim, NewJob
     from .worker.rules import Decision, JobOptions
 
 __all__ = ["JobFunction", "job"]
@@ -33,7 +34,7 @@ R = TypeVar("R")
 Call = tuple | list | Mapping[str, Any]
 
 
-class JobFunction(Generic[P, R]):
+class JobFunction(AsyncPushes[P, R], Generic[P, R]):
     """A function registered as a job; call it directly or push it to run later."""
 
     def __init__(
@@ -141,21 +142,31 @@ class JobFunction(Generic[P, R]):
 
     def push_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run after `delay` (a timedelta or seconds)."""
-        if not isinstance(delay, timedelta):
-            delay = timedelta(seconds=delay)
-        return self.enqueue(args, kwargs, at=timezone.now() + delay)
+        return self.enqueue(args, kwargs, at=self._after(delay))
 
     def push_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run at `when`, an aware datetime."""
+        return self.enqueue(args, kwargs, at=self._checked_when(when))
+
+    def push_many(self, calls: Iterable[Call]) -> list[Pushed]:
+        """Store many calls in one round trip: each an args tuple/list or a kwargs dict."""
+        return self.enqueue_many(self._pairs(calls))
+
+    @staticmethod
+    def _after(delay: timedelta | float) -> datetime:
+        if not isinstance(delay, timedelta):
+            delay = timedelta(seconds=delay)
+        return timezone.now() + delay
+
+    def _checked_when(self, when: datetime) -> datetime:
         if not isinstance(when, datetime) or timezone.is_naive(when):
             raise ValueError(
                 f"Job {self.name!r}: push_at needs an aware datetime, got {when!r}."
             )
-        return self.enqueue(args, kwargs, at=when)
+        return when
 
-    def push_many(self, calls: Iterable[Call]) -> list[Pushed]:
-        """Store many calls in one round trip: each an args tuple/list or a kwargs dict."""
-        pairs = []
+    def _pairs(self, calls: Iterable[Call]) -> list[tuple[Sequence[Any], Mapping[str, Any]]]:
+        pairs: list[tuple[Sequence[Any], Mapping[str, Any]]] = []
         for index, call in enumerate(calls):
             if isinstance(call, Mapping):
                 pairs.append(((), dict(call)))
@@ -166,7 +177,7 @@ class JobFunction(Generic[P, R]):
                     f"Job {self.name!r}: push_many entry {index} must be an args tuple or a "
                     f"kwargs dict, got {type(call).__name__}: {call!r:.80}"
                 )
-        return self.enqueue_many(pairs)
+        return pairs
 
     def enqueue(
         self,
@@ -189,12 +200,28 @@ class JobFunction(Generic[P, R]):
         priority: int | None = None,
     ) -> list[Pushed]:
         """Push (args, kwargs) pairs; in inline mode run each now instead."""
-        from .stores import NewJob, get_store
+        refuse_event_loop(self.name)
+        new_jobs = self.new_jobs(calls, at=at, queue=queue, priority=priority)
+        if capture.capturing():
+            return capture.record(self, new_jobs)
+        if settings.MODE == "inline":
+            return [inline.run(self, new) for new in new_jobs]
+        return self.store_jobs(new_jobs)
+
+    def new_jobs(
+        self,
+        calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+        *,
+        at: datetime | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> list[NewJob]:
+        """Check and encode (args, kwargs) pairs as jobs to store; no I/O."""
+        from .stores import NewJob
 
         self._check_registered()
         queue = self.queue if queue is None else queue
         self._check_name_and_queue(queue)
-        mode = settings.MODE
         now = timezone.now()
         new_jobs = []
         for args, kwargs in calls:
@@ -212,11 +239,15 @@ class JobFunction(Generic[P, R]):
                     priority=self.priority if priority is None else priority,
                 )
             )
-        if mode == "inline":
-            return [self._run_inline(new) for new in new_jobs]
+        return new_jobs
+
+    def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]:
+        """Hand checked jobs to the store (after the commit if it cannot join the
+        caller's transaction); start the worker threads in `worker` mode."""
+        from .stores import get_store
 
         store = get_store()
-        if mode == "worker":
+        if settings.MODE == "worker":
             from .worker.threads import ensure_started
 
             validate_all()  # no system check ran under a WSGI server: refuse bad settings
@@ -288,14 +319,6 @@ class JobFunction(Generic[P, R]):
 
         Nothing to do for a plain job; the django.tasks job records its result here.
         """
-
-    def _run_inline(self, new: Any) -> Pushed:
-        from .worker.execute import call_job
-
-        args, kwargs = payload.decode(new.payload)  # run on what a worker would see
-        cx = JobContext(id=None, name=self.name, queue=new.queue, attempt=1,
-                        pushed_at=new.pushed_at)
-        return Pushed("ran", result=call_job(self, args, kwargs, cx))
 
 
 def job(

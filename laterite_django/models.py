@@ -32,6 +32,13 @@ class Job(models.Model):
         help_text="Its place in the batch it was claimed with (0: started at once).",
     )
     last_error = models.TextField(blank=True, default="")
+    retried_from_id = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="The failed job it was retried from (that row left the failed list then).",
+    )
+    retried_from_error = models.TextField(
+        blank=True, default="", db_default="", help_text="That failed job's error, first line."
+    )
 
     class Meta:
         db_table = "laterite_job"
@@ -80,6 +87,13 @@ class FailedJob(models.Model):
     claim_token = models.CharField(  # NULL: written by the database store (unique allows many)
         max_length=64, null=True, blank=True, unique=True,
         help_text="The claim it failed under (id:token), so a repeated fail() writes one row.",
+    )
+    retried_from_id = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="The failed job it was retried from, if this failure is a retry's.",
+    )
+    retried_from_error = models.TextField(
+        blank=True, default="", db_default="", help_text="That failed job's error, first line."
     )
 
     class Meta:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -31,6 +32,21 @@ def flush_redis(prefix: str) -> None:
     keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
     if keys:
         client.delete(*keys)
+
+
+@contextlib.contextmanager
+def redis_store_only(prefix: str, *also_flush: str) -> Iterator[str]:
+    """The Redis store under its own `prefix` for a test of Redis only; its keys (and
+    those under `also_flush`) are deleted before and after."""
+    with override_settings(LATERITE_QUEUE_STORE="redis", LATERITE_QUEUE_PREFIX=prefix):
+        reset_store()
+        flush_redis(prefix)
+        try:
+            yield "redis"
+        finally:
+            reset_store()
+            for name in (prefix, *also_flush):
+                flush_redis(name)
 
 
 @pytest.fixture(params=STORES)

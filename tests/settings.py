@@ -108,6 +108,9 @@ LOGGING = {
     "loggers": {"laterite": {"handlers": ["console"], "level": os.environ.get(
         "LATERITE_TEST_LOG_LEVEL", "WARNING")}},
 }
+if os.environ.get("LATERITE_TEST_NO_LOGGING"):
+    # A new project's settings: nothing configures the `laterite` logger.
+    del LOGGING
 
 # Django's Tasks framework: django.tasks (Django 6+), or the django_tasks backport (5.2).
 if importlib.util.find_spec("django.tasks"):

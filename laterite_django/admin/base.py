@@ -35,6 +35,8 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
     list_per_page = 100
     ordering = ("-id",)
     change_list_template = "laterite_django/admin/change_list.html"
+    # The detail page's buttons (Retry, Run now) above the fields as well as below.
+    save_on_top = True
     # Actions whose POST without the permission is answered 403, not ignored.
     guarded_actions: tuple[str, ...] = ()
 
@@ -50,6 +52,13 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
         class QueueChangeList(ChangeList):
             def get_queryset(self, request, exclude_parameters=None):
                 return super().get_queryset(request, exclude_parameters).defer(*defer)
+
+            def get_results(self, request):
+                super().get_results(request)
+                # Unfiltered, the list's count is the whole table's: say "4 jobs" once
+                # (below the list), not "4 results (Show all)" beside the search box.
+                if not self.has_active_filters and not self.query:
+                    self.full_result_count = self.result_count
 
         return QueueChangeList
 
@@ -100,6 +109,16 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
         return reverse(
             f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_{view}", args=[obj.pk]
         )
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="",
+                           obj=None):
+        if obj is not None and obj.retried_from_id is not None:
+            # The failed row it came from left the failed list at the retry: its id
+            # and error are all that is kept.
+            context["retried_from"] = (
+                f"Retried from failed job #{obj.retried_from_id}: {obj.retried_from_error}"
+            )
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
         if request.method == "POST":

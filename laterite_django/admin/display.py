@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.formats import date_format
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
-__all__ = ["moment", "preformatted", "pretty_json"]
+__all__ = ["breakable", "moment", "preformatted", "pretty_json"]
+
+# Where a long job, queue or host name may wrap in a narrow column.
+_BREAK_AFTER = re.compile(r"([._:/-])")
 
 
 def preformatted(text: str) -> SafeString:
@@ -17,15 +22,25 @@ def preformatted(text: str) -> SafeString:
     return format_html('<pre class="laterite-pre">{}</pre>', text)
 
 
+def breakable(text: str) -> SafeString:
+    """Show a name (dotted path, host:pid) escaped, free to wrap after its separators."""
+    parts = _BREAK_AFTER.split(text)  # text, separator, text, separator, ..., text
+    return mark_safe("".join(  # every part is escaped
+        conditional_escape(part) + ("<wbr>" if i % 2 else "") for i, part in enumerate(parts)
+    ))
+
+
 def moment(value: datetime | None) -> SafeString | str:
-    """Show a moment compactly (the list has many columns), the full timestamp on hover."""
+    """Show a moment in Django's DATETIME_FORMAT, as the rest of the admin does, with
+    the exact timestamp (to the millisecond) on hover. Every date on the queue's pages
+    goes through here, lists and detail pages alike."""
     if value is None:
         return "-"
     local = timezone.localtime(value)
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
         value.isoformat(), local.isoformat(sep=" ", timespec="milliseconds"),
-        local.strftime("%Y-%m-%d %H:%M:%S"),
+        date_format(local, "DATETIME_FORMAT"),
     )
 
 

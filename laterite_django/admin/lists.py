@@ -26,7 +26,7 @@ from .actions import (
     run_now,
 )
 from .base import ReadOnlyQueueAdmin
-from .display import moment, preformatted, pretty_json
+from .display import breakable, moment, preformatted, pretty_json
 from .filters import NameFilter, QueueFilter, StateFilter
 from .states import STATES, state_of
 
@@ -36,9 +36,9 @@ __all__ = ["FailedJobAdmin", "JobAdmin"]
 class JobAdmin(ReadOnlyQueueAdmin):
     """Jobs waiting or running: their state, and making them due now."""
 
-    list_display = (
-        "id", "name", "queue", "state", "attempts", "due_at", "claimed_by", "pushed",
-    )
+    # Fits a 1400 px window with the navigation sidebar open: who claimed a job shows
+    # in its state cell; when it was pushed, on its page.
+    list_display = ("id", "job_name", "queue_name", "state", "attempts", "due_at")
     list_filter = (QueueFilter, NameFilter, StateFilter)
     search_fields = ("name", "payload")
     list_defer = ("payload", "last_error")
@@ -47,24 +47,38 @@ class JobAdmin(ReadOnlyQueueAdmin):
     change_form_template = "laterite_django/admin/job_change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "state", "attempts", "priority")}),
-        ("When", {"fields": ("pushed_at", "due_at", "retry_until")}),
-        ("Claim", {"fields": ("claimed_by", "claimed_at", "token")}),
+        ("When", {"fields": ("pushed", "due_at", "retry_until_at")}),
+        ("Claim", {"fields": ("claimed_by", "claimed", "token")}),
         ("Arguments", {"fields": ("payload_json", "unique_key")}),
         ("Last error", {"fields": ("last_error_text",)}),
     )
     readonly_fields = (
-        "id", "name", "queue", "state", "attempts", "priority", "pushed_at", "due_at",
-        "retry_until", "claimed_by", "claimed_at", "token", "payload_json", "unique_key",
+        "id", "name", "queue", "state", "attempts", "priority", "pushed", "due_at",
+        "retry_until_at", "claimed_by", "claimed", "token", "payload_json", "unique_key",
         "last_error_text",
     )
+
+    @admin.display(description="name", ordering="name")
+    def job_name(self, obj: Job) -> SafeString:
+        return breakable(obj.name)
+
+    @admin.display(description="queue", ordering="queue")
+    def queue_name(self, obj: Job) -> SafeString:
+        return breakable(obj.queue)
 
     @admin.display(description="state")
     def state(self, obj: Job) -> SafeString:
         value = state_of(obj, timezone.now())
         label, meaning = STATES[value]
-        return format_html(
+        pill = format_html(
             '<span class="laterite-state laterite-state-{}" title="{}">{}</span>',
             value, meaning, label,
+        )
+        if not obj.claimed_by or obj.token is None:
+            return pill
+        return format_html(
+            '{}<span class="laterite-claimed-by" title="claimed by">{}</span>',
+            pill, breakable(obj.claimed_by),
         )
 
     @admin.display(description="due at", ordering="available_at")
@@ -74,6 +88,14 @@ class JobAdmin(ReadOnlyQueueAdmin):
     @admin.display(description="pushed at", ordering="pushed_at")
     def pushed(self, obj: Job) -> SafeString | str:
         return moment(obj.pushed_at)
+
+    @admin.display(description="retry until")
+    def retry_until_at(self, obj: Job) -> SafeString | str:
+        return moment(obj.retry_until)
+
+    @admin.display(description="claimed at")
+    def claimed(self, obj: Job) -> SafeString | str:
+        return moment(obj.claimed_at)
 
     @admin.display(description="payload")
     def payload_json(self, obj: Job) -> SafeString:
@@ -120,7 +142,7 @@ class JobAdmin(ReadOnlyQueueAdmin):
 class FailedJobAdmin(ReadOnlyQueueAdmin):
     """The failed list: why each job failed, and putting it back on its queue."""
 
-    list_display = ("id", "name", "queue", "attempts", "failed", "error_line")
+    list_display = ("id", "job_name", "queue_name", "attempts", "failed", "error_line")
     list_filter = (QueueFilter, NameFilter, "failed_at")
     search_fields = ("name", "error")
     list_defer = ("payload",)
@@ -129,14 +151,26 @@ class FailedJobAdmin(ReadOnlyQueueAdmin):
     change_form_template = "laterite_django/admin/failedjob_change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "attempts", "priority", "job_id")}),
-        ("When", {"fields": ("pushed_at", "failed_at")}),
+        ("When", {"fields": ("pushed", "failed")}),
         ("Error", {"fields": ("traceback",)}),
         ("Arguments", {"fields": ("payload_json", "unique_key")}),
     )
     readonly_fields = (
-        "id", "name", "queue", "attempts", "priority", "job_id", "pushed_at", "failed_at",
+        "id", "name", "queue", "attempts", "priority", "job_id", "pushed", "failed",
         "traceback", "payload_json", "unique_key",
     )
+
+    @admin.display(description="name", ordering="name")
+    def job_name(self, obj: FailedJob) -> SafeString:
+        return breakable(obj.name)
+
+    @admin.display(description="queue", ordering="queue")
+    def queue_name(self, obj: FailedJob) -> SafeString:
+        return breakable(obj.queue)
+
+    @admin.display(description="pushed at")
+    def pushed(self, obj: FailedJob) -> SafeString | str:
+        return moment(obj.pushed_at)
 
     @admin.display(description="failed at", ordering="failed_at")
     def failed(self, obj: FailedJob) -> SafeString | str:
@@ -156,11 +190,12 @@ class FailedJobAdmin(ReadOnlyQueueAdmin):
         return pretty_json(obj.payload)
 
     def get_actions(self, request: HttpRequest, action_location: Any = None):
-        # `action_location` exists from Django 6.1 on (actions on the change form).
+        # `action_location` exists from Django 6.1 on (actions on the change form); mypy
+        # checks against Django 5.2's signature, which lacks it.
         if action_location is None:
             actions = super().get_actions(request)
         else:
-            actions = super().get_actions(request, action_location=action_location)
+            actions = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg]
         # Deleting a failed job is "forget", through the store.
         actions.pop("delete_selected", None)
         return actions

@@ -108,6 +108,7 @@ class Store(abc.ABC):
         """Store `jobs` in one round trip; return each one's id, or None if dropped
         as a duplicate of a waiting job with the same unique key."""
 
+    @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Push `jobs` once the transaction open on this store's database commits, and
         not at all if it rolls back (stores whose push cannot join it).
@@ -146,6 +147,11 @@ class Store(abc.ABC):
         """Make these waiting or delayed jobs due now (the admin's *Run now*) and wake
         the workers; return how many. Running jobs are left alone, and jobs already
         due keep their place in line."""
+
+    def next_due(self, queues: Sequence[str]) -> datetime | None:
+        """When the next unclaimed job of `queues` is due (a past moment if one is due
+        already); None if none waits. `queue_work --wait-delayed` reads it."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def heartbeat(self, claims: Sequence[Claim]) -> int:
@@ -230,7 +236,8 @@ class Store(abc.ABC):
         """Put failed jobs (these ids, or all) back on their queues, due now, attempts afresh.
 
         Return how many were put back; a retried job whose unique key already
-        waits is dropped as a duplicate but still leaves the failed list.
+        waits is dropped as a duplicate but still leaves the failed list. Each new
+        job records the failed job it came from (`_link_retried`).
         """
         now = timezone.now()
         moved = 0
@@ -238,7 +245,7 @@ class Store(abc.ABC):
             rows = list(self._failed_rows(ids).select_for_update().order_by("id"))
             if not rows:
                 return 0
-            self.push(
+            pushed = self.push(
                 [
                     NewJob(
                         name=row.name,
@@ -252,9 +259,26 @@ class Store(abc.ABC):
                     for row in rows
                 ]
             )
+            self._link_retried(
+                [(job_id, row) for job_id, row in zip(pushed, rows, strict=True) if job_id]
+            )
             moved = len(rows)
             self._failed_rows([row.pk for row in rows]).delete()
         return moved
+
+    def _link_retried(self, links: Sequence[tuple[int, FailedJob]]) -> None:
+        """Record on each retried job (its new id) the failed job it came from and
+        that one's error, as its `Job` row's `retried_from_*` columns. The Redis
+        store keeps them in the job's data instead."""
+        from ..models import Job
+
+        rows = [
+            Job(pk=job_id, retried_from_id=failed.pk, retried_from_error=failed.error_summary)
+            for job_id, failed in links
+        ]
+        Job.objects.using(self.database).bulk_update(
+            rows, ["retried_from_id", "retried_from_error"], batch_size=500
+        )
 
     @guarded
     def forget(self, ids: Iterable[int] | None = None) -> int:
@@ -266,6 +290,7 @@ class Store(abc.ABC):
     # The failed list and the tables behind the admin's lists are in the
     # database for every store, so these are implemented here once.
 
+    @guarded
     def failed_jobs(
         self,
         ids: Iterable[int] | None = None,
@@ -286,12 +311,14 @@ class Store(abc.ABC):
         rows = rows.order_by("-failed_at", "-id")
         return list(rows if limit is None else rows[:limit])
 
+    @guarded
     def missing_failed(self, ids: Iterable[int]) -> list[int]:
         """Return those of `ids` that no failed job has, in the order given, once each."""
         wanted = list(dict.fromkeys(ids))
         found = set(self._failed_rows(wanted).values_list("pk", flat=True))
         return [i for i in wanted if i not in found]
 
+    @guarded
     def job_names(self, model: type[Job | FailedJob], limit: int = 500) -> list[str]:
         """Return the first `limit` distinct job names in `model`'s table, sorted,
         reading the name index rather than every row."""
@@ -299,6 +326,7 @@ class Store(abc.ABC):
 
         return distinct_names(self.database, model, limit)
 
+    @guarded
     def estimated_rows(self, model: type[Job | FailedJob]) -> int | None:
         """Return the database's estimate of the rows in `model`'s table without
         counting them, or None where it has none (SQLite, a table never analyzed)."""

@@ -179,6 +179,13 @@ class DatabaseStore(Store):
             return self._execute(sql.without_key(sql.REQUEUE_ABANDONED), params)[1]
 
     @guarded
+    def next_due(self, queues: Sequence[str]) -> datetime | None:
+        if not queues:
+            return None
+        rows, _ = self._execute(sql.next_due(len(queues)), list(queues), fetch=True)
+        return _aware(rows[0][0])
+
+    @guarded
     def make_due(self, ids: Iterable[int]) -> int:
         wanted = job_ids(ids)
         if not wanted:

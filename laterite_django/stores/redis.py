@@ -128,6 +128,7 @@ class RedisStore(Store):
             results = pipe.execute()
         return [int(i) or None for result in results for i in result]
 
+    @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Keep `jobs` in the database outbox, in the open transaction; they move to
         Redis on commit, or at a worker's sweep if Redis is away (redis_outbox)."""
@@ -183,6 +184,20 @@ class RedisStore(Store):
         return count
 
     @guarded
+    def next_due(self, queues: Sequence[str]) -> datetime | None:
+        if not queues:
+            return None
+        pipe = self.client.pipeline(transaction=True)
+        for queue in queues:
+            pipe.zcard(self.key("queue", queue, "ready"))
+            pipe.zrange(self.key("queue", queue, "delayed"), 0, 0, withscores=True)
+        values = pipe.execute()
+        if any(values[0::2]):
+            return timezone.now()
+        earliest = [entries[0][1] for entries in values[1::2] if entries]
+        return dt(int(min(earliest))) if earliest else None
+
+    @guarded
     def make_due(self, ids: Iterable[int]) -> int:
         wanted = job_ids(ids)
         if not wanted:
@@ -224,7 +239,8 @@ class RedisStore(Store):
         """
         if not self._run("MARK_FAILING", [claim.id, claim.token]):
             return None  # the claim was lost, or the job has left already
-        row = redis_failed.write_row(self._failed_rows(None), claim, error)
+        link = redis_failed.retried_link(self, claim.id)
+        row = redis_failed.write_row(self._failed_rows(None), claim, error, link)
         (code,) = self._run("DELETE", [claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
@@ -267,6 +283,10 @@ class RedisStore(Store):
     def retry(self, ids: Iterable[int] | None = None) -> int:
         """See Store.retry; first finishes removals a dead worker left (redis_failed)."""
         return redis_failed.after_removals(self, ids, super().retry)
+
+    def _link_retried(self, links: Sequence[tuple[int, Any]]) -> None:
+        """See Store._link_retried: the link goes in the job's data in Redis."""
+        redis_failed.link_retried(self, links)
 
     @guarded
     def forget(self, ids: Iterable[int] | None = None) -> int:

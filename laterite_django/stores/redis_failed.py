@@ -8,7 +8,7 @@ worker died before doing it: a handled row never brings its job back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
@@ -18,11 +18,25 @@ from django.utils import timezone
 if TYPE_CHECKING:
     from .base import Claim
 
-__all__ = ["after_removals", "claim_token", "failed_row", "marked_claims", "row_exists",
-           "write_row"]
+__all__ = ["after_removals", "claim_token", "failed_row", "link_retried", "marked_claims",
+           "retried_link", "row_exists", "write_row"]
 
 # Claims per call of the DELETE script when retry() or forget() finishes removals.
 _CHUNK = 1000
+
+# ARGV: prefix, then per retried job: its id, the failed job's id, that one's error.
+# Sets the link on each job still stored (one that already ran and left is not revived).
+_LINK = """
+local P = ARGV[1]
+for i = 2, #ARGV, 3 do
+  local k = P .. ':job:' .. ARGV[i]
+  if redis.call('EXISTS', k) == 1 then
+    redis.call('HSET', k, 'retried_from_id', ARGV[i + 1], 'retried_from_error', ARGV[i + 2])
+  end
+end
+return 0
+"""
+_LINK_FIELDS = ("retried_from_id", "retried_from_error")
 
 
 def claim_token(claim: Claim) -> str:
@@ -42,6 +56,24 @@ def _fit(field: str, value: str | None, notes: list[str]) -> str | None:
         f"the failed list keeps its first {limit}."
     )
     return value[:limit]
+
+
+def link_retried(store: Any, links: Sequence[tuple[int, Any]]) -> None:
+    """Record in each retried job's data (its new id, its FailedJob) the failed job it
+    came from and that one's error, so a failure of the retry shows where it came from."""
+    script = store.client.register_script(_LINK)
+    for start in range(0, len(links), _CHUNK):
+        args = [value for job_id, failed in links[start : start + _CHUNK]
+                for value in (job_id, failed.pk, failed.error_summary)]
+        script(keys=[], args=[store.prefix, *args])
+
+
+def retried_link(store: Any, job_id: int) -> dict[str, Any]:
+    """The `retried_from_*` FailedJob fields of a job in Redis (none if not a retry)."""
+    found, error = store.client.hmget(store.key("job", str(job_id)), *_LINK_FIELDS)
+    if not found:
+        return {}
+    return {"retried_from_id": int(found), "retried_from_error": error.decode()}
 
 
 def failed_row(claim: Claim, error: str) -> dict[str, Any]:
@@ -65,8 +97,9 @@ def failed_row(claim: Claim, error: str) -> dict[str, Any]:
     return fields
 
 
-def write_row(rows: Any, claim: Claim, error: str) -> Any:
-    """Return the failed row of this claim, writing it unless an earlier call did.
+def write_row(rows: Any, claim: Claim, error: str, link: dict[str, Any] | None = None) -> Any:
+    """Return the failed row of this claim, writing it unless an earlier call did;
+    `link` adds the `retried_from_*` fields (see retried_link).
 
     The insert is its own statement (committed at once outside a transaction), so
     a worker that dies after it leaves the row for the sweep to find.
@@ -76,7 +109,7 @@ def write_row(rows: Any, claim: Claim, error: str) -> Any:
     if row is not None:
         return row
     try:
-        return rows.create(claim_token=key, **failed_row(claim, error))
+        return rows.create(claim_token=key, **failed_row(claim, error), **(link or {}))
     except IntegrityError:  # written meanwhile by a repeat of this call
         return rows.get(claim_token=key)
 

@@ -26,6 +26,7 @@ __all__ = [
     "TABLE",
     "execute",
     "heartbeat",
+    "next_due",
     "release",
     "returning",
     "without_key",
@@ -67,15 +68,17 @@ REQUEUE_ABANDONED = (
     f"WHERE token IS NOT NULL AND claimed_at < %s"
 )
 
-# Params: id, token. Then FAIL_INSERT with the returned row, failed_at, error.
+# Params: id, token. Then FAIL_INSERT with the returned row, failed_at, error. A
+# retried job's link to the failed job it came from goes on to its new failed row.
 FAIL_DELETE = (
     f"DELETE FROM {TABLE} WHERE id = %s AND token = %s "
-    f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at"
+    f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at, "
+    f"retried_from_id, retried_from_error"
 )
 FAIL_INSERT = (
     f"INSERT INTO {FAILED_TABLE} (job_id, name, queue, payload, priority, "
-    f"unique_key, attempts, pushed_at, failed_at, error) "
-    f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id"
+    f"unique_key, attempts, pushed_at, retried_from_id, retried_from_error, failed_at, error) "
+    f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id"
 )
 
 # Params: now, now. Per queue: waiting (due), delayed, running.
@@ -105,6 +108,12 @@ def release(undo_attempt: bool) -> str:
         f"attempts = {attempts}, claim_position = 0, available_at = %s, last_error = %s, "
         f"unique_key = {KEEP_KEY} WHERE id = %s AND token = %s"
     )
+
+
+def next_due(queues: int) -> str:
+    """When the next unclaimed job of `queues` queues is due (Store.next_due)."""
+    marks = ", ".join(["%s"] * queues)
+    return f"SELECT MIN(available_at) FROM {TABLE} WHERE token IS NULL AND queue IN ({marks})"
 
 
 def heartbeat(tokens: int) -> str:

@@ -20,6 +20,7 @@ from django.utils.crypto import get_random_string
 
 from ..backoff import Backoff, validate_backoff
 from ..conf import raw, settings
+from ..context import Pushed
 from ..limits import QUEUE_MAX, TASK_PATH_MAX, UNIQUE_KEY_MAX, too_long
 from ..payload import check_keys
 from ..stores import get_store
@@ -30,13 +31,14 @@ from .compat import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
+    task_backends,
     task_enqueued,
 )
 from .results import aload_record, build_result, load_record
 from .runner import TASK_JOB, task_job
 from .task import DEFAULT, LateriteTask
 
-__all__ = ["DEFAULT_OPTIONS", "LateriteBackend"]
+__all__ = ["DEFAULT_OPTIONS", "LateriteBackend", "laterite_backend"]
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "TRIES": 3,
@@ -51,7 +53,7 @@ def _is_whole(value: Any) -> bool:
 
 
 def _is_seconds(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and value > 0
+    return isinstance(value, Real) and not isinstance(value, bool) and float(value) > 0
 
 
 def _option_problem(name: str, value: Any) -> str | None:
@@ -210,11 +212,12 @@ class LateriteBackend(BaseTaskBackend):
         from ..models import TaskResultRecord
 
         self.validate_task(task)
-        result = TaskResult(
+        enqueued_at = timezone.now()
+        result: TaskResult[Any] = TaskResult(
             task=task,
             id=get_random_string(32),
             status=TaskResultStatus.READY,
-            enqueued_at=timezone.now(),
+            enqueued_at=enqueued_at,
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
@@ -238,7 +241,7 @@ class LateriteBackend(BaseTaskBackend):
         job = task_job()
         inline = settings.MODE == "inline"
 
-        def record(job_id: object = None) -> Any:
+        def record(job_id: object = None) -> TaskResultRecord:
             return TaskResultRecord.objects.using(settings.DATABASE).create(
                 id=result.id,
                 task_path=task.module_path,
@@ -249,25 +252,28 @@ class LateriteBackend(BaseTaskBackend):
                 args=result.args,
                 kwargs=result.kwargs,
                 status=TaskResultStatus.READY,
-                enqueued_at=result.enqueued_at,
+                enqueued_at=enqueued_at,
                 job_id="" if job_id is None else str(job_id),
                 unique_key=key or "",
             )
 
-        push = {"at": task.run_after, "queue": task.queue_name, "priority": task.priority}
+        def push() -> Pushed:
+            return job.enqueue((), call, at=task.run_after, queue=task.queue_name,
+                               priority=task.priority)
+
         database = settings.DATABASE
         if inline:
             # The task runs at the push: its result must exist first.
             with transaction.atomic(using=database):
                 saved = record()
                 task_enqueued.send(sender=type(self), task_result=result)
-                job.enqueue((), call, **push)
+                push()
                 saved.refresh_from_db()
             return build_result(saved, task)
         if get_store().transactional_push:
             # The job and its result commit (or roll back) together.
             with transaction.atomic(using=database):
-                pushed = job.enqueue((), call, **push)
+                pushed = push()
                 if pushed.status == "duplicate":
                     return self._waiting(key) or result
                 record(pushed.id)
@@ -275,9 +281,9 @@ class LateriteBackend(BaseTaskBackend):
             # The result first, so the worker finds it; the job once it is committed.
             saved = record()
 
-            def push_now() -> Any:
+            def push_now() -> Pushed:
                 try:
-                    pushed = job.enqueue((), call, **push)
+                    pushed = push()
                 except BaseException:
                     saved.delete()
                     raise
@@ -326,3 +332,12 @@ class LateriteBackend(BaseTaskBackend):
 
     def __repr__(self) -> str:
         return f"<LateriteBackend {self.alias!r} job={TASK_JOB!r}>"
+
+
+def laterite_backend(alias: str) -> LateriteBackend:
+    """Return the backend of TASKS[alias]; a `laterite.task` job runs only through a
+    LateriteBackend, so any other is a TypeError naming it."""
+    backend = task_backends[alias]
+    if not isinstance(backend, LateriteBackend):
+        raise TypeError(f"TASKS[{alias!r}] is a {type(backend).__name__}, not a LateriteBackend.")
+    return backend

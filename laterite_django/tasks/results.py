@@ -93,7 +93,7 @@ def build_result(record: Any, task: Task | None = None) -> TaskResult:
             run_after=record.run_after,
             backend=record.backend,
         )
-    result = TaskResult(
+    result: TaskResult[Any] = TaskResult(
         task=task,
         id=record.pk,
         status=TaskResultStatus(record.status),

@@ -49,12 +49,12 @@ class TaskJob(JobFunction):
     """The `laterite.task` job: its options are those of the Task each call runs."""
 
     def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
-        from .compat import task_backends
+        from .backend import laterite_backend
         from .results import resolve_task
 
         call = _call_of(args, kwargs)
         try:
-            backend = task_backends[call["backend"]]
+            backend = laterite_backend(call["backend"])
             tries, backoff, timeout = backend.run_options(resolve_task(call["task"]))
         except Exception as e:
             raise ValueError(f"cannot run task {call['task']!r}: {_summary(e)}") from e
@@ -221,9 +221,9 @@ class TaskRun:
         return len(record.errors) < self.cx.attempt
 
     def _backend(self) -> None:
-        from .compat import task_backends
+        from .backend import laterite_backend
 
-        backend = task_backends[self.alias]
+        backend = laterite_backend(self.alias)
         self.sender = type(backend)
         self.ttl = backend.result_ttl
 

@@ -7,11 +7,14 @@ whatever it (or a signal receiver) raises, the attempt is settled.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+import asgiref
 from django.db import close_old_connections
 from django.utils import timezone
 
@@ -34,6 +37,12 @@ __all__ = ["WorkerStopped", "after_settle", "describe", "ending_of", "options_of
 
 logger = logging.getLogger("laterite")
 
+# Where the frames that call a job live: this package, and for an async job the
+# event loop and asgiref's thread hop. `describe` leaves them off a traceback's top.
+_PLUMBING = tuple(
+    os.path.dirname(path) + os.sep for path in (__file__, asyncio.__file__, asgiref.__file__)
+)
+
 
 class WorkerStopped(BaseException):
     """Raised in the worker's thread by a second stop signal: stop now, jobs back to the queue."""
@@ -45,6 +54,7 @@ def run_claim(worker: Worker, claim: Claim) -> str:
     job = registry.find(claim.name)
     options = JobOptions()
     attempt: Attempt | None = None
+    raised: BaseException | None = None
     stopped = False
     if job is None:
         try:
@@ -68,6 +78,7 @@ def run_claim(worker: Worker, claim: Claim) -> str:
     if attempt is None and decision is None:
         assert job is not None
         ran = _run(worker, job, claim, args, kwargs, options)
+        raised = ran.error
         stopped = isinstance(ran.error, WorkerStopped) or (
             ran.error is not None and worker.stopped_now)
         attempt = Attempt(Ending.STOPPED) if stopped else ending_of(ran, options)
@@ -91,6 +102,8 @@ def run_claim(worker: Worker, claim: Claim) -> str:
     _log(claim, settled, time.monotonic() - started, decision)
     if stopped:
         raise WorkerStopped
+    if raised is not None:
+        worker.job_raised(claim, raised)
     return settled
 
 
@@ -128,7 +141,8 @@ def _run(
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                     attempt=claim.attempts, pushed_at=claim.pushed_at)
     try:
-        close_old_connections()
+        if worker.manage_connections:
+            close_old_connections()
     except Exception as e:
         return Ran(error=e)
     worker.monitor.start(claim, options.timeout)
@@ -138,7 +152,8 @@ def _run(
     finally:
         worker.in_job = False
     try:
-        close_old_connections()  # never in place of the job's outcome
+        if worker.manage_connections:
+            close_old_connections()  # never in place of the job's outcome
     except Exception:
         logger.exception("Could not tidy the connections after job %s", claim.id)
     return ran
@@ -150,7 +165,7 @@ def ending_of(ran: Ran, options: JobOptions) -> Attempt:
     if time_limit_passed(ran):
         text = rules.timeout_reason(options.timeout)
         if error is not None:
-            text = f"{text}\n\n{''.join(traceback.format_exception(error))}"
+            text = f"{text}\n\n{_traceback(error)}"
         return Attempt(Ending.TIMED_OUT, text)
     if error is None:
         return Attempt(Ending.SUCCEEDED)
@@ -163,9 +178,20 @@ def ending_of(ran: Ran, options: JobOptions) -> Attempt:
 
 
 def describe(error: BaseException) -> str:
-    """First line: the exception and its message; then the traceback."""
+    """First line: the exception and its message; then the traceback from the job's
+    own first frame, without the worker's frames (and asyncio's, for an async job)
+    that called it."""
     kind = f"{type(error).__module__}.{type(error).__qualname__}".removeprefix("builtins.")
-    return f"{kind}: {error}\n\n{''.join(traceback.format_exception(error))}"
+    return f"{kind}: {error}\n\n{_traceback(error)}"
+
+
+def _traceback(error: BaseException) -> str:
+    """The traceback of `error` without the calling frames `describe` leaves off
+    (all of them kept if the error arose in those frames alone)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PLUMBING):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
 
 
 def _about(claim: Claim) -> dict[str, Any]:
@@ -180,10 +206,38 @@ def _logged(claim: Claim) -> dict[str, Any]:
 
 
 def _log(claim: Claim, settled: str, duration: float, decision: Any = None) -> None:
+    """One line per attempt's end: a failure and a retry say why, a retry says when."""
     error = decision.error.split("\n", 1)[0] if decision is not None else ""
+    extra = {"action": f"job_{settled}", "duration": duration, "error": error,
+             **_logged(claim)}
     if settled == Settled.LOST:
         logger.warning("Job %s #%s finished but its claim was lost; not settling it again",
                        claim.name, claim.id, extra={"action": "claim_lost", **_logged(claim)})
-    logger.info("Job %s #%s %s in %.3f s", claim.name, claim.id, settled, duration,
-                extra={"action": f"job_{settled}", "duration": duration, "error": error,
-                       **_logged(claim)})
+    if settled == Settled.RETRYING:
+        delay = decision.delay or 0.0
+        logger.info("Job %s #%s attempt %d failed: %s; retrying in %s", claim.name, claim.id,
+                    claim.attempts, error, for_humans(delay), extra={**extra, "delay": delay})
+    elif settled == Settled.FAILED:
+        tries = f"{claim.attempts} attempt{'s' if claim.attempts != 1 else ''}"
+        logger.warning("Job %s #%s failed after %s: %s", claim.name, claim.id, tries, error,
+                       extra=extra)
+    elif settled == Settled.RETURNED:
+        logger.info("Job %s #%s returned to its queue, not counted as an attempt",
+                    claim.name, claim.id, extra=extra)
+    else:
+        logger.info("Job %s #%s %s in %.3f s", claim.name, claim.id, settled, duration,
+                    extra=extra)
+
+
+def for_humans(seconds: float) -> str:
+    """A delay as a person reads it: 0.5 s, 30 s, 2 min 5 s, 3 h 20 min, 2 d 4 h."""
+    if seconds < 60:
+        return f"{round(seconds, 1):g} s"
+    whole = round(seconds)
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60),
+                                          ("min", 60, "s", 1)):
+        if whole >= size:
+            big, rest = divmod(whole, size)
+            rest //= small_size
+            return f"{big} {unit} {rest} {small}" if rest else f"{big} {unit}"
+    return f"{whole} s"  # pragma: no cover - 60 s and more is in minutes

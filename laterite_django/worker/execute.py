@@ -7,12 +7,14 @@ import ctypes
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from asgiref.sync import ThreadSensitiveContext, async_to_sync, sync_to_async
 from django.db import connections
 
 from ..context import JobContext
@@ -20,7 +22,7 @@ from ..context import JobContext
 if TYPE_CHECKING:
     from ..jobs import JobFunction
 
-__all__ = ["JobTimeout", "Ran", "call_job", "run_job", "time_limit_passed"]
+__all__ = ["JobTimeout", "Ran", "call_job", "in_this_thread", "run_job", "time_limit_passed"]
 
 
 class JobTimeout(BaseException):
@@ -35,6 +37,19 @@ class JobTimeout(BaseException):
 
 
 _loops = threading.local()
+_here: ContextVar[bool] = ContextVar("laterite_in_this_thread", default=False)
+
+
+@contextmanager
+def in_this_thread() -> Iterator[None]:
+    """Run async jobs so that their thread-sensitive calls (their ORM queries) come
+    back to this thread, on the caller's connection and in its transaction, as
+    Django's async tests do: inline mode and `testing.run_jobs()`."""
+    token = _here.set(True)
+    try:
+        yield
+    finally:
+        _here.reset(token)
 
 
 def _runner() -> asyncio.Runner:
@@ -52,6 +67,8 @@ def call_job(
         kwargs = {**kwargs, "cx": cx}
     if not job.is_async:
         return job.func(*args, **kwargs)
+    if _here.get():
+        return async_to_sync(job.func)(*args, **kwargs)
     runner = _runner()
     tasks: list[asyncio.Task] = []
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from django.db import close_old_connections, connections
+from django.db import close_old_connections
 from django.utils import timezone
 
 from ..backoff import Growing
@@ -27,6 +27,7 @@ from .attempt import WorkerStopped, run_claim
 from .hand import Hand
 from .heartbeat import Heartbeat
 from .memory import resident_bytes
+from .outage import Outage, drop_connections
 from .reports import Monitor
 from .rules import lost_reason
 from .settle import Settler
@@ -68,6 +69,8 @@ class Worker:
         retry_after: float | None = None,
         max_memory: int | None = None,
         monitor: Monitor | None = None,
+        wait_delayed: float = 0,
+        manage_connections: bool = True,
     ) -> None:
         self.queues = list(queues or settings.QUEUES)
         self.name = name or default_worker_name()
@@ -76,6 +79,12 @@ class Worker:
         self._limit = 1  # what the next claim asks for: grows while the queue is deep
         self.once = once
         self.stop_when_empty = stop_when_empty
+        # With stop_when_empty: also wait for a delayed job due within this many seconds.
+        self.wait_delayed = wait_delayed
+        # False: run on the caller's connections and transaction (testing.run_jobs): close
+        # no connection, start no heartbeat thread (it needs a connection of its own), and
+        # let a store error raise instead of waiting for the store to come back.
+        self.manage_connections = manage_connections
         self.max_jobs = max_jobs
         self.max_seconds = max_seconds
         self.sleep = settings.POLL if sleep is None else sleep
@@ -90,10 +99,11 @@ class Worker:
         self.hand = Hand()
         self.settler = Settler(self.store, patience=SETTLE_PATIENCE,
                                stop_now=lambda: self._stop_now,
-                               on_unavailable=self._drop_broken_connections)
+                               on_unavailable=lambda: drop_connections(self.store))
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
                                    slow_after=FLUSH_AFTER, relieve=self._relieve)
         self._next_sweep = 0.0
+        self.outage = Outage(self.name, self.stopping)
         self._started = time.monotonic()
 
     # -- control --------------------------------------------------------------------
@@ -101,7 +111,7 @@ class Worker:
     def stop(self) -> None:
         """Finish the jobs in hand, claim no more."""
         self.stop_reason = self.stop_reason or "stopped"
-        self.stopping.set()
+        self._raise_stopping()
 
     def stop_now(self) -> None:
         """Stop the running job now and give the jobs in hand back to their queues.
@@ -112,9 +122,18 @@ class Worker:
         """
         self.stop_reason = "stopped"
         self._stop_now = True
-        self.stopping.set()
+        self._raise_stopping()
         if self.in_job:
             raise WorkerStopped
+
+    def _raise_stopping(self) -> None:
+        """Set `stopping`; on the main thread from another one, as a signal handler may
+        have interrupted `stopping.wait()` holding the event's lock (a deadlock)."""
+        if threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(RuntimeError):  # no new threads at interpreter exit
+                threading.Thread(target=self.stopping.set, daemon=True).start()
+                return
+        self.stopping.set()
 
     @property
     def stopped_now(self) -> bool:
@@ -137,7 +156,8 @@ class Worker:
     def run(self) -> int:
         """Work until stopped or done; return the number of jobs handled."""
         self._started = time.monotonic()
-        self.heartbeat.start()
+        if self.manage_connections:
+            self.heartbeat.start()
         logger.info(
             "Worker %s started on queues %s", self.name, ", ".join(self.queues),
             extra={"action": "worker_started", "worker": self.name, "queues": self.queues},
@@ -146,17 +166,21 @@ class Worker:
         try:
             while not self.stopping.is_set() and not self._limit_reached():
                 try:
-                    if self._round():
+                    done = self._round()
+                    self.outage.back()
+                    if done:
                         break
                     waits.reset()
                 except WorkerStopped:
                     raise
                 except StoreUnavailable as e:
+                    if not self.manage_connections:
+                        raise
                     # Claims not started are let go: they expire and return to their
                     # queues after retry_after, without the attempt (position > 0).
                     self.hand.clear()
-                    self._pause(waits.next(), "Store unavailable (%s)", e, "store_unavailable")
-                    self._drop_broken_connections()
+                    self.outage.down(e, waits.next())
+                    drop_connections(self.store)
                 except BaseException as e:  # nothing may end the loop
                     self._give_back(self.hand.take_unstarted())
                     self.hand.clear()
@@ -169,7 +193,8 @@ class Worker:
 
     def _round(self) -> bool:
         """Claim and run one batch; return True when the worker is done."""
-        close_old_connections()
+        if self.manage_connections:
+            close_old_connections()
         self._sweep()
         finished = self.hand.take_finished()
         try:
@@ -180,6 +205,8 @@ class Worker:
             raise
         self._deleted(finished)
         if not claims:
+            if self.stop_when_empty and self._wait_for_delayed():
+                return False
             if self.stop_when_empty or self.once:
                 self.stop_reason = "empty"
                 return True
@@ -190,6 +217,21 @@ class Worker:
             self.stop_reason = "once"
             return True
         return False
+
+    def _wait_for_delayed(self) -> bool:
+        """Nothing is due: wait for the next delayed job if it is due within
+        `wait_delayed` seconds, and say so (False: nothing to wait for)."""
+        if not self.wait_delayed:
+            return False
+        due = self.store.next_due(self.queues)
+        if due is None:
+            return False
+        wait = (due - timezone.now()).total_seconds()
+        if wait > self.wait_delayed:
+            return False
+        # A job pushed meanwhile is seen after `sleep` seconds at the latest.
+        self.stopping.wait(min(max(wait, 0.01), self.sleep))
+        return True
 
     def _pause(self, wait: float, message: str, error: object, action: str,
                exc: bool = False) -> None:
@@ -205,12 +247,14 @@ class Worker:
             logger.exception("Could not delete finished jobs; they may run again")
         self._give_back(self.hand.take_unstarted())
         self.heartbeat.stop()
-        with contextlib.suppress(Exception):
-            self.store.close()  # this thread's connections, its LISTEN one included
+        if self.manage_connections:
+            with contextlib.suppress(Exception):
+                self.store.close()  # this thread's connections, its LISTEN one included
         reason = self.stop_reason or "stopped"
         self.monitor.exit(reason)
         logger.info(
-            "Worker %s stopped after %d jobs (%s)", self.name, self.processed, reason,
+            "Worker %s stopped after %d job%s (%s)", self.name, self.processed,
+            "" if self.processed == 1 else "s", reason,
             extra={"action": "worker_stopped", "worker": self.name, "jobs": self.processed,
                    "reason": reason},
         )
@@ -259,13 +303,18 @@ class Worker:
             self.hand.put_back_finished(finished)
             raise
         if deleted < len(finished):
-            logger.warning("%d finished jobs had lost their claims; not settled again",
-                           len(finished) - deleted, extra={"action": "claim_lost"})
+            lost = len(finished) - deleted
+            logger.warning("%d finished job%s lost %s; not settled again", lost,
+                           "" if lost == 1 else "s", "its claim" if lost == 1 else "their claims",
+                           extra={"action": "claim_lost"})
         self._deleted(finished)
 
     def _deleted(self, finished: list[Claim]) -> None:
         for claim in finished:
             self.monitor.done(claim)
+
+    def job_raised(self, claim: Claim, error: BaseException) -> None:
+        """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""
 
     def give_back(self, claim: Claim) -> bool:
         """Return `claim` to its queue, due now, its attempt not counted; False if the
@@ -306,12 +355,6 @@ class Worker:
         older_than = timezone.now() - timedelta(seconds=self.retry_after)
         count = self.store.requeue_abandoned(older_than, lost_reason(self.retry_after))
         if count:
-            logger.warning("Returned %d abandoned jobs to their queues", count,
+            logger.warning("Returned %d abandoned job%s to %s", count,
+                           "" if count == 1 else "s", "its queue" if count == 1 else "their queues",
                            extra={"action": "requeued_abandoned", "count": count})
-
-    def _drop_broken_connections(self) -> None:
-        for conn in connections.all(initialized_only=True):
-            with contextlib.suppress(Exception):
-                conn.close()
-        with contextlib.suppress(Exception):
-            self.store.close()

@@ -32,6 +32,15 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@job("tests.backoff_flaky", tries=3, backoff=1)
+def backoff_flaky(value: str, succeed_on: int, cx: JobContext) -> None:
+    """Like `flaky`, retried after 1 s (queue_work --wait-delayed)."""
+    _record("backoff-attempt", value, cx.attempt)
+    if cx.attempt < succeed_on:
+        raise RuntimeError(f"backoff attempt {cx.attempt}")
+    _record("backoff-ok", value, cx.attempt)
+
+
 @job("tests.flaky", tries=3, backoff=0)
 def flaky(value: str, succeed_on: int, cx: JobContext) -> None:
     """Fail until attempt `succeed_on`, then record success."""
@@ -105,6 +114,12 @@ async def async_record(value: str, cx: JobContext) -> str:
     await asyncio.sleep(0)
     await Record.objects.acreate(kind="async", value=value, attempt=cx.attempt, pid=os.getpid())
     return value
+
+
+@job("tests.async_broken", tries=1)
+async def async_broken(value: str) -> None:
+    await asyncio.sleep(0)
+    raise ValueError(f"async broken {value}")
 
 
 @job("tests.mail", queue="mail")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from ...stores import get_store
 from ..arguments import confirm
+from ..store_check import StoreCommand
+from ..wording import count as counted
 
 
-class Command(BaseCommand):
+class Command(StoreCommand):
     help = "Delete every waiting and running job, of one queue or of all. Failed jobs stay."
 
     def add_arguments(self, parser) -> None:
@@ -28,7 +30,7 @@ class Command(BaseCommand):
             c.total for name, c in counts.items() if queue is None or name == queue
         )
         where = "every queue" if queue is None else f"queue {queue!r}"
-        if not confirm(self, f"This deletes {waiting} jobs from {where}.", options):
+        if not confirm(self, f"This deletes {counted(waiting, 'job')} from {where}.", options):
             return
         count = store.clear(queue)
-        self.stdout.write(f"{count} job{'s' if count != 1 else ''} deleted from {where}.")
+        self.stdout.write(f"{counted(count, 'job')} deleted from {where}.")

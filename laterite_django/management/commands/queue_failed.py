@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand
-
 from ...stores import get_store
 from ..arguments import positive_int
+from ..store_check import StoreCommand
+from ..wording import shorten
+
+# The table shows this much of each error's first line; --json shows it all.
+ERROR_WIDTH = 100
 
 
-class Command(BaseCommand):
+class Command(StoreCommand):
     help = "List failed jobs, newest first, with the ids queue_retry and queue_forget take."
 
     def add_arguments(self, parser) -> None:
@@ -41,7 +44,8 @@ class Command(BaseCommand):
         header = ("id", "name", "queue", "attempts", "failed at", "error")
         table = [
             (str(row.id), row.name, row.queue, str(row.attempts),
-             row.failed_at.strftime("%Y-%m-%d %H:%M:%S"), row.error_summary[:100])
+             row.failed_at.strftime("%Y-%m-%d %H:%M:%S"),
+             shorten(row.error_summary, ERROR_WIDTH))
             for row in rows
         ]
         widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header) - 1)]

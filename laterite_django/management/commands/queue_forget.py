@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from ...stores import get_store
 from ..arguments import confirm, failed_ids, positive_int
+from ..store_check import StoreCommand
+from ..wording import count as counted
 
 
-class Command(BaseCommand):
+class Command(StoreCommand):
     help = "Delete failed jobs for good."
 
     def add_arguments(self, parser) -> None:
@@ -27,10 +29,11 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"No failed job has id {', '.join(map(str, missing))}; nothing forgotten."
                 )
-            what = f"{len(ids)} failed job{'s' if len(ids) != 1 else ''}"
+            what = counted(len(ids), "failed job")
         else:
-            what = f"all {sum(store.failed_counts().values())} failed jobs"
+            total = sum(store.failed_counts().values())
+            what = "the 1 failed job" if total == 1 else f"all {total} failed jobs"
         if not confirm(self, f"This deletes {what} for good.", options):
             return
         count = store.forget(ids)
-        self.stdout.write(f"{count} failed job{'s' if count != 1 else ''} forgotten.")
+        self.stdout.write(f"{counted(count, 'failed job')} forgotten.")

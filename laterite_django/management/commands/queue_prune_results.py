@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from ...conf import settings
 from ...models import TaskResultRecord
 from ..arguments import confirm, non_negative_float
+from ..store_check import StoreCommand
+from ..wording import count as counted
 
 
-class Command(BaseCommand):
+class Command(StoreCommand):
     help = (
         "Delete the results of Django tasks that expired (RESULT_TTL after they finished), "
         "or with --older-than, every finished result older than that."
@@ -52,15 +53,11 @@ class Command(BaseCommand):
             what = f"finished more than {older_than:g} s ago"
         if options["dry_run"]:
             count = rows.count()
-            self.stdout.write(f"{count} task result{_s(count)} {what} would be deleted.")
+            self.stdout.write(f"{counted(count, 'task result')} {what} would be deleted.")
             return
         if older_than is not None and not confirm(
             self, f"Delete every task result {what}?", options
         ):
             return
         count, _ = rows.delete()
-        self.stdout.write(f"{count} task result{_s(count)} {what} deleted.")
-
-
-def _s(count: int) -> str:
-    return "" if count == 1 else "s"
+        self.stdout.write(f"{counted(count, 'task result')} {what} deleted.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from ...conf import settings
@@ -13,9 +13,10 @@ from ...exceptions import InvalidPayload, JobNotRegistered
 from ...payload import decode
 from ...registry import registry
 from ..arguments import json_object, non_negative_float
+from ..store_check import StoreCommand
 
 
-class Command(BaseCommand):
+class Command(StoreCommand):
     help = "Push a registered job by its name, with its arguments as JSON."
 
     def add_arguments(self, parser) -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from ...stores import get_store
 from ..arguments import failed_ids, positive_int
+from ..store_check import StoreCommand
+from ..wording import count as counted
 
 
-class Command(BaseCommand):
+class Command(StoreCommand):
     help = "Put failed jobs back on their queues, due now, with their attempts afresh."
 
     def add_arguments(self, parser) -> None:
@@ -27,4 +29,5 @@ class Command(BaseCommand):
                     f"See queue_failed for the ids."
                 )
         count = store.retry(ids)
-        self.stdout.write(f"{count} job{'s' if count != 1 else ''} put back on their queues.")
+        where = "its queue" if count == 1 else "their queues"
+        self.stdout.write(f"{counted(count, 'job')} put back on {where}.")

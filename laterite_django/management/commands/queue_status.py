@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from ...conf import settings
 from ...exceptions import StoreUnavailable
-from ...stores import get_store
+from ...stores import QueueCounts, get_store
+from ..store_check import StoreCommand
 
 
-class Command(BaseCommand):
-    help = "Show per queue how many jobs are waiting, delayed, running and failed."
+class Command(StoreCommand):
+    help = (
+        "Show per queue how many jobs are waiting, delayed, running and failed: every "
+        "queue of LATERITE_QUEUE_QUEUES, and any other queue that has jobs."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
@@ -24,11 +29,14 @@ class Command(BaseCommand):
         store = get_store()
         try:
             store.ping()
-            counts = store.counts()
-        except StoreUnavailable as e:
-            raise CommandError(str(e)) from e
+            found = store.counts()
+        except StoreUnavailable:
+            raise  # one line, by StoreCommand
         except Exception as e:
             raise CommandError(f"The queue store cannot be read: {e}") from e
+        # The configured queues first, in their order, at zero if empty; then the others.
+        counts = {queue: found.get(queue, QueueCounts()) for queue in settings.QUEUES}
+        counts.update(sorted(found.items()))
         if options["json"]:
             data = {
                 queue: {"waiting": c.waiting, "delayed": c.delayed, "running": c.running,
@@ -47,6 +55,4 @@ class Command(BaseCommand):
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
             self.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
-        if not rows:
-            self.stdout.write("(no jobs)")
         self.stdout.write(f"failed total: {sum(c.failed for c in counts.values())}")

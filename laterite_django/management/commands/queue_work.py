@@ -7,28 +7,34 @@ whose job is stuck past its timeout.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connections
 
 from ...conf import settings, validate_all
-from ...exceptions import LateriteConfigurationError, StoreUnavailable
+from ...exceptions import LateriteConfigurationError
 from ...limits import NAME_MAX
 from ...worker.execute import stuck_threads
 from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import stop_signals
 from ...worker.supervisor import Supervisor
 from ..arguments import at_most, non_negative_float, positive_float, positive_int
+from ..console import add_console, banner, remove_console
+from ..store_check import StoreCommand, wait_for_store
+from ..wording import count as counted
 
 DEFAULT_BATCH = 20
 # A worker's name is stored as claimed_by (NAME_MAX characters); the supervisor
 # adds "-<slot>" or ":supervisor" to it.
 WORKER_NAME_MAX = NAME_MAX - 20
 
+logger = logging.getLogger("laterite")
 
-class Command(BaseCommand):
+
+class Command(StoreCommand):
     help = "Run a worker that claims and runs jobs from the given queues."
 
     requires_system_checks = "__all__"
@@ -42,6 +48,11 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Run at most one job, then exit.")
         parser.add_argument(
             "--stop-when-empty", action="store_true", help="Exit 0 once no job is due."
+        )
+        parser.add_argument(
+            "--wait-delayed", type=non_negative_float, default=0, metavar="SECONDS",
+            help="With --stop-when-empty: first wait for delayed jobs (retries) due within "
+            "SECONDS, and run them.",
         )
         parser.add_argument(
             "--processes", type=positive_int,
@@ -87,6 +98,13 @@ class Command(BaseCommand):
             validate_all()
         except LateriteConfigurationError as e:
             raise CommandError(str(e)) from e
+        console = add_console(options["verbosity"], options.get("stderr"))
+        try:
+            self.work(options)
+        finally:
+            remove_console(console)
+
+    def work(self, options: dict) -> None:
         keep_connections_open()
         queues = options["queues"] or list(settings.QUEUES)
         processes = options["processes"] or settings.WORKERS
@@ -98,10 +116,14 @@ class Command(BaseCommand):
         if processes > 1 and not hasattr(os, "fork"):
             raise CommandError(f"--processes {processes} needs os.fork(), which this "
                                "platform lacks; use --processes 1.")
+        if options["wait_delayed"] and not options["stop_when_empty"]:
+            raise CommandError(f"--wait-delayed {options['wait_delayed']:g} needs "
+                               "--stop-when-empty.")
         max_memory = options["max_memory"] and options["max_memory"] * 1024 * 1024
         worker_options = {
             "batch": options["batch"],
             "stop_when_empty": options["stop_when_empty"],
+            "wait_delayed": options["wait_delayed"],
             "max_jobs": options["max_jobs"],
             "sleep": options["sleep"],
             "max_memory": max_memory,
@@ -113,11 +135,11 @@ class Command(BaseCommand):
             max_seconds=options["max_seconds"],
             **worker_options,
         )
-        try:
-            worker.store.ping()
-        except StoreUnavailable as e:
-            # Not fatal: the worker keeps retrying with backoff until the store answers.
-            self.stderr.write(f"{e}; waiting for it to come back.")
+        logger.info(banner(worker.store, queues, processes), extra={"action": "worker_banner"})
+        # Once, before any worker: missing tables end the command (StoreNotMigrated,
+        # one line); a store that is down is waited for, said once.
+        if not wait_for_store(worker.store, give_up_after=options["max_seconds"]):
+            return
 
         if processes > 1:
             Supervisor(
@@ -135,7 +157,7 @@ class Command(BaseCommand):
         stuck = stuck_threads()
         if stuck:
             # Python would wait at exit for threads that a timed-out job left blocked.
-            self.stderr.write(f"Leaving {len(stuck)} threads of timed-out jobs behind.")
+            self.stderr.write(f"Leaving {counted(len(stuck), 'thread')} of timed-out jobs behind.")
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)

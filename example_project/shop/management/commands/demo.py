@@ -1,20 +1,26 @@
 """`manage.py demo`: migrate, place two orders, run the worker until done, show the result."""
 
-import time
+from pathlib import Path
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.db import transaction
 
-from laterite_django.stores import get_store
-from shop.jobs import charge_card, send_receipt, sync_inventory
+import laterite_django
+
+from shop.jobs import send_receipt
 from shop.models import Order
+from shop.orders import place_order
 
 
 class Command(BaseCommand):
-    help = "Run the example end to end on SQLite."
+    help = "Run the example end to end (on SQLite unless EXAMPLE_STORE says otherwise)."
 
     def handle(self, *args, **options) -> None:
+        self.stdout.write(
+            f"laterite-django {laterite_django.__version__} from "
+            f"{Path(laterite_django.__file__).parent}, EXAMPLE_STORE={settings.STORE}"
+        )
         call_command("migrate", verbosity=0)
         call_command("queue_clear", no_input=True, interactive=False, verbosity=0,
                      stdout=self.stdout)
@@ -22,23 +28,14 @@ class Command(BaseCommand):
         self.stdout.write("\n== Placing two orders (one with a declined card)")
         for email, card in [("ada@example.com", "4242424242424242"),
                             ("bob@example.com", "0000000000000000")]:
-            with transaction.atomic():
-                order = Order.objects.create(email=email, total_cents=1999, card=card)
-                send_receipt.push(order.pk)
-                send_receipt.push(order.pk)  # a duplicate, dropped by unique_key
-                sync_inventory.push(order.pk)
-                charge_card.push(order.pk)
+            order = place_order(email=email, total_cents=1999, card=card)
+            send_receipt.push(order.pk)  # a duplicate of a waiting job, dropped by unique_key
         call_command("queue_status", stdout=self.stdout)
 
         self.stdout.write("\n== Running the worker until every job is done or failed")
-        store = get_store()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            call_command("queue_work", "--queue", "default", "--queue", "mail",
-                         "--stop-when-empty", "--processes", "1")
-            if not any(c.total for c in store.counts().values()):
-                break
-            time.sleep(0.5)  # a retry is waiting for its backoff
+        # --wait-delayed: a retry waiting for its backoff (a few seconds) is waited for.
+        call_command("queue_work", "--queue", "default", "--queue", "mail",
+                     "--stop-when-empty", "--wait-delayed", "60", "--processes", "1")
 
         self.stdout.write("\n== Status")
         call_command("queue_status", stdout=self.stdout)

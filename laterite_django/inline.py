@@ -1,0 +1,47 @@
+"""The `inline` mode: a push runs its job at once, here, on what a worker would see.
+
+No retries, no timeout, nothing stored: what the job raises, the push raises.
+An async job's ORM calls come back to the pushing code's thread, so they use its
+connection and transaction, as the sync job's do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+
+from . import payload
+from .context import JobContext, Pushed
+
+if TYPE_CHECKING:
+    from .jobs import JobFunction
+    from .stores import NewJob
+
+__all__ = ["arun", "run"]
+
+
+def _call(job: JobFunction, new: NewJob) -> tuple[list[Any], dict[str, Any], JobContext]:
+    args, kwargs = payload.decode(new.payload)  # run on what a worker would see
+    cx = JobContext(id=None, name=job.name, queue=new.queue, attempt=1, pushed_at=new.pushed_at)
+    return args, kwargs, cx
+
+
+def run(job: JobFunction, new: NewJob) -> Pushed:
+    """Run `new` now (from sync code)."""
+    from .worker.execute import call_job, in_this_thread
+
+    with in_this_thread():
+        return Pushed("ran", result=call_job(job, *_call(job, new)))
+
+
+async def arun(job: JobFunction, new: NewJob) -> Pushed:
+    """Run `new` now (from async code): an async job awaited here, a plain one in the
+    thread Django's async ORM calls use (`sync_to_async`)."""
+    args, kwargs, cx = _call(job, new)
+    if job.takes_cx:
+        kwargs = {**kwargs, "cx": cx}
+    if job.is_async:
+        return Pushed("ran", result=await job.func(*args, **kwargs))
+    result = await sync_to_async(job.func, thread_sensitive=True)(*args, **kwargs)
+    return Pushed("ran", result=result)

@@ -1,0 +1,58 @@
+"""A worker's store outage: said once when it starts, once when it ends.
+
+While the store is away the worker waits with growing pauses; repeating the
+same warning at each one would bury everything else in the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+
+from django.db import connections
+
+from ..exceptions import StoreUnavailable
+from ..stores import Store
+
+__all__ = ["Outage", "drop_connections"]
+
+logger = logging.getLogger("laterite")
+
+
+class Outage:
+    """Whether the store is down for one worker, and the lines that say so."""
+
+    def __init__(self, worker: str, stopping: threading.Event) -> None:
+        self.worker = worker
+        self.stopping = stopping
+        self.since: float | None = None
+
+    def down(self, error: StoreUnavailable, wait: float) -> None:
+        """Say once that the store is down (then only at debug level), and wait."""
+        extra = {"action": "store_unavailable", "worker": self.worker}
+        if self.since is None:
+            self.since = time.monotonic()
+            logger.error("Store unavailable: %s; waiting for it to come back",
+                         str(error).rstrip(". "), extra=extra)
+        else:
+            logger.debug("Store still unavailable (%s); retrying in %.1f s", error, wait,
+                         extra=extra)
+        self.stopping.wait(wait)
+
+    def back(self) -> None:
+        """The store answered: say so if it had been away."""
+        if self.since is not None:
+            logger.info("Store available again after %.1f s", time.monotonic() - self.since,
+                        extra={"action": "store_back", "worker": self.worker})
+            self.since = None
+
+
+def drop_connections(store: Store) -> None:
+    """Close this thread's database connections and the store's: they may be broken."""
+    for conn in connections.all(initialized_only=True):
+        with contextlib.suppress(Exception):
+            conn.close()
+    with contextlib.suppress(Exception):
+        store.close()

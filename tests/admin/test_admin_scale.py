@@ -1,0 +1,135 @@
+"""The admin's lists with many rows: a fixed number of queries, no full count per page.
+
+The queries of one changelist page: the session, the user, the store's counts
+(jobs, then failed jobs, per queue), the number of rows (PostgreSQL's estimate
+for a big unfiltered table, else a COUNT), the page's rows, and the distinct
+names for the name filter. None per row.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from laterite_django.admin.paginator import ESTIMATE_ABOVE
+from laterite_django.models import FailedJob, Job
+from tests.admin.test_admin import FAILED, JOBS, make_failed, make_job
+
+pytestmark = pytest.mark.django_db
+
+BIG = 100_000
+# session, user, job counts, failed counts, row count, page rows, filter names
+PAGE_QUERIES = 7
+
+
+def postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def insert_rows(n: int) -> None:
+    """Insert `n` jobs (all four states, three queues) and `n` failed jobs in two statements."""
+    if postgres():
+        numbers = f"generate_series(1, {n}) AS s(i)"
+        now, ago = "now()", "now() - make_interval(secs => i)"
+        later = "now() + interval '1 hour'"
+        prefix, source = "", f"FROM {numbers}"
+        text = "i::text"
+    else:
+        prefix = f"WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {n}) "
+        now, ago = "strftime('%Y-%m-%d %H:%M:%f', 'now')", (
+            "strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || i || ' seconds')")
+        later = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour')"
+        source = "FROM s"
+        text = "CAST(i AS TEXT)"
+    payload = f"'{{\"args\": [' || {text} || '], \"kwargs\": {{}}}}'"
+    queue = "CASE i % 3 WHEN 0 THEN 'default' WHEN 1 THEN 'mail' ELSE 'low' END"
+    name = "CASE i % 4 WHEN 0 THEN 'tests.record' WHEN 1 THEN 'tests.mail' ELSE 'tests.noop' END"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO laterite_job (name, queue, payload, priority, pushed_at, available_at, "
+            f"attempts, token, claimed_at, claimed_by, last_error, claim_position) "
+            f"{prefix}SELECT {name}, {queue}, {payload}, "
+            f"0, {ago}, CASE WHEN i % 5 = 0 THEN {later} ELSE {ago} END, "
+            f"CASE WHEN i % 7 = 0 THEN 1 ELSE 0 END, "
+            f"CASE WHEN i % 7 = 0 THEN 'tok' || {text} END, "
+            f"CASE WHEN i % 7 = 0 THEN {now} END, '', '', 0 {source}"
+        )
+        cursor.execute(
+            f"INSERT INTO laterite_failed_job (job_id, name, queue, payload, priority, attempts, "
+            f"pushed_at, failed_at, error) "
+            f"{prefix}SELECT i, {name}, {queue}, {payload}, "
+            f"0, 3, {ago}, {ago}, 'ValueError: broken ' || {text} || "
+            f"'\nTraceback (most recent call last):\n  File \"jobs.py\", line 1' {source}"
+        )
+        if postgres():
+            # What autovacuum does for a table that grew: refresh the planner's estimate
+            # and the visibility map (VACUUM needs the rows committed: transactional_db).
+            cursor.execute("VACUUM ANALYZE laterite_job")
+            cursor.execute("VACUUM ANALYZE laterite_failed_job")
+
+
+def full_counts(queries: list[dict]) -> list[str]:
+    """The paginator-style COUNT(*) queries over a whole table (no WHERE)."""
+    return [q["sql"] for q in queries if '"__count"' in q["sql"] and " WHERE " not in q["sql"]]
+
+
+@pytest.mark.parametrize("url", [JOBS, FAILED])
+def test_page_queries_do_not_grow_with_rows(admin_client, django_assert_num_queries, url):
+    make_job(), make_failed()
+    # A small table on PostgreSQL: the estimate is read, then rows are counted exactly.
+    expected = PAGE_QUERIES + (1 if postgres() else 0)
+    with django_assert_num_queries(expected):
+        assert admin_client.get(url).status_code == 200
+    for _ in range(150):  # more than one page, in every state
+        make_job("running"), make_job("delayed"), make_failed(queue="mail")
+    with django_assert_num_queries(expected):
+        response = admin_client.get(url)
+    assert len(response.context["cl"].result_list) == 100
+
+
+@pytest.mark.parametrize("url", [JOBS, FAILED])
+def test_detail_page_queries(admin_client, django_assert_num_queries, url):
+    obj = make_job() if url == JOBS else make_failed()
+    # session, user, the row; no summary on a detail page.
+    with django_assert_num_queries(3):
+        assert admin_client.get(f"{url}{obj.pk}/change/").status_code == 200
+
+
+@pytest.mark.slow
+def test_big_tables_render_without_a_full_count(transactional_db, admin_client, capsys):
+    insert_rows(BIG)
+    assert Job.objects.count() == FailedJob.objects.count() == BIG
+    admin_client.get(JOBS)  # warm the caches (templates, the first connection)
+    pages = [
+        (JOBS, False), (FAILED, False), (f"{JOBS}?p=500", False),
+        (f"{JOBS}?queue=mail&state=waiting", True), (f"{FAILED}?q=broken+99999", True),
+    ]
+    timings = []
+    for url, filtered in pages:
+        with CaptureQueriesContext(connection) as captured:
+            started = time.perf_counter()
+            response = admin_client.get(url)
+            timings.append(f"{url}: {time.perf_counter() - started:.3f} s")
+        assert response.status_code == 200
+        assert len(captured) == PAGE_QUERIES, [q["sql"][:120] for q in captured]
+        cl = response.context["cl"]
+        if not filtered and postgres():
+            # PostgreSQL's estimate stands in for COUNT(*): close, not exact.
+            assert full_counts(captured.captured_queries) == []
+            assert cl.result_count > ESTIMATE_ABOVE and abs(cl.result_count - BIG) < BIG // 10
+        elif not filtered:
+            assert cl.result_count == BIG
+        assert len(cl.result_list) == (1 if url.endswith("99999") else 100)
+    rows = {r.queue: r for r in response.context["queue_summary"].rows}
+    assert sum(r.failed for r in rows.values()) == BIG
+    assert sum(r.waiting + r.delayed + r.running for r in rows.values()) == BIG
+    with capsys.disabled():
+        print(f"\n{connection.vendor}, {BIG} jobs and {BIG} failed jobs:", *timings, sep="\n  ")

@@ -1,0 +1,263 @@
+"""The admin in a real browser: log in, open the failed list, retry a job, see it waiting;
+both lists fit a 1400 px window with the navigation sidebar open.
+
+Headless Chromium (Debian's `chromium` and `chromium-driver`) driven by Selenium
+against a live server, as Django's own admin tests do. Each page is saved as a
+screenshot under test-artifacts/admin/. Without Chromium the test is skipped
+locally; in CI (CI=true) a missing browser is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import unittest
+from datetime import timedelta
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.contrib.staticfiles.testing import StaticLiveServerTestCase
+from django.test import override_settings
+
+from laterite_django.models import FailedJob, Job
+from tests.conftest import ROOT, Workers
+from tests.testapp import jobs
+
+ARTIFACTS = Path(os.environ.get("LATERITE_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "admin"
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+    "--no-first-run", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--window-size=1440,900", "--force-device-scale-factor=1",
+    "--lang=en-US",
+]
+
+
+def _browser_paths() -> tuple[str, str]:
+    """Return (chromium, chromedriver), or skip (fail in CI) saying what is missing."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    missing = [name for name, path in (("chromium", chromium), ("chromium-driver", driver))
+               if path is None]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium (pip install -e '.[test]')")
+    if missing:
+        reason = (f"The browser test needs {', '.join(missing)}: "
+                  f"apt-get install -y chromium chromium-driver")
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{reason} (CI must install them, so this is not skipped)")
+        raise unittest.SkipTest(reason)
+    return chromium, driver
+
+
+@override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"])
+class AdminInBrowserTests(StaticLiveServerTestCase):
+    """One operator's round trip through the admin, in headless Chromium."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        chromium, driver = _browser_paths()
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        super().setUpClass()
+        cls.profile = tempfile.mkdtemp(prefix="laterite-chromium-")
+        options = webdriver.ChromeOptions()
+        options.binary_location = chromium
+        for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={cls.profile}"]:
+            options.add_argument(flag)
+        try:
+            cls.browser = webdriver.Chrome(service=Service(driver), options=options)
+        except Exception:
+            super().tearDownClass()
+            shutil.rmtree(cls.profile, ignore_errors=True)
+            raise
+        cls.browser.implicitly_wait(5)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.browser.quit()
+        shutil.rmtree(cls.profile, ignore_errors=True)
+        super().tearDownClass()
+
+    def screenshot(self, name: str) -> None:
+        """Save the whole page, beyond the window, as test-artifacts/admin/NAME.png."""
+        import base64
+
+        size = self.browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+        shot = self.browser.execute_cdp_cmd("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"],
+                     "scale": 1},
+        })
+        path = ARTIFACTS / f"{name}.png"
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    def open(self, path: str) -> None:
+        self.browser.get(f"{self.live_server_url}{path}")
+
+    def find(self, css: str):
+        from selenium.webdriver.common.by import By
+
+        return self.browser.find_element(By.CSS_SELECTOR, css)
+
+    def wait_for(self, css: str):
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        return WebDriverWait(self.browser, 10).until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+    def log_in(self) -> None:
+        get_user_model().objects.create_superuser("operator", "op@example.com", "s3cret-pw")
+        self.open("/admin/")
+        self.wait_for("#id_username").send_keys("operator")
+        self.find("#id_password").send_keys("s3cret-pw")
+        self.find("input[type=submit]").click()
+        self.wait_for("#user-tools")
+
+    def viewport(self, width: int, height: int = 900) -> None:
+        """Make the page exactly `width` CSS pixels wide (until the next call)."""
+        self.browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+    def nav_sidebar(self, shown: bool) -> None:
+        """Show or fold the navigation sidebar (the browser remembers it), then reload."""
+        self.browser.execute_script(
+            "localStorage.setItem('django.admin.navSidebarIsOpen', arguments[0]);",
+            "true" if shown else "false")
+        self.browser.refresh()
+        self.wait_for("#result_list")
+
+    def overflow(self) -> dict:
+        """How the list's table sits in its box: widths, and the last column's right edge."""
+        return self.browser.execute_script("""
+            const box = document.querySelector('#changelist .results');
+            const cells = document.querySelectorAll('#result_list thead th');
+            const last = cells[cells.length - 1].getBoundingClientRect();
+            return {scroll: box.scrollWidth, client: box.clientWidth,
+                    box_right: box.getBoundingClientRect().right, last_right: last.right,
+                    page: document.documentElement.scrollWidth,
+                    window: document.documentElement.clientWidth,
+                    last: cells[cells.length - 1].innerText};
+        """)
+
+    def make_failures(self) -> None:
+        """Fail two jobs in a real worker, then queue a few more that wait."""
+        jobs.always_broken.push("order-1138")
+        jobs.fail_now.push("user-42")
+        result = Workers("database").run("--stop-when-empty")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(FailedJob.objects.count(), 2)
+        for value in ("welcome-7", "welcome-8", "digest-9"):
+            jobs.mail.push(value)
+        jobs.record.push_at(_in_an_hour(), "nightly-report")
+        jobs.low.push("cleanup")
+
+    def test_retry_a_failed_job_from_its_page(self) -> None:
+        self.make_failures()
+        get_user_model().objects.create_superuser("operator", "op@example.com", "s3cret-pw")
+
+        self.open("/admin/")
+        self.wait_for("#id_username").send_keys("operator")
+        self.find("#id_password").send_keys("s3cret-pw")
+        self.screenshot("01-login")
+        self.find("input[type=submit]").click()
+        self.wait_for("#user-tools")
+
+        self.open("/admin/laterite_django/failedjob/")
+        self.wait_for("#result_list")
+        # Fold the navigation sidebar to give the screenshots room.
+        self.nav_sidebar(shown=False)
+        summary = self.find("#laterite-summary").text
+        self.assertIn("mail", summary)
+        rows = self.browser.find_elements("css selector", "#result_list tbody tr")
+        self.assertEqual(len(rows), 2)
+        self.assertIn("ValueError: broken order-1138", self.find("#result_list").text)
+        self.screenshot("02-failed-list")
+
+        broken = FailedJob.objects.get(name="tests.always_broken")
+        self.find(f'#result_list a[href*="/failedjob/{broken.pk}/change/"]').click()
+        self.wait_for(".field-traceback pre")
+        traceback = self.find(".field-traceback")
+        self.assertIn("Traceback (most recent call last)", traceback.text)
+        # The first frame is the job's own, not the worker's that called it.
+        first_frame = traceback.text.split("Traceback (most recent call last):\n", 1)[1]
+        self.assertIn("tests/testapp/jobs.py", first_frame.splitlines()[0])
+        self.assertNotIn("laterite_django/worker", traceback.text)
+        self.assertIn('"order-1138"', self.find(".field-payload_json").text)
+        # Retry above the traceback, and again at the bottom.
+        top, bottom = self.browser.find_elements("css selector", 'input[value="Retry"]')
+        self.assertLess(top.location["y"], traceback.location["y"])
+        self.assertGreater(bottom.location["y"], traceback.location["y"])
+        self.screenshot("03-failed-detail")
+
+        top.click()
+        self.wait_for(".messagelist")
+        self.assertIn("1 job put back on its queue.", self.find(".messagelist").text)
+        self.assertTrue(self.browser.current_url.endswith("/admin/laterite_django/job/?queue=default"))
+        retried = Job.objects.get(name="tests.always_broken")
+        row = self.find(f'#result_list a[href*="/job/{retried.pk}/change/"]')
+        row = row.find_element("xpath", "./ancestor::tr")
+        self.assertIn("waiting", row.find_element("css selector", ".field-state").text)
+        default = self.find('#laterite-summary tr[data-queue="default"] td[data-count="waiting"]')
+        self.assertEqual(default.text, "1")
+        self.screenshot("04-retried-waiting")
+        self.assertFalse(FailedJob.objects.filter(pk=broken.pk).exists())
+        self.assertEqual(retried.attempts, 0)
+
+        # The retried job remembers the failure it came from...
+        origin = f"Retried from failed job #{broken.pk}: ValueError: broken order-1138"
+        self.find(f'#result_list a[href*="/job/{retried.pk}/change/"]').click()
+        self.assertEqual(self.wait_for(".laterite-retried-from").text, origin)
+        self.screenshot("05-retried-job")
+        # ...and so does its failed row when it fails again.
+        result = Workers("database").run("--stop-when-empty")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        again = FailedJob.objects.get(name="tests.always_broken")
+        self.open(f"/admin/laterite_django/failedjob/{again.pk}/change/")
+        self.assertEqual(self.wait_for(".laterite-retried-from").text, origin)
+        self.screenshot("06-failed-again")
+
+
+    def test_both_lists_fit_1400_px_with_the_sidebar_open(self) -> None:
+        """Every column shows, none behind a horizontal scrollbar, at 1400 px."""
+        self.make_failures()
+        now = _in_an_hour() - timedelta(hours=1)
+        # A running job claimed by a worker on a long host name, a retried one.
+        Job.objects.create(
+            name="shop.notifications.send_order_confirmation", queue="notifications",
+            payload='{"args": [1], "kwargs": {}}', pushed_at=now, available_at=now,
+            attempts=3, token="t" * 32, claimed_at=now,
+            claimed_by="ip-10-0-128-254.eu-west-1.compute.internal:123456",
+            retry_until=now + timedelta(days=1))
+        FailedJob.objects.create(
+            name="shop.notifications.send_order_confirmation", queue="notifications",
+            payload='{"args": [1], "kwargs": {}}', attempts=25, pushed_at=now, failed_at=now,
+            error="smtplib.SMTPRecipientsRefused: {'someone.with.a.long.address@example.com': "
+                  "(550, b'5.1.1 The email account that you tried to reach does not exist')}")
+        self.log_in()
+        self.viewport(1400)
+        for path in ("/admin/laterite_django/job/", "/admin/laterite_django/failedjob/"):
+            self.open(path)
+            self.wait_for("#result_list")
+            self.nav_sidebar(shown=True)
+            self.assertTrue(self.find("#nav-sidebar").is_displayed())
+            sizes = self.overflow()
+            name = path.strip("/").rsplit("/", 1)[-1]
+            self.screenshot(f"07-{name}-list-1400")
+            self.assertLessEqual(sizes["scroll"], sizes["client"], sizes)
+            self.assertLessEqual(sizes["last_right"], sizes["box_right"], sizes)
+            self.assertLessEqual(sizes["page"], sizes["window"], sizes)
+
+
+def _in_an_hour():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return timezone.now() + timedelta(hours=1)

@@ -1,0 +1,221 @@
+"""A store that cannot be reached raises StoreUnavailable from every method, naming the
+store and where it is; one whose tables are missing raises StoreNotMigrated."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.conf import settings
+from django.db import connection, connections
+from django.db.migrations.executor import MigrationExecutor
+from django.db.utils import load_backend
+from django.test import override_settings
+from django.utils import timezone
+
+from laterite_django.exceptions import StoreNotMigrated, StoreUnavailable
+from laterite_django.models import Job
+from laterite_django.stores import Claim, NewJob, Store
+from laterite_django.stores.database import DatabaseStore
+from laterite_django.stores.redis import RedisStore
+
+SECRET = "not-this-password"
+PREFIX = f"laterite-test-errors-{os.getpid()}"
+
+
+def calls(store: Store) -> dict[str, Callable[[], object]]:
+    """One call of every public store method."""
+    now = timezone.now()
+    claim = Claim(id=1, name="tests.record", queue="default", payload="{}", attempts=1,
+                  pushed_at=now, token="0" * 32)
+    job = NewJob(name="tests.record", queue="default", payload="{}", available_at=now,
+                 pushed_at=now)
+    return {
+        "push": lambda: store.push([job]),
+        "claim": lambda: store.claim(["default"], "w"),
+        "settle_and_claim": lambda: store.settle_and_claim([claim], ["default"], "w"),
+        "requeue_abandoned": lambda: store.requeue_abandoned(now, "worker lost"),
+        "make_due": lambda: store.make_due([1]),
+        "next_due": lambda: store.next_due(["default"]),
+        "heartbeat": lambda: store.heartbeat([claim]),
+        "delete": lambda: store.delete([claim]),
+        "release": lambda: store.release(claim, now, "again"),
+        "fail": lambda: store.fail(claim, "boom"),
+        "counts": store.counts,
+        "clear": store.clear,
+        "ping": store.ping,
+        "failed_counts": store.failed_counts,
+        "retry": store.retry,
+        "forget": store.forget,
+        "push_on_commit": lambda: store.push_on_commit([job]),
+        "failed_jobs": store.failed_jobs,
+        "missing_failed": lambda: store.missing_failed([1]),
+        "job_names": lambda: store.job_names(Job),
+        "estimated_rows": lambda: store.estimated_rows(Job),
+    }
+
+
+DATABASE_METHODS = sorted(calls(DatabaseStore()))
+# The failed list and the admin's reads live in the database: they never touch Redis.
+# A push inside atomic() goes to the outbox there; Redis down at commit is logged.
+DATABASE_ONLY = {"failed_counts", "retry", "forget", "failed_jobs", "missing_failed",
+                 "job_names", "estimated_rows", "push_on_commit"}
+REDIS_METHODS = sorted({*calls(DatabaseStore()), "wait", "queues"} - DATABASE_ONLY)
+
+
+def test_every_store_method_is_covered():
+    public = {name for name in dir(Store) if not name.startswith("_")}
+    assert public - {"wait", "close", "transactional_push"} == set(DATABASE_METHODS)
+
+
+@contextlib.contextmanager
+def database_alias(alias: str, **options: object) -> Iterator[str]:
+    """Add a database alias for the duration of a test. Only its connection is made
+    (the alias stays out of DATABASES, where the test runner would want to create
+    a test database for it and forbid queries to it)."""
+    configured = connections.configure_settings(
+        {"default": dict(connections.settings["default"]), alias: dict(options)})[alias]
+    connections[alias] = load_backend(configured["ENGINE"]).DatabaseWrapper(configured, alias)
+    try:
+        yield alias
+    finally:
+        with contextlib.suppress(Exception):
+            connections[alias].close()
+        del connections[alias]
+
+
+def run_store_method(store: Store, method: str) -> None:
+    if method == "wait":
+        import threading
+
+        store.wait(["default"], 0.1, threading.Event())
+    elif method == "queues":
+        store.queues()  # type: ignore[attr-defined]
+    else:
+        calls(store)[method]()
+
+
+# -- the database store --------------------------------------------------------------
+
+
+@pytest.fixture
+def postgres_down(db) -> Iterator[DatabaseStore]:
+    pytest.importorskip("psycopg")
+    with database_alias(
+        "laterite_down", ENGINE="django.db.backends.postgresql", HOST="127.0.0.1", PORT="1",
+        NAME="laterite_down", USER="postgres", PASSWORD=SECRET,
+    ) as alias:
+        yield DatabaseStore(database=alias)
+
+
+@pytest.mark.parametrize("method", DATABASE_METHODS)
+def test_postgres_on_a_closed_port_is_unavailable(postgres_down, method):
+    with pytest.raises(StoreUnavailable) as raised:
+        run_store_method(postgres_down, method)
+    message = str(raised.value)
+    assert not isinstance(raised.value, StoreNotMigrated)
+    assert "'laterite_down'" in message and "127.0.0.1:1" in message and "PostgreSQL" in message
+    assert "Connection refused" in message
+    assert SECRET not in message and "\n" not in message
+    assert raised.value.__cause__ is not None
+
+
+def test_sqlite_file_that_cannot_be_opened_is_unavailable(db, tmp_path):
+    path = tmp_path / "no-such-dir" / "queue.sqlite3"
+    with database_alias("laterite_nofile", ENGINE="django.db.backends.sqlite3", NAME=str(path)):
+        store = DatabaseStore(database="laterite_nofile")
+        for method in ("claim", "ping", "counts"):
+            with pytest.raises(StoreUnavailable, match="unable to open database file") as raised:
+                run_store_method(store, method)
+            assert str(path) in str(raised.value)
+
+
+@pytest.fixture
+def sqlite_empty(db, tmp_path) -> Iterator[str]:
+    path = tmp_path / "empty.sqlite3"
+    with database_alias("laterite_empty", ENGINE="django.db.backends.sqlite3", NAME=str(path)):
+        yield "laterite_empty"
+
+
+@pytest.fixture
+def postgres_empty(db) -> Iterator[str]:
+    """A fresh PostgreSQL database without laterite's tables, dropped afterwards."""
+    if connection.vendor != "postgresql":
+        pytest.skip("runs on PostgreSQL (LATERITE_TEST_DB=postgres)")
+    import psycopg
+
+    name = f"{connection.settings_dict['NAME']}_empty"[:63]
+    params = connection.get_connection_params()
+    admin = {key: params[key] for key in ("host", "port", "user") if params.get(key)}
+    with psycopg.connect(**admin, dbname="postgres", autocommit=True) as server:
+        server.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        server.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with database_alias("laterite_empty", **{**connection.settings_dict, "NAME": name}):
+            yield "laterite_empty"
+    finally:
+        with psycopg.connect(**admin, dbname="postgres", autocommit=True) as server:
+            server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_database(request, db) -> str:
+    return request.getfixturevalue(f"{request.param}_empty")
+
+
+@pytest.mark.parametrize("method", DATABASE_METHODS)
+def test_missing_tables_say_run_migrate(empty_database, method):
+    if method == "estimated_rows" and connections[empty_database].vendor == "sqlite":
+        # SQLite keeps no row estimate: the answer is None without a query.
+        assert DatabaseStore(database=empty_database).estimated_rows(Job) is None
+        return
+    with pytest.raises(StoreNotMigrated) as raised:
+        run_store_method(DatabaseStore(database=empty_database), method)
+    message = str(raised.value)
+    assert "python manage.py migrate" in message and f"'{empty_database}'" in message
+    assert "\n" not in message
+
+
+def test_a_missing_column_says_run_migrate(empty_database):
+    """A database migrated to 0002 lacks the columns 0003 adds."""
+    executor = MigrationExecutor(connections[empty_database])
+    executor.migrate([("laterite_django", "0002_task_result")])
+    store = DatabaseStore(database=empty_database)
+    for method in ("push", "claim", "requeue_abandoned", "release"):
+        with pytest.raises(StoreNotMigrated, match=r"python manage\.py migrate"):
+            run_store_method(store, method)
+    store.ping()  # the table is there: the store is reachable
+    assert store.counts() == {}
+
+
+# -- the Redis store -----------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_down(db) -> Iterator[RedisStore]:
+    down = {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": "redis://127.0.0.1:1/0",
+        "OPTIONS": {"PASSWORD": SECRET},
+    }
+    with override_settings(CACHES={**settings.CACHES, "laterite_down": down}):
+        yield RedisStore(alias="laterite_down", prefix=PREFIX)
+
+
+@pytest.mark.parametrize("method", REDIS_METHODS)
+def test_redis_on_a_closed_port_is_unavailable(redis_down, method):
+    with pytest.raises(StoreUnavailable) as raised:
+        run_store_method(redis_down, method)
+    message = str(raised.value)
+    assert "'laterite_down'" in message and "127.0.0.1:1" in message and "redis" in message
+    assert "refused" in message.lower()
+    assert SECRET not in message and "\n" not in message
+
+
+def test_redis_store_without_its_failed_list_table_says_run_migrate(sqlite_empty):
+    store = RedisStore(database=sqlite_empty, alias="redis", prefix=PREFIX)
+    with pytest.raises(StoreNotMigrated, match=r"python manage\.py migrate") as raised:
+        store.counts()
+    assert f"'{sqlite_empty}'" in str(raised.value)

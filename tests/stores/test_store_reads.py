@@ -1,0 +1,69 @@
+"""The store's reads for the admin and the commands: the failed list, job names, row estimates.
+
+The failed list and the tables these read are in the database for every store,
+so each store answers the same; the tests run on each.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from laterite_django.models import FailedJob, Job
+from tests.admin.test_admin import make_failed, make_job
+
+
+def test_failed_jobs_newest_first_with_filters(store):
+    now = timezone.now()
+    old = make_failed(queue="mail", name="tests.mail", failed_at=now - timedelta(days=1))
+    new = make_failed(failed_at=now)
+    tie = make_failed(failed_at=now)  # the same moment: the higher id first
+    assert [f.pk for f in store.failed_jobs()] == [tie.pk, new.pk, old.pk]
+    assert [f.pk for f in store.failed_jobs(queue="mail")] == [old.pk]
+    assert [f.pk for f in store.failed_jobs(name="tests.always_broken")] == [tie.pk, new.pk]
+    assert [f.pk for f in store.failed_jobs(queue="mail", name="tests.always_broken")] == []
+    assert [f.pk for f in store.failed_jobs(limit=1)] == [tie.pk]
+    assert [f.pk for f in store.failed_jobs([old.pk, new.pk, 999_999])] == [new.pk, old.pk]
+    assert store.failed_jobs([]) == []
+    row = store.failed_jobs([old.pk])[0]
+    assert isinstance(row, FailedJob) and (row.queue, row.error) == ("mail", old.error)
+
+
+def test_failed_jobs_refuses_a_limit_below_one(store):
+    with pytest.raises(ValueError, match="limit must be 1 or more, got 0"):
+        store.failed_jobs(limit=0)
+
+
+def test_missing_failed_names_the_ids_no_failed_job_has(store):
+    a, b = make_failed(), make_failed()
+    assert store.missing_failed([a.pk, b.pk]) == []
+    assert store.missing_failed([999_998, a.pk, 999_997, 999_998]) == [999_998, 999_997]
+    assert store.missing_failed([]) == []
+
+
+@pytest.mark.parametrize("model", [Job, FailedJob])
+def test_job_names_reads_each_name_once_in_order(store, model):
+    assert store.job_names(model) == []
+    make = make_job if model is Job else make_failed
+    for name in ("tests.b", "tests.a", "tests.c", "tests.a", "tests.b"):
+        make(name=name)
+    assert store.job_names(model) == ["tests.a", "tests.b", "tests.c"]
+    assert store.job_names(model, limit=2) == ["tests.a", "tests.b"]
+    with pytest.raises(ValueError, match="limit must be 1 or more, got 0"):
+        store.job_names(model, limit=0)
+
+
+@pytest.mark.parametrize("model", [Job, FailedJob])
+def test_estimated_rows_is_the_planners_estimate_on_postgresql(store, model):
+    make = make_job if model is Job else make_failed
+    for _ in range(40):
+        make()
+    if connection.vendor != "postgresql":
+        assert store.estimated_rows(model) is None  # no estimate to read: count instead
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
+    assert store.estimated_rows(model) == 40
