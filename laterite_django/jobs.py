@@ -6,7 +6,6 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import update_wrapper
-from numbers import Real
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from django.db import transaction
@@ -14,10 +13,11 @@ from django.utils import timezone
 
 from . import capture, inline, payload
 from .async_push import AsyncPushes, refuse_event_loop
-from .backoff import Backoff, validate_backoff
+from .backoff import Backoff
 from .binding import mismatch
 from .conf import settings, validate_all
 from .context import Pushed
+from .definition import check_options
 from .exceptions import JobNotRegistered
 from .limits import NAME_MAX, QUEUE_MAX, UNIQUE_KEY_MAX, too_long
 from .registry import registry
@@ -67,34 +67,9 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
             parameters=[p for p in signature.parameters.values() if p.name != "cx"]
         )
         self._good_shapes: set[tuple] = set()
-        self._validate()
-        update_wrapper(self, func)
-
-    def _validate(self) -> None:
-        label = f"Job {self.name!r}"
         self._check_name_and_queue(self.queue)
-        if isinstance(self.tries, bool) or not isinstance(self.tries, int) or self.tries < 0:
-            raise ValueError(f"{label}: tries must be an integer >= 0, got {self.tries!r}.")
-        timeout = self.timeout
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, Real) or timeout <= 0
-        ):
-            raise ValueError(f"{label}: timeout must be seconds > 0 or None, got {self.timeout!r}.")
-        validate_backoff(self.name, self.backoff)
-        if self.retry_until is not None and not (
-            isinstance(self.retry_until, timedelta) or callable(self.retry_until)
-        ):
-            raise TypeError(
-                f"{label}: retry_until must be a timedelta or callable(*args, **kwargs) -> "
-                f"datetime, got {self.retry_until!r}."
-            )
-        if self.unique_key is not None and not callable(self.unique_key):
-            raise TypeError(
-                f"{label}: unique_key must be callable(*args, **kwargs) -> str or None, "
-                f"got {self.unique_key!r}."
-            )
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise TypeError(f"{label}: priority must be an integer, got {self.priority!r}.")
+        check_options(self)
+        update_wrapper(self, func)
 
     def _check_name_and_queue(self, queue: Any) -> None:
         """Refuse a name or queue that is empty, or longer than its column."""

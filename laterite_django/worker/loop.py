@@ -26,7 +26,7 @@ from ..stores import Claim, Store, get_store
 from .attempt import WorkerStopped, run_claim
 from .hand import Hand
 from .heartbeat import Heartbeat
-from .memory import resident_bytes
+from .memory import limit_reached
 from .outage import Outage, drop_connections
 from .reports import Monitor
 from .rules import lost_reason
@@ -141,15 +141,10 @@ class Worker:
 
     def _limit_reached(self) -> bool:
         """Say whether a limit stops this worker, and record which in `stop_reason`."""
-        if self.max_jobs is not None and self.processed >= self.max_jobs:
-            self.stop_reason = "max-jobs"
-        elif self.max_seconds is not None and time.monotonic() - self._started >= self.max_seconds:
-            self.stop_reason = "max-seconds"
-        elif self.max_memory is not None and self.processed and resident_bytes() > self.max_memory:
-            self.stop_reason = "max-memory"
-        else:
-            return False
-        return True
+        reason = limit_reached(self.max_jobs, self.max_seconds, self.max_memory,
+                               self.processed, time.monotonic() - self._started)
+        self.stop_reason = reason or self.stop_reason
+        return reason is not None
 
     # -- the loop -------------------------------------------------------------------
 
@@ -184,7 +179,7 @@ class Worker:
                 except BaseException as e:  # nothing may end the loop
                     self._give_back(self.hand.take_unstarted())
                     self.hand.clear()
-                    self._pause(waits.next(), "Worker error (%r)", e, "worker_error", exc=True)
+                    self.outage.worker_error(e, waits.next())
         except WorkerStopped:
             pass
         finally:
@@ -232,12 +227,6 @@ class Worker:
         # A job pushed meanwhile is seen after `sleep` seconds at the latest.
         self.stopping.wait(min(max(wait, 0.01), self.sleep))
         return True
-
-    def _pause(self, wait: float, message: str, error: object, action: str,
-               exc: bool = False) -> None:
-        logger.warning(message + "; retrying in %.1f s", error, wait, exc_info=exc,
-                       extra={"action": action, "worker": self.name})
-        self.stopping.wait(wait)
 
     def _leave(self) -> None:
         """Delete the finished jobs, give back the rest, stop the heartbeat, say so."""

@@ -1,4 +1,5 @@
-"""A worker's store outage: said once when it starts, once when it ends.
+"""A worker's store outage, said once when it starts and once when it ends; and the
+unexpected error that breaks one round of its loop.
 
 While the store is away the worker waits with growing pauses; repeating the
 same warning at each one would bury everything else in the log.
@@ -39,6 +40,12 @@ class Outage:
         else:
             logger.debug("Store still unavailable (%s); retrying in %.1f s", error, wait,
                          extra=extra)
+        self.stopping.wait(wait)
+
+    def worker_error(self, error: BaseException, wait: float) -> None:
+        """Something unexpected broke a round of the loop: say it with its traceback, wait."""
+        logger.warning("Worker error (%r); retrying in %.1f s", error, wait, exc_info=error,
+                       extra={"action": "worker_error", "worker": self.worker})
         self.stopping.wait(wait)
 
     def back(self) -> None:

@@ -1,0 +1,41 @@
+"""The options of a job definition (`@job(...)`): each checked once, at definition."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from numbers import Real
+from typing import TYPE_CHECKING
+
+from .backoff import validate_backoff
+
+if TYPE_CHECKING:
+    from .jobs import JobFunction
+
+__all__ = ["check_options"]
+
+
+def check_options(job: JobFunction) -> None:
+    """Refuse a job's options that no worker could apply, naming the job and the value."""
+    label = f"Job {job.name!r}"
+    if isinstance(job.tries, bool) or not isinstance(job.tries, int) or job.tries < 0:
+        raise ValueError(f"{label}: tries must be an integer >= 0, got {job.tries!r}.")
+    timeout = job.timeout
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, Real) or timeout <= 0
+    ):
+        raise ValueError(f"{label}: timeout must be seconds > 0 or None, got {job.timeout!r}.")
+    validate_backoff(job.name, job.backoff)
+    if job.retry_until is not None and not (
+        isinstance(job.retry_until, timedelta) or callable(job.retry_until)
+    ):
+        raise TypeError(
+            f"{label}: retry_until must be a timedelta or callable(*args, **kwargs) -> "
+            f"datetime, got {job.retry_until!r}."
+        )
+    if job.unique_key is not None and not callable(job.unique_key):
+        raise TypeError(
+            f"{label}: unique_key must be callable(*args, **kwargs) -> str or None, "
+            f"got {job.unique_key!r}."
+        )
+    if isinstance(job.priority, bool) or not isinstance(job.priority, int):
+        raise TypeError(f"{label}: priority must be an integer, got {job.priority!r}.")
