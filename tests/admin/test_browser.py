@@ -228,6 +228,9 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
         """Every column shows, none behind a horizontal scrollbar, at 1400 px."""
         self.make_failures()
         now = _in_an_hour() - timedelta(hours=1)
+        # The widest moment Django's DATETIME_FORMAT writes: the longest month, two-digit
+        # day and hour, "p.m.". The lists must fit whatever the hour the test runs at.
+        widest = now.replace(month=9, day=28, hour=22, minute=58)
         # A running job claimed by a worker on a long host name, a retried one.
         Job.objects.create(
             name="shop.notifications.send_order_confirmation", queue="notifications",
@@ -237,7 +240,7 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
             retry_until=now + timedelta(days=1))
         FailedJob.objects.create(
             name="shop.notifications.send_order_confirmation", queue="notifications",
-            payload='{"args": [1], "kwargs": {}}', attempts=25, pushed_at=now, failed_at=now,
+            payload='{"args": [1], "kwargs": {}}', attempts=25, pushed_at=widest, failed_at=widest,
             error="smtplib.SMTPRecipientsRefused: {'someone.with.a.long.address@example.com': "
                   "(550, b'5.1.1 The email account that you tried to reach does not exist')}")
         self.log_in()
