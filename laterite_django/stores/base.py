@@ -187,6 +187,12 @@ class Store(abc.ABC):
     def ping(self) -> None:
         """Raise StoreUnavailable if the store cannot be reached."""
 
+    def tidy(self) -> int:
+        """Remove what slows the store down once enough of it has piled up (PostgreSQL's
+        dead rows); return how much was removed, 0 when nothing was due. Cheap to call
+        often: the workers call it every few seconds."""
+        return 0
+
     def wait(self, queues: Sequence[str], timeout: float, stop) -> None:
         """Block until a job may be due on `queues`, `timeout` passes or `stop` is set.
 

@@ -28,6 +28,7 @@ from django.utils.dateparse import parse_datetime
 from . import sql, sql_postgres, sql_sqlite
 from .base import Claim, NewJob, QueueCounts, Store, job_ids
 from .errors import guarded
+from .vacuum import Vacuum
 
 __all__ = ["CHANNEL", "DatabaseStore"]
 
@@ -78,6 +79,7 @@ class DatabaseStore(Store):
         # Each thread that waits LISTENs on a psycopg connection of its own.
         self._local = threading.local()
         self._dialect: ModuleType | None = None
+        self._vacuum = Vacuum()
 
     def __repr__(self) -> str:
         return f"<DatabaseStore database={self.database!r}>"
@@ -292,6 +294,12 @@ class DatabaseStore(Store):
         if queue is None:
             return self._execute(sql.CLEAR, [])[1]
         return self._execute(sql.CLEAR_QUEUE, [queue])[1]
+
+    @guarded
+    def tidy(self) -> int:
+        if not self.postgres:
+            return 0  # SQLite reuses the space of deleted rows: nothing piles up
+        return self._vacuum.maybe(self.connection)
 
     @guarded
     def ping(self) -> None:

@@ -331,7 +331,8 @@ class Worker:
         self._give_back(self.hand.take_unstarted())
 
     def _sweep(self) -> None:
-        """Every few seconds, return the claims of workers that stopped beating.
+        """Every few seconds, return the claims of workers that stopped beating, and let
+        the store tidy itself (vacuum the dead rows of its table, on PostgreSQL).
 
         This worker's own finished jobs are deleted first: after an outage longer
         than retry_after, they would otherwise be taken for abandoned and run again.
@@ -341,6 +342,7 @@ class Worker:
             return
         self._next_sweep = now + min(5.0, self.retry_after / 3)
         self._flush()
+        self.store.tidy()
         older_than = timezone.now() - timedelta(seconds=self.retry_after)
         count = self.store.requeue_abandoned(older_than, lost_reason(self.retry_after))
         if count:

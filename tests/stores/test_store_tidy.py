@@ -1,0 +1,103 @@
+"""Store.tidy(): on PostgreSQL the workers vacuum the job table once dead rows pile up,
+so a cleared backlog or a long run does not slow every claim; SQLite and Redis have
+nothing to tidy."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from laterite_django.stores import NewJob, reset_store
+from laterite_django.stores import vacuum as vacuum_module
+from laterite_django.stores.database import DatabaseStore
+from tests.conftest import wait_for
+
+__all__: list[str] = []
+
+
+def jobs(count: int) -> list[NewJob]:
+    now = timezone.now()
+    return [NewJob(name="tests.record", queue="default", payload='{"args":["x"],"kwargs":{}}',
+                   available_at=now, pushed_at=now) for _ in range(count)]
+
+
+def dead_rows() -> int:
+    """The job table's dead rows, as the statistics the workers read say."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT n_dead_tup FROM pg_stat_user_tables "
+                       "WHERE relid = 'laterite_job'::regclass")
+        return int(cursor.fetchone()[0])
+
+
+def pile_up_dead_rows(store) -> int:
+    """Push and clear a backlog a little over the threshold; return the dead rows."""
+    store.push(jobs(vacuum_module.DEAD_ROWS + 2000))
+    store.clear()
+    return int(wait_for(lambda: (dead := dead_rows()) >= vacuum_module.DEAD_ROWS and dead))
+
+
+@pytest.fixture
+def postgres_only(store_kind):
+    if store_kind != "database" or connection.vendor != "postgresql":
+        pytest.skip("dead rows pile up on PostgreSQL only (LATERITE_TEST_DB=postgres): "
+                    "SQLite reuses deleted rows' space, Redis keeps no rows")
+
+
+def test_tidy_with_nothing_piled_up_does_nothing(store):
+    store.push(jobs(3))
+    claims = store.claim(["default"], "w", limit=3)
+    assert store.delete(claims) == 3
+    assert store.tidy() == 0
+    assert store.counts() == {}
+
+
+def test_a_worker_vacuums_the_dead_rows_of_a_cleared_backlog(postgres_only, store, workers):
+    dead = pile_up_dead_rows(store)
+    result = workers.run("--stop-when-empty", env={"LATERITE_TEST_LOG_LEVEL": "INFO"})
+    assert result.returncode == 0, result.stderr
+    assert "Vacuumed the job table" in result.stderr
+    assert dead_rows() < dead - vacuum_module.DEAD_ROWS
+
+
+def test_no_vacuum_while_a_long_transaction_would_keep_the_rows(
+    postgres_only, store, monkeypatch,
+):
+    import psycopg
+
+    monkeypatch.setattr(vacuum_module, "LONG_TRANSACTION", 0.2)
+    dead = pile_up_dead_rows(store)
+    with psycopg.connect(**other_connection()) as other:
+        other.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        other.execute("SELECT count(*) FROM laterite_job").fetchone()  # holds a snapshot
+        time.sleep(0.5)
+        assert store.tidy() == 0
+        assert dead_rows() >= dead
+        other.rollback()
+    # It waits a while before it looks again...
+    assert store.tidy() == 0
+    # ...and a worker started later (a new store) vacuums them.
+    reset_store()
+    fresh = DatabaseStore()
+    assert fresh.tidy() >= vacuum_module.DEAD_ROWS
+    assert dead_rows() < vacuum_module.DEAD_ROWS
+
+
+def test_one_worker_at_a_time_vacuums(postgres_only, store):
+    import psycopg
+
+    dead = pile_up_dead_rows(store)
+    with psycopg.connect(**other_connection(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [vacuum_module._LOCK_KEY])  # vacuuming
+        assert store.tidy() == 0
+        assert dead_rows() >= dead
+    assert store.tidy() >= vacuum_module.DEAD_ROWS  # the lock is free again
+
+
+def other_connection() -> dict:
+    """Connection parameters for a second session on the test database."""
+    params = connection.get_connection_params()
+    return {k: params[k] for k in ("host", "port", "user", "dbname") if params.get(k)}
