@@ -57,6 +57,7 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         self.tries = tries
         self.backoff = backoff
         self.timeout = timeout
+        self._options: JobOptions | None = None  # options_for's, made again if these change
         self.retry_until = retry_until
         self.unique_key = unique_key
         self.priority = priority
@@ -285,9 +286,14 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
 
         The django.tasks job overrides it to read the options of the Task it runs.
         """
-        from .worker.rules import JobOptions
+        options = self._options
+        if (options is None or options.tries != self.tries or options.backoff is not self.backoff
+                or options.timeout != self.timeout):
+            from .worker.rules import JobOptions
 
-        return JobOptions(tries=self.tries, backoff=self.backoff, timeout=self.timeout)
+            options = self._options = JobOptions(
+                tries=self.tries, backoff=self.backoff, timeout=self.timeout)
+        return options
 
     def after_settle(self, claim: Claim, decision: Decision) -> None:
         """Called once the worker (or supervisor) settled an attempt of this job.

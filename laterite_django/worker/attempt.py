@@ -74,7 +74,7 @@ def run_claim(worker: Worker, claim: Claim) -> str:
                 attempt = Attempt(Ending.UNRUNNABLE, str(e) or type(e).__name__)
     decision = None
     if attempt is None:
-        decision = rules.before_run(claim, options, timezone.now())
+        decision = rules.before_run(claim, options)
     if attempt is None and decision is None:
         assert job is not None
         ran = _run(worker, job, claim, args, kwargs, options)
@@ -85,8 +85,9 @@ def run_claim(worker: Worker, claim: Claim) -> str:
         if attempt.ending is Ending.SUCCEEDED:
             worker.hand.succeeded(claim)  # deleted with the next claim, or soon
             worker.monitor.succeeded(claim)
-            notify(job_succeeded, job, duration=time.monotonic() - started, result=ran.result,
-                   **_about(claim))
+            if job_succeeded.receivers:
+                notify(job_succeeded, job, duration=time.monotonic() - started,
+                       result=ran.result, **_about(claim))
             _log(claim, Settled.SUCCEEDED, time.monotonic() - started)
             return Settled.SUCCEEDED
     if decision is None:
@@ -135,9 +136,11 @@ def _run(
     options: JobOptions,
 ) -> Ran:
     """Tell the signals, run the job under its limit, and leave connections fit for use."""
-    notify(job_started, job, **_about(claim))
-    logger.info("Job %s #%s started (attempt %d)", claim.name, claim.id, claim.attempts,
-                extra={"action": "job_started", **_logged(claim)})
+    if job_started.receivers:
+        notify(job_started, job, **_about(claim))
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("Job %s #%s started (attempt %d)", claim.name, claim.id, claim.attempts,
+                    extra={"action": "job_started", **_logged(claim)})
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                     attempt=claim.attempts, pushed_at=claim.pushed_at)
     try:
@@ -207,6 +210,8 @@ def _logged(claim: Claim) -> dict[str, Any]:
 
 def _log(claim: Claim, settled: str, duration: float, decision: Any = None) -> None:
     """One line per attempt's end: a failure and a retry say why, a retry says when."""
+    if not logger.isEnabledFor(logging.INFO) and settled not in (Settled.LOST, Settled.FAILED):
+        return  # the success of every job: no record to build when no one hears it
     error = decision.error.split("\n", 1)[0] if decision is not None else ""
     extra = {"action": f"job_{settled}", "duration": duration, "error": error,
              **_logged(claim)}

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.utils import timezone
+
 from ..backoff import Backoff, delay_after
 from ..stores import Claim
 
@@ -103,7 +105,8 @@ def timeout_reason(seconds: float | None) -> str:
     return f"JobTimeout: timed out after {seconds:g} s" if seconds else "JobTimeout: timed out"
 
 
-def before_run(claim: Claim, options: JobOptions, now: datetime) -> Decision | None:
+def before_run(claim: Claim, options: JobOptions, now: datetime | None = None
+               ) -> Decision | None:
     """Return a decision if the job must not run at all, else None.
 
     A job reclaimed after its worker died, already past its tries and outside
@@ -114,7 +117,7 @@ def before_run(claim: Claim, options: JobOptions, now: datetime) -> Decision | N
         is_lost(claim)
         and options.tries
         and claim.attempts > options.tries
-        and not _in_window(claim, now)
+        and not _in_window(claim, now or timezone.now())
     ):
         return Decision(Action.FAIL, f"{claim.last_error}; no tries left ({options.tries})")
     return None

@@ -41,6 +41,8 @@ class Settled:
 
 def notify(signal: Signal, sender: Any, **kwargs: Any) -> None:
     """Send `signal` to each receiver; one that raises (anything at all) is logged, not felt."""
+    if not signal.receivers:
+        return  # most projects connect none: the per-job hot path then costs nothing
     try:
         results = signal.send_robust(sender=sender, **kwargs)
     except BaseException as error:  # a receiver never stops a worker
