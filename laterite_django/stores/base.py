@@ -193,11 +193,16 @@ class Store(abc.ABC):
         often: the workers call it every few seconds."""
         return 0
 
-    def wait(self, queues: Sequence[str], timeout: float, stop) -> None:
+    def wait(
+        self, queues: Sequence[str], timeout: float, stop, *, longest: float | None = None
+    ) -> None:
         """Block until a job may be due on `queues`, `timeout` passes or `stop` is set.
 
         `stop` is a threading.Event. Stores that can be woken (LISTEN/NOTIFY,
-        blocking pops) override this; the default sleeps.
+        blocking pops) override this: a push, and every call that puts a job back
+        in line, wakes them, so they may wait up to `longest` instead of `timeout`
+        (never past the next delayed job's time), and an idle worker then asks
+        nothing of its store. The default sleeps `timeout`.
         """
         stop.wait(timeout)
 

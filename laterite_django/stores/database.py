@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import select
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -173,12 +174,13 @@ class DatabaseStore(Store):
 
     @guarded
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
-        params = [reason, self._ts(older_than)]
+        statement, params = self.dialect.waking(
+            sql.REQUEUE_ABANDONED, [reason, self._ts(older_than)])
         try:
-            return self._execute(sql.REQUEUE_ABANDONED, params)[1]
+            return self._execute(statement, params)[1]
         except IntegrityError:
             # A job with the same key was pushed meanwhile: requeue without the key.
-            return self._execute(sql.without_key(sql.REQUEUE_ABANDONED), params)[1]
+            return self._execute(sql.without_key(statement), params)[1]
 
     @guarded
     def next_due(self, queues: Sequence[str]) -> datetime | None:
@@ -214,8 +216,8 @@ class DatabaseStore(Store):
     def release(
         self, claim: Claim, available_at: datetime, error: str = "", *, undo_attempt: bool = False
     ) -> bool:
-        statement = sql.release(undo_attempt)
-        params = [self._ts(available_at), error, claim.id, claim.token]
+        statement, params = self.dialect.waking(
+            sql.release(undo_attempt), [self._ts(available_at), error, claim.id, claim.token])
         try:
             return self._hot(statement, params)[1] == 1
         except IntegrityError:
@@ -234,38 +236,65 @@ class DatabaseStore(Store):
 
     # -- wait -------------------------------------------------------------------
 
-    def wait(self, queues: Sequence[str], timeout: float, stop: threading.Event) -> None:
+    def wait(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event, *,
+        longest: float | None = None,
+    ) -> None:
         """On PostgreSQL, sleep until a push to one of `queues` is notified.
 
-        A listener that cannot connect never raises: the worker polls until it can.
+        Pushes, releases, requeues and make_due notify, so with `longest` the wait
+        lasts until then or the next delayed job's time: an idle worker asks the
+        database nothing. Right after the listener (re)connects, a push may have
+        gone unheard: that wait is `timeout`. A listener that cannot connect never
+        raises: the worker polls until it can.
         """
         if not self.postgres:
             stop.wait(timeout)
             return
         try:
-            listener = self._listen()
-            ready, _, _ = select.select([listener.fileno()], [], [], timeout)
-            if ready:
-                # Drain what arrived; any notification is a reason to look again.
-                for _ in listener.notifies(timeout=0, stop_after=1000):
-                    pass
+            listener, new = self._listen()
+            if longest is not None and not new:
+                timeout = self._until_due(queues, timeout, longest)
+            deadline = time.monotonic() + timeout
+            while not stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                # In slices, so a stop request is seen within a second.
+                ready, _, _ = select.select([listener.fileno()], [], [], min(left, 1.0))
+                if ready:
+                    # Drain what arrived; any notification is a reason to look again.
+                    for _ in listener.notifies(timeout=0, stop_after=1000):
+                        pass
+                    return
         except Exception:
             # A broken listener must not stop the worker: poll until it comes back.
             self._close_listener()
             stop.wait(timeout)
 
-    def _listen(self) -> Any:
-        listener = getattr(self._local, "listener", None)
-        if listener is None or listener.closed:
-            import psycopg
+    def _until_due(self, queues: Sequence[str], timeout: float, longest: float) -> float:
+        """Seconds until the next delayed job of `queues` is due, at most `longest`; if
+        one is already due (claimed meanwhile, or about to be), `timeout`."""
+        due = self.next_due(queues)
+        if due is None:
+            return max(timeout, longest)
+        left = (due - timezone.now()).total_seconds()
+        return timeout if left <= 0 else min(max(timeout, longest), left)
 
-            self.connection.ensure_connection()
-            params = self.connection.get_connection_params()
-            for unused in ("cursor_factory", "context", "prepare_threshold", "pool"):
-                params.pop(unused, None)
-            listener = self._local.listener = psycopg.connect(**params, autocommit=True)
-            listener.execute(f"LISTEN {CHANNEL}")
-        return listener
+    def _listen(self) -> tuple[Any, bool]:
+        """This thread's listening connection, and whether it was made just now."""
+        listener = getattr(self._local, "listener", None)
+        if listener is not None and not listener.closed:
+            return listener, False
+        import psycopg
+
+        self.connection.ensure_connection()
+        params = self.connection.get_connection_params()
+        for unused in ("cursor_factory", "context", "prepare_threshold", "pool"):
+            params.pop(unused, None)
+        listener = self._local.listener = psycopg.connect(**params, autocommit=True)
+        listener.execute(f"LISTEN {CHANNEL}")
+        return listener, True
 
     def _close_listener(self) -> None:
         listener = getattr(self._local, "listener", None)

@@ -307,11 +307,17 @@ class RedisStore(Store):
             ) from e
 
     @guarded
-    def wait(self, queues: Sequence[str], timeout: float, stop: threading.Event) -> None:
+    def wait(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event, *,
+        longest: float | None = None,
+    ) -> None:
         """Block on the queues' wake-up lists until a push, a delayed job falls due,
-        `timeout` passes or `stop` is set."""
+        `timeout` (or `longest`: pushes, releases and requeues all wake the list)
+        passes or `stop` is set."""
         if stop.is_set() or not queues:
             return
+        if longest is not None:
+            timeout = max(timeout, longest)
         client = self.client
         pipe = client.pipeline(transaction=False)
         for queue in queues:

@@ -14,7 +14,7 @@ from typing import Any
 from .base import Claim, NewJob
 from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
 
-__all__ = ["claim", "delete", "execute_hot", "make_due", "push"]
+__all__ = ["claim", "delete", "execute_hot", "make_due", "push", "waking"]
 
 Statement = tuple[str, list[Any]]
 
@@ -119,6 +119,16 @@ def delete(claims: Sequence[Claim]) -> Statement:
 def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
     """Make waiting or delayed `ids` due and wake the workers; returns one row per job."""
     return [(_MAKE_DUE, [now, list(ids), CHANNEL])]
+
+
+def waking(statement: str, params: list[Any]) -> Statement:
+    """An UPDATE that puts jobs back in line, made to notify their queues as a push does,
+    so idle workers (which wait for a notification) see them at once."""
+    return (
+        f"WITH back AS ({statement} RETURNING queue) "
+        f"SELECT pg_notify(%s, queue) FROM back",
+        [*params, CHANNEL],
+    )
 
 
 def execute_hot(

@@ -13,7 +13,7 @@ from typing import Any
 from .base import Claim, NewJob
 from .sql import COLUMNS, INSERT_COLUMNS, ROW, TABLE, execute
 
-__all__ = ["claim", "delete", "execute_hot", "make_due", "push"]
+__all__ = ["claim", "delete", "execute_hot", "make_due", "push", "waking"]
 
 Statement = tuple[str, list[Any]]
 
@@ -23,6 +23,11 @@ _CHUNK = 2000
 
 def _chunks(items: Sequence[Any]) -> list[Sequence[Any]]:
     return [items[start : start + _CHUNK] for start in range(0, len(items), _CHUNK)]
+
+
+def waking(statement: str, params: list[Any]) -> Statement:
+    """The statement as it is: nothing waits to be woken on SQLite."""
+    return statement, params
 
 
 def push(jobs: Sequence[NewJob], ts: Callable[[Any], Any]) -> list[Statement]:

@@ -45,6 +45,9 @@ SLOW_BATCH = 0.25
 # Finished jobs are deleted with the next claim, or after this long at the latest;
 # a job running longer than this has the rest of its batch taken off its hands.
 FLUSH_AFTER = 0.05
+# The longest an idle worker waits for a wake-up (on stores that send them) before it
+# looks for due jobs and sweeps again.
+IDLE_WAIT = 30.0
 
 
 def default_worker_name() -> str:
@@ -199,19 +202,30 @@ class Worker:
             self.hand.put_back_finished(finished)
             raise
         self._deleted(finished)
+        self.outage.back()  # said now, not after an idle wait
         if not claims:
             if self.stop_when_empty and self._wait_for_delayed():
                 return False
             if self.stop_when_empty or self.once:
                 self.stop_reason = "empty"
                 return True
-            self.store.wait(self.queues, self.sleep, self.stopping)
+            self.store.wait(self.queues, self.sleep, self.stopping, longest=self._idle_wait())
             return False
         self.run_claims(claims)
         if self.once:
             self.stop_reason = "once"
             return True
         return False
+
+    def _idle_wait(self) -> float:
+        """How long an idle worker waits on a store that wakes it: until the next
+        sweep would be due, so jobs of a dead worker come back in good time, and no
+        longer than its --max-seconds leave."""
+        wait = max(self.sleep, min(IDLE_WAIT, self.retry_after / 3))
+        if self.max_seconds is not None:
+            left = self.max_seconds - (time.monotonic() - self._started)
+            wait = min(wait, max(left, 0.0))
+        return wait
 
     def _wait_for_delayed(self) -> bool:
         """Nothing is due: wait for the next delayed job if it is due within

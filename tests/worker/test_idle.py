@@ -1,0 +1,73 @@
+"""An idle worker on PostgreSQL waits for a notification and asks the database nothing;
+whatever puts a job in line (a push, a delayed job's time, a job given back) wakes it."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from laterite_django.stores import get_store
+from tests.conftest import Stderr, wait_for
+from tests.testapp import jobs
+from tests.testapp.models import Record
+
+
+@pytest.fixture
+def postgres_worker(workers, store_kind):
+    if store_kind != "database" or connection.vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY: PostgreSQL only (LATERITE_TEST_DB=postgres)")
+    proc = workers.start("--processes", "1", env={"LATERITE_TEST_LOG_LEVEL": "INFO"})
+    stderr = Stderr(proc)
+    jobs.record.push("first")
+    wait_for(lambda: Record.objects.filter(value="first").exists())
+    yield proc
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert proc.returncode == 0, stderr.text()
+
+
+def last_query_of_other_sessions() -> tuple:
+    """When each other session on the test database last started a query (LISTEN aside)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, query_start FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN%%' ORDER BY pid")
+        return tuple(cursor.fetchall())
+
+
+def test_an_idle_worker_asks_postgres_nothing(postgres_worker):
+    time.sleep(0.5)  # the job's deletion and the worker's first wait
+    before = last_query_of_other_sessions()
+    assert before, "the worker's session is not seen"
+    time.sleep(2)  # 40 times LATERITE_QUEUE_POLL (0.05 s in the tests)
+    assert last_query_of_other_sessions() == before
+
+
+def test_a_push_a_delayed_job_and_a_job_given_back_wake_it(postgres_worker):
+    jobs.record.push("pushed")
+    wait_for(lambda: Record.objects.filter(value="pushed").exists())
+
+    jobs.record.push_in(timedelta(seconds=1), "delayed")
+    wait_for(lambda: Record.objects.filter(value="delayed").exists())
+
+    # A job claimed elsewhere, then given back (a worker stopping before it started):
+    # pushed and claimed in one transaction, so the idle worker never gets it first.
+    store = get_store()
+    with transaction.atomic():
+        jobs.record.push("given back")
+        [claim] = store.claim(["default"], "elsewhere")
+    time.sleep(0.3)  # the push's notification woke the worker: it found nothing
+    assert store.release(claim, timezone.now(), "", undo_attempt=True)
+    wait_for(lambda: Record.objects.filter(value="given back").exists(), timeout=10)
+
+
+def test_an_idle_worker_still_leaves_at_its_max_seconds(workers, store):
+    """Its long wait for a wake-up ends when --max-seconds is up (every store)."""
+    started = time.monotonic()
+    result = workers.run("--max-seconds", "1", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 20  # the idle wait is 30 s; 1 s was asked
