@@ -155,19 +155,30 @@ def message(name: str, value: Any, found: Problem) -> str:
     return f"LATERITE_QUEUE_{name} is {value!r}; {found.allowed}."
 
 
+_UNSET = object()
+
+
 class Settings:
     """Attribute access to LATERITE_QUEUE_<NAME>, falling back to DEFAULTS.
 
     A value its rule refuses raises LateriteConfigurationError saying why.
     """
 
+    def __init__(self) -> None:
+        # The value each setting last passed its rule with: the same object again
+        # (the usual case, read on every push) is not checked again.
+        self._passed: dict[str, Any] = {}
+
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
             raise AttributeError(name)
         value = raw(name)
+        if self._passed.get(name, _UNSET) is value:
+            return value
         found = RULES[name](value)
         if found is not None:
             raise LateriteConfigurationError(message(name, value, found))
+        self._passed[name] = value
         return value
 
 
