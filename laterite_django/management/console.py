@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("laterite")
+_jobs = logging.getLogger("laterite.jobs")  # every job's start and end (worker/attempt.py)
 
 CONSOLE_FORMAT = "%(asctime)s [%(process)d] %(levelname)s %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -102,8 +103,12 @@ def add_console(verbosity: int, stream: IO[str] | None = None) -> logging.Handle
     handler.addFilter(ConsoleFilter(verbosity))
     handler.setLevel(logging.DEBUG)
     handler.laterite_level = logger.level  # type: ignore[attr-defined]
+    handler.jobs_level = _jobs.level  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG if verbosity >= 3 else logging.INFO)
+    if verbosity < 3:
+        # The filter would drop every job's start and end: build none of them.
+        _jobs.setLevel(logging.WARNING)
     return handler
 
 
@@ -113,6 +118,7 @@ def remove_console(handler: logging.Handler | None) -> None:
         return
     logger.removeHandler(handler)
     logger.setLevel(getattr(handler, "laterite_level", logging.NOTSET))
+    _jobs.setLevel(getattr(handler, "jobs_level", logging.NOTSET))
     handler.close()
 
 

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["WorkerStopped", "after_settle", "describe", "ending_of", "options_of", "run_claim"]
 
 logger = logging.getLogger("laterite")
+# Every job's start and end: on a child logger, so a worker that shows them to no one
+# (queue_work's console below --verbosity 3) turns them off there and builds none.
+job_lines = logging.getLogger("laterite.jobs")
 
 # Where the frames that call a job live: this package, and for an async job the
 # event loop and asgiref's thread hop. `describe` leaves them off a traceback's top.
@@ -138,9 +141,9 @@ def _run(
     """Tell the signals, run the job under its limit, and leave connections fit for use."""
     if job_started.receivers:
         notify(job_started, job, **_about(claim))
-    if logger.isEnabledFor(logging.INFO):
-        logger.info("Job %s #%s started (attempt %d)", claim.name, claim.id, claim.attempts,
-                    extra={"action": "job_started", **_logged(claim)})
+    if job_lines.isEnabledFor(logging.INFO):
+        job_lines.info("Job %s #%s started (attempt %d)", claim.name, claim.id,
+                       claim.attempts, extra={"action": "job_started", **_logged(claim)})
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                     attempt=claim.attempts, pushed_at=claim.pushed_at)
     try:
@@ -210,8 +213,9 @@ def _logged(claim: Claim) -> dict[str, Any]:
 
 def _log(claim: Claim, settled: str, duration: float, decision: Any = None) -> None:
     """One line per attempt's end: a failure and a retry say why, a retry says when."""
-    if not logger.isEnabledFor(logging.INFO) and settled not in (Settled.LOST, Settled.FAILED):
-        return  # the success of every job: no record to build when no one hears it
+    if settled in (Settled.SUCCEEDED, Settled.RETURNED) and not job_lines.isEnabledFor(
+            logging.INFO):
+        return  # the end of every job: no record to build when no one hears it
     error = decision.error.split("\n", 1)[0] if decision is not None else ""
     extra = {"action": f"job_{settled}", "duration": duration, "error": error,
              **_logged(claim)}
@@ -227,11 +231,11 @@ def _log(claim: Claim, settled: str, duration: float, decision: Any = None) -> N
         logger.warning("Job %s #%s failed after %s: %s", claim.name, claim.id, tries, error,
                        extra=extra)
     elif settled == Settled.RETURNED:
-        logger.info("Job %s #%s returned to its queue, not counted as an attempt",
-                    claim.name, claim.id, extra=extra)
+        job_lines.info("Job %s #%s returned to its queue, not counted as an attempt",
+                       claim.name, claim.id, extra=extra)
     else:
-        logger.info("Job %s #%s %s in %.3f s", claim.name, claim.id, settled, duration,
-                    extra=extra)
+        job_lines.info("Job %s #%s %s in %.3f s", claim.name, claim.id, settled, duration,
+                       extra=extra)
 
 
 def for_humans(seconds: float) -> str:

@@ -147,6 +147,24 @@ def test_whether_the_project_logs_laterite():
     assert handled_by_project(log)  # a NullHandler is a choice: silence
 
 
+def test_below_verbosity_3_no_job_line_is_even_made(monkeypatch):
+    """A new project's worker shows no job's start or end below -v 3: it builds none."""
+    from laterite_django.management import console
+
+    laterite, jobs_log = logging.getLogger("laterite"), logging.getLogger("laterite.jobs")
+    monkeypatch.setattr(laterite, "handlers", [])  # as in a new project
+    monkeypatch.setattr(console, "handled_by_project", lambda log=None: False)
+    levels = (laterite.level, jobs_log.level)
+    for verbosity, shown in ((1, False), (2, False), (3, True)):
+        handler = add_console(verbosity, stream=sys.stderr)
+        try:
+            assert jobs_log.isEnabledFor(logging.INFO) is shown
+            assert laterite.isEnabledFor(logging.INFO)  # retries and the rest still show
+        finally:
+            console.remove_console(handler)
+        assert (laterite.level, jobs_log.level) == levels  # as they were
+
+
 # -- a store that is down at start -----------------------------------------------------
 
 
