@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from tests.conftest import Stderr, wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record
@@ -17,8 +19,9 @@ def ran(value: str) -> bool:
     return Record.objects.filter(kind="record", value=value).exists()
 
 
-def test_an_idle_worker_wakes_for_a_push(workers, store):
-    proc = workers.start(env={"LATERITE_TEST_POLL": LONG_POLL})
+@pytest.mark.parametrize("args", [[], ["--processes", "2"]], ids=["one", "processes"])
+def test_an_idle_worker_wakes_for_a_push(workers, store, args):
+    proc = workers.start(*args, env={"LATERITE_TEST_POLL": LONG_POLL})
     stderr = Stderr(proc)
     jobs.record.push("first")
     wait_for(lambda: ran("first"))  # the worker has claimed, run it, and is idle now
