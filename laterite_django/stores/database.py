@@ -4,7 +4,8 @@ The hot path speaks SQL on the connection Django already holds: a claim is one
 statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL; SQLite takes its write lock
 for the statement, so claims are serialized), finished jobs are deleted in the
 same statement as the next claim, and no model is instantiated. On PostgreSQL
-a push notifies the `laterite` channel, so idle workers wake at once.
+a push notifies the `laterite` channel, so idle workers wake at once; on SQLite
+an idle worker watches the file's data_version (`sql_sqlite.Waiter`).
 
 This module holds the flow, the same on both databases; the statements that
 differ are in `sql_postgres` and `sql_sqlite`, the shared ones in `sql`.
@@ -12,6 +13,8 @@ differ are in `sql_postgres` and `sql_sqlite`, the shared ones in `sql`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import select
 import threading
 import uuid
@@ -233,12 +236,14 @@ class DatabaseStore(Store):
     # -- wait -------------------------------------------------------------------
 
     def wait(self, queues: Sequence[str], timeout: float, stop: threading.Event) -> None:
-        """On PostgreSQL, sleep until a push to one of `queues` is notified.
+        """Sleep until a push to one of `queues` is notified (PostgreSQL) or a commit
+        makes one of their jobs due (SQLite), at most `timeout` seconds.
 
-        A listener that cannot connect never raises: the worker polls until it can.
+        A listener or waiter that cannot connect never raises: the worker polls
+        until it can.
         """
         if not self.postgres:
-            stop.wait(timeout)
+            self._wait_sqlite(queues, timeout, stop)
             return
         try:
             listener = self._listen()
@@ -251,6 +256,43 @@ class DatabaseStore(Store):
             # A broken listener must not stop the worker: poll until it comes back.
             self._close_listener()
             stop.wait(timeout)
+
+    def _wait_sqlite(self, queues: Sequence[str], timeout: float, stop: threading.Event
+                     ) -> None:
+        try:
+            waiter = self._waiter()
+        except Exception:
+            self._close_waiter()
+            waiter = None
+        if waiter is None:
+            stop.wait(timeout)
+            return
+
+        def seconds_to_due() -> float | None:
+            due = self.next_due(queues)
+            return None if due is None else (due - timezone.now()).total_seconds()
+
+        sql_sqlite.wait(waiter, timeout, stop, seconds_to_due)
+
+    def _waiter(self) -> sql_sqlite.Waiter | None:
+        """This thread's SQLite waiter on the store's database file (see sql_sqlite)."""
+        waiter = getattr(self._local, "waiter", None)
+        name = str(self.connection.settings_dict["NAME"])
+        if waiter is not None and (waiter.pid != os.getpid() or waiter.database != name):
+            # A forked child must not use its parent's connection; the test runner
+            # may point the alias at another file.
+            self._close_waiter()
+            waiter = None
+        if waiter is None:
+            waiter = self._local.waiter = sql_sqlite.open_waiter(self.connection)
+        return waiter
+
+    def _close_waiter(self) -> None:
+        waiter = getattr(self._local, "waiter", None)
+        self._local.waiter = None
+        if waiter is not None and waiter.pid == os.getpid():
+            with contextlib.suppress(Exception):
+                waiter.close()
 
     def _listen(self) -> Any:
         listener = getattr(self._local, "listener", None)
@@ -300,4 +342,5 @@ class DatabaseStore(Store):
     @guarded
     def close(self) -> None:
         self._close_listener()
+        self._close_waiter()
         self.connection.close()

@@ -1,19 +1,26 @@
-"""The database store's SQLite statements (also used for any database but PostgreSQL).
+"""The database store's SQLite statements (also used for any database but PostgreSQL),
+and how an idle worker on SQLite learns that a job may be due.
 
 SQLite takes its write lock for each statement, so claims are serialized and
 need no row locks. Values travel one bound parameter each, so big pushes are
 cut into chunks under SQLite's bound-parameter limit (32,766).
+
+SQLite has no LISTEN/NOTIFY; the waiting worker's wake-up is in `Waiter`.
 """
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .base import Claim, NewJob
 from .sql import COLUMNS, INSERT_COLUMNS, ROW, TABLE, execute
 
-__all__ = ["claim", "delete", "execute_hot", "make_due", "push"]
+__all__ = ["Waiter", "claim", "delete", "execute_hot", "make_due", "open_waiter", "push", "wait"]
 
 Statement = tuple[str, list[Any]]
 
@@ -75,7 +82,7 @@ def delete(claims: Sequence[Claim]) -> Statement:
 
 def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
     """Make waiting or delayed `ids` due (jobs already due keep their place in line);
-    each statement returns one row per job. SQLite cannot wake the workers: they poll."""
+    each statement returns one row per job. Waiting workers see the commit (`Waiter`)."""
     return [
         (
             f"UPDATE {TABLE} SET available_at = MIN(available_at, %s) "
@@ -88,3 +95,95 @@ def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
 
 # The hot path runs as any statement does (sqlite3 keeps a cache of prepared statements).
 execute_hot = execute
+
+
+# -- waking an idle worker ---------------------------------------------------------
+
+# Seconds between two looks at the database's data_version while a worker waits:
+# a push starts about half of this later on average (plus the claim). Each look
+# costs some 20-30 us of CPU (one PRAGMA and the wake-up of a sleeping thread), so
+# an idle worker spends well under 1% of a core on it.
+WAKE_CHECK_EVERY = 0.01
+
+
+class Waiter:
+    """Tells a waiting worker that another connection committed to the database file.
+
+    SQLite cannot notify a connection, but `PRAGMA data_version` changes on a
+    connection whenever *another* connection (of this process or another one) has
+    committed a change to the file since the previous read; a write that changes no
+    row (an empty claim, a sweep that finds nothing) leaves it alone. Reading it is a
+    single read of the file's header: a few microseconds, no write lock, and it
+    never blocks a writer in WAL mode. The waiter holds a connection of its own,
+    kept across waits, so a commit that lands between two waits (after the worker's
+    claim found nothing, before it waits again) still changes the version it saw
+    last. The connection belongs to the thread and process that opened it.
+    """
+
+    def __init__(self, database: str, *, uri: bool) -> None:
+        self.database = database
+        self.pid = os.getpid()
+        self.thread = threading.get_ident()
+        # timeout=0: a look that finds the file locked says "no change" and the
+        # next one, a tick later, tries again; it never waits on a writer.
+        self._connection = sqlite3.connect(database, uri=uri, timeout=0, isolation_level=None)
+        self._version: int | None = None
+
+    def changed(self) -> bool:
+        """True if another connection committed since the previous call (and on the first)."""
+        try:
+            version = self._connection.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.OperationalError:
+            return False  # busy (a writer holds the file in rollback-journal mode)
+        changed = version != self._version
+        self._version = version
+        return changed
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def open_waiter(connection: Any) -> Waiter | None:
+    """A Waiter on the file behind Django `connection`; None for an in-memory
+    database or a file that does not exist (the worker then polls)."""
+    if connection.is_in_memory_db():
+        return None
+    name = str(connection.settings_dict["NAME"])
+    if name.startswith("file:"):
+        return Waiter(name, uri=True)
+    if not os.path.exists(name):
+        return None  # never create the file: the worker's own queries report it
+    return Waiter(name, uri=False)
+
+
+def wait(
+    waiter: Waiter, timeout: float, stop: threading.Event,
+    seconds_to_due: Callable[[], float | None],
+) -> None:
+    """Return when a job may be due, `timeout` passes or `stop` is set.
+
+    Every WAKE_CHECK_EVERY seconds the waiter looks at data_version; when another
+    connection committed, one read (`seconds_to_due`: seconds until the next
+    unclaimed job of the worker's queues is due, None if there is none) tells
+    whether that commit made work: a job due now ends the wait, a job due later
+    shortens it to that moment, and any other commit (a delayed push, another
+    table of the project) lets the worker sleep on without taking the write lock
+    for an empty claim. The first look of a waiter always reads, so a job pushed
+    before the waiter existed is not missed. If that read fails, the wait ends and
+    the worker's claim meets the error.
+    """
+    deadline = time.monotonic() + timeout
+    while not stop.is_set():
+        if waiter.changed():
+            try:
+                seconds = seconds_to_due()
+            except Exception:
+                return
+            if seconds is not None:
+                if seconds <= 0:
+                    return
+                deadline = min(deadline, time.monotonic() + seconds)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        stop.wait(min(WAKE_CHECK_EVERY, left))
