@@ -270,7 +270,9 @@ class DatabaseStore(Store):
 
         def seconds_to_due() -> float | None:
             due = self.next_due(queues)
-            return None if due is None else (due - timezone.now()).total_seconds()
+            # `now` goes the way a stored time comes back, so both compare alike.
+            now = _aware(self._ts(timezone.now()))
+            return None if due is None else (due - now).total_seconds()
 
         sql_sqlite.wait(waiter, timeout, stop, seconds_to_due)
 

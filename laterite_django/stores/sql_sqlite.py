@@ -113,18 +113,19 @@ class Waiter:
     SQLite cannot notify a connection, but `PRAGMA data_version` changes on a
     connection whenever *another* connection (of this process or another one) has
     committed a change to the file since the previous read; a write that changes no
-    row (an empty claim, a sweep that finds nothing) leaves it alone. Reading it is a
-    single read of the file's header: a few microseconds, no write lock, and it
-    never blocks a writer in WAL mode. The waiter holds a connection of its own,
-    kept across waits, so a commit that lands between two waits (after the worker's
-    claim found nothing, before it waits again) still changes the version it saw
-    last. The connection belongs to the thread and process that opened it.
+    row (an empty claim, a sweep that finds nothing) leaves it alone. Reading it
+    takes and drops a read lock: two fcntl calls on the WAL index in WAL mode, where
+    it never blocks a writer (in rollback-journal mode a writer that commits at that
+    very moment retries after a millisecond, under its busy timeout). The waiter
+    holds a connection of its own, kept across waits, so a commit that lands
+    between two waits (after the worker's claim found nothing, before it waits
+    again) still changes the version it saw last. The connection belongs to the
+    thread and process that opened it (the store keeps one per thread).
     """
 
     def __init__(self, database: str, *, uri: bool) -> None:
         self.database = database
         self.pid = os.getpid()
-        self.thread = threading.get_ident()
         # timeout=0: a look that finds the file locked says "no change" and the
         # next one, a tick later, tries again; it never waits on a writer.
         self._connection = sqlite3.connect(database, uri=uri, timeout=0, isolation_level=None)
