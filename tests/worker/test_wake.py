@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 from tests.conftest import Stderr, wait_for
 from tests.testapp import jobs
@@ -20,7 +21,11 @@ def ran(value: str) -> bool:
 
 
 @pytest.mark.parametrize("args", [[], ["--processes", "2"]], ids=["one", "processes"])
-def test_an_idle_worker_wakes_for_a_push(workers, store, args):
+def test_an_idle_worker_wakes_for_a_push(workers, store, store_kind, args):
+    if args and store_kind == "database" and connection.vendor == "postgresql":
+        # A worker waiting in LISTEN's select() sees its supervisor's death (the
+        # teardown's SIGKILL) only when the select ends, LONG_POLL later.
+        pytest.skip("PostgreSQL: a waiting worker sees a stop only at its poll")
     proc = workers.start(*args, env={"LATERITE_TEST_POLL": LONG_POLL})
     stderr = Stderr(proc)
     jobs.record.push("first")
