@@ -102,8 +102,9 @@ execute_hot = execute
 # Seconds between two looks at the database's data_version while a worker waits:
 # a push starts about half of this later on average, plus the claim. Each look
 # costs a thread wake-up and one PRAGMA (two fcntl calls on the WAL index in WAL
-# mode), some 60-120 us of CPU on a shared 2-core VM: every 20 ms that is about
-# 0.5% of a core per idle worker; every 10 ms it was over 1%.
+# mode), some 60-130 us of CPU on a shared 2-core VM: every 20 ms an idle
+# `queue_work` used 0.6-0.7% of a core there (0.05% when it slept out
+# LATERITE_QUEUE_POLL); every 10 ms it used 1.2%.
 WAKE_CHECK_EVERY = 0.02
 
 
