@@ -93,7 +93,8 @@ LATERITE_QUEUE_STORE = os.environ.get("LATERITE_TEST_STORE", "database")
 LATERITE_QUEUE_REDIS = "redis"
 LATERITE_QUEUE_PREFIX = os.environ.get("LATERITE_TEST_PREFIX", "laterite-test")
 LATERITE_QUEUE_QUEUES = ["default", "mail", "low"]
-LATERITE_QUEUE_POLL = 0.05
+# Short, so tests never wait on it; a test of waking a worker sets a long one.
+LATERITE_QUEUE_POLL = float(os.environ.get("LATERITE_TEST_POLL", "0.05"))
 # One worker process per `queue_work` unless a test asks for more (--processes).
 LATERITE_QUEUE_WORKERS = int(os.environ.get("LATERITE_TEST_WORKERS", "1"))
 LATERITE_QUEUE_RETRY_AFTER = float(os.environ.get("LATERITE_TEST_RETRY_AFTER", "90"))

@@ -4,7 +4,8 @@ The hot path speaks SQL on the connection Django already holds: a claim is one
 statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL; SQLite takes its write lock
 for the statement, so claims are serialized), finished jobs are deleted in the
 same statement as the next claim, and no model is instantiated. On PostgreSQL
-a push notifies the `laterite` channel, so idle workers wake at once.
+a push notifies the `laterite` channel, so idle workers wake at once; on SQLite
+an idle worker watches the file's data_version (`sql_sqlite.Waiter`).
 
 This module holds the flow, the same on both databases; the statements that
 differ are in `sql_postgres` and `sql_sqlite`, the shared ones in `sql`.
@@ -12,6 +13,8 @@ differ are in `sql_postgres` and `sql_sqlite`, the shared ones in `sql`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import select
 import threading
 import time
@@ -240,16 +243,18 @@ class DatabaseStore(Store):
         self, queues: Sequence[str], timeout: float, stop: threading.Event, *,
         longest: float | None = None,
     ) -> None:
-        """On PostgreSQL, sleep until a push to one of `queues` is notified.
+        """Sleep until a push to one of `queues` is notified (PostgreSQL) or a commit
+        makes one of their jobs due (SQLite).
 
-        Pushes, releases, requeues and make_due notify, so with `longest` the wait
-        lasts until then or the next delayed job's time: an idle worker asks the
-        database nothing. Right after the listener (re)connects, a push may have
-        gone unheard: that wait is `timeout`. A listener that cannot connect never
-        raises: the worker polls until it can.
+        Pushes, releases, requeues and make_due notify (or commit, which a SQLite
+        waiter sees), so with `longest` the wait lasts until then or the next
+        delayed job's time: an idle PostgreSQL worker asks the database nothing.
+        Right after the listener (re)connects, a push may have gone unheard: that
+        wait is `timeout`. A listener or waiter that cannot connect never raises:
+        the worker polls every `timeout` until it can.
         """
         if not self.postgres:
-            stop.wait(timeout)
+            self._wait_sqlite(queues, timeout, stop, longest)
             return
         try:
             listener, new = self._listen()
@@ -280,6 +285,48 @@ class DatabaseStore(Store):
             return max(timeout, longest)
         left = (due - timezone.now()).total_seconds()
         return timeout if left <= 0 else min(max(timeout, longest), left)
+
+    def _wait_sqlite(self, queues: Sequence[str], timeout: float, stop: threading.Event,
+                     longest: float | None) -> None:
+        try:
+            waiter = self._waiter()
+        except Exception:
+            self._close_waiter()
+            waiter = None
+        if waiter is None:
+            stop.wait(timeout)
+            return
+        if longest is not None:
+            timeout = max(timeout, longest)  # every commit to the file is seen
+
+        def seconds_to_due() -> float | None:
+            due = self.next_due(queues)
+            # `now` goes the way a stored time comes back, so both compare alike.
+            now = _aware(self._ts(timezone.now()))
+            return None if due is None else (due - now).total_seconds()
+
+        sql_sqlite.wait(waiter, timeout, stop, seconds_to_due)
+
+    def _waiter(self) -> sql_sqlite.Waiter | None:
+        """This thread's SQLite waiter on the store's database file (see sql_sqlite)."""
+        waiter = getattr(self._local, "waiter", None)
+        name = str(self.connection.settings_dict["NAME"])
+        if waiter is not None and (waiter.pid != os.getpid() or waiter.database != name):
+            # A forked child must not use its parent's connection; the test runner
+            # may point the alias at another file.
+            self._close_waiter()
+            waiter = None
+        if waiter is None:
+            waiter = self._local.waiter = sql_sqlite.open_waiter(self.connection)
+        return waiter
+
+    def _close_waiter(self) -> None:
+        waiter = getattr(self._local, "waiter", None)
+        self._local.waiter = None
+        if waiter is not None and waiter.pid == os.getpid():
+            with contextlib.suppress(Exception):
+                waiter.close()
+
 
     def _listen(self) -> tuple[Any, bool]:
         """This thread's listening connection, and whether it was made just now."""
@@ -337,4 +384,5 @@ class DatabaseStore(Store):
     @guarded
     def close(self) -> None:
         self._close_listener()
+        self._close_waiter()
         self.connection.close()

@@ -273,13 +273,11 @@ def test_settle_and_claim_deletes_finished_and_claims_next(store):
     assert {c.id for c in done} == {first, second}
 
 
-def test_wait_wakes_on_a_push_or_times_out(store, store_kind):
+def test_wait_wakes_on_a_push_or_times_out(store):
     stop = threading.Event()
     started = time.monotonic()
     store.wait(["default"], 0.2, stop)
     assert time.monotonic() - started >= 0.15  # nothing pushed: it waited
-    if connections["default"].vendor == "sqlite" and store_kind == "database":
-        return  # SQLite cannot be woken: the worker polls every LATERITE_QUEUE_POLL
     woke = threading.Event()
 
     def waiter() -> None:

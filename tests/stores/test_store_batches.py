@@ -171,8 +171,6 @@ def test_make_due_takes_ids_as_strings_and_names_a_bad_one(store):
 
 
 def test_make_due_wakes_a_waiting_worker(store, store_kind):
-    if store_kind == "database" and connections["default"].vendor == "sqlite":
-        pytest.skip("SQLite cannot wake a worker: it looks again every LATERITE_QUEUE_POLL")
     delayed = store.push([new(at=timezone.now() + LATER)])[0]
     if store_kind == "redis":
         # The push left wake-up tokens: drop them, so only make_due can wake the waiter.
