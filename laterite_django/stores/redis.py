@@ -1,7 +1,7 @@
 """Jobs kept in Redis, through a django-redis cache's raw client.
 
 Every operation that touches more than one key is one Lua script (see
-redis_scripts), registered once and run by its SHA. The raw client skips the
+redis_scripts), run by its SHA (redis_calls). The raw client skips the
 cache's key prefix and serializer, so every key lives under
 LATERITE_QUEUE_PREFIX and payloads are the JSON text the job layer wrote.
 
@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
 from . import redis_alias, redis_failed, redis_outbox
-from . import redis_scripts as scripts
+from . import redis_calls as calls
 from .base import Claim, NewJob, QueueCounts, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
 from .redis_values import claims as claims_from_rows
@@ -65,7 +65,7 @@ class RedisStore(Store):
             raise LateriteConfigurationError(f"{problem} {redis_alias.HINT}")
         self.alias = alias
         self.prefix = prefix
-        self._scripts: dict[str, Any] = {}
+        self._client: Redis | None = None
 
     def __repr__(self) -> str:
         return f"<RedisStore alias={self.alias!r} prefix={self.prefix!r}>"
@@ -74,7 +74,17 @@ class RedisStore(Store):
 
     @property
     def client(self) -> Redis:
-        """The raw redis-py client of the cache alias (pooled by django-redis)."""
+        """The raw redis-py client of the cache alias (pooled by django-redis).
+
+        Looked up once: the client is thread-safe and its pool is django-redis's,
+        shared by the process, so a lookup per call would only cost time.
+        """
+        client = self._client
+        if client is None:
+            client = self._client = self._connect()
+        return client
+
+    def _connect(self) -> Redis:
         try:
             from django_redis import get_redis_connection
         except ImportError as e:
@@ -96,16 +106,16 @@ class RedisStore(Store):
             error, self.database, store="redis"
         )
 
-    def _script(self, name: str):
-        script = self._scripts.get(name)
-        if script is None:
-            # register_script only hashes the source; the first call loads it on a miss.
-            script = self._scripts[name] = self.client.register_script(getattr(scripts, name))
-        return script
+    def _run(self, name: str, args: Sequence[Any]) -> Any:
+        """Run Lua script `name` (redis_scripts) with the prefix and `args`: one round trip."""
+        return calls.run(self.client, name, [self.prefix, *args])
 
-    def _run(self, name: str, args: Sequence[Any], client=None) -> Any:
-        client = client if client is not None else self.client
-        return self._script(name)(keys=[], args=[self.prefix, *args], client=client)
+    def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Run several scripts in one round trip (a pipeline, not a transaction)."""
+        pipe = self.client.pipeline(transaction=False)
+        queued = {i: calls.add(pipe, name, [self.prefix, *args])
+                  for i, (name, args) in enumerate(steps)}
+        return calls.finish(self.client, pipe.execute(raise_on_error=False), queued)
 
     def key(self, *parts: str) -> str:
         """Return the Redis key for `parts` under this store's prefix."""
@@ -118,14 +128,11 @@ class RedisStore(Store):
         if not jobs:
             return []
         now = str(us(timezone.now()))
-        chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
-        if len(chunks) == 1:
-            results = [self._run("PUSH", push_args(now, chunks[0]))]
+        if len(jobs) <= _PUSH_CHUNK:
+            results = [self._run("PUSH", push_args(now, jobs))]
         else:
-            pipe = self.client.pipeline(transaction=False)
-            for chunk in chunks:
-                self._run("PUSH", push_args(now, chunk), client=pipe)
-            results = pipe.execute()
+            chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
+            results = self._pipeline([("PUSH", push_args(now, chunk)) for chunk in chunks])
         return [int(i) or None for result in results for i in result]
 
     @guarded
@@ -155,10 +162,10 @@ class RedisStore(Store):
             self.delete(finished)
             return []
         token = uuid.uuid4().hex
-        pipe = self.client.pipeline(transaction=False)
-        self._run("DELETE", [value for c in finished for value in (c.id, c.token)], client=pipe)
-        self._run("CLAIM", self._claim_args(token, queues, worker, limit), client=pipe)
-        _, rows = pipe.execute()
+        _, rows = self._pipeline([
+            ("DELETE", [value for c in finished for value in (c.id, c.token)]),
+            ("CLAIM", self._claim_args(token, queues, worker, limit)),
+        ])
         return claims_from_rows(rows, token)
 
     @staticmethod
@@ -292,6 +299,10 @@ class RedisStore(Store):
     def forget(self, ids: Iterable[int] | None = None) -> int:
         """See Store.forget; first finishes removals a dead worker left (redis_failed)."""
         return redis_failed.after_removals(self, ids, super().forget)
+
+    def close(self) -> None:
+        """Forget the client: the next call looks it up again (its pool stays)."""
+        self._client = None
 
     @guarded
     def ping(self) -> None:
