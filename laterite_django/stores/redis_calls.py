@@ -44,8 +44,12 @@ def run(client: Redis, name: str, args: Sequence[Any]) -> Any:
     try:
         return client.execute_command("EVALSHA", SHAS[name], 0, *args)
     except NoScriptError:
-        client.execute_command("SCRIPT LOAD", SOURCES[name])
-        return client.execute_command("EVALSHA", SHAS[name], 0, *args)
+        return _load_and_run(client, name, args)
+
+
+def _load_and_run(client: Redis, name: str, args: Sequence[Any]) -> Any:
+    client.execute_command("SCRIPT LOAD", SOURCES[name])
+    return client.execute_command("EVALSHA", SHAS[name], 0, *args)
 
 
 def add(pipe: Pipeline, name: str, args: Sequence[Any]) -> tuple[str, Sequence[Any]]:
@@ -60,12 +64,14 @@ def finish(
     """Check the results of `pipe.execute(raise_on_error=False)`.
 
     `calls` maps the position of each script call in the pipeline to what `add`
-    returned. A script Redis did not know yet did not run: it is loaded and run
-    again on its own, in the pipeline's order. Any other error is raised.
+    returned. A script Redis did not know did not run: it is loaded and run on
+    its own, after the pipeline (the scripts so run keep their order; every
+    caller's pipeline holds steps that are correct in either order). Any other
+    error is raised.
     """
     for index, result in enumerate(results):
         if isinstance(result, NoScriptError) and index in calls:
-            results[index] = run(client, *calls[index])
+            results[index] = _load_and_run(client, *calls[index])
         elif isinstance(result, Exception):
             raise result
     return results
