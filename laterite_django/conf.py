@@ -170,8 +170,9 @@ class Settings:
         self._checked: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> Any:
+        checked = self._checked
         try:
-            return self._checked[name]
+            return checked[name]
         except KeyError:
             pass
         if name not in DEFAULTS:
@@ -180,12 +181,14 @@ class Settings:
         found = RULES[name](value)
         if found is not None:
             raise LateriteConfigurationError(message(name, value, found))
-        self._checked[name] = value
+        # Into the dict read above: if forget() ran meanwhile (another thread), the
+        # value may be the old one, and it lands in a dict no longer read.
+        checked[name] = value
         return value
 
     def forget(self) -> None:
         """Drop the values checked so far: the next access reads and checks again."""
-        self._checked.clear()
+        self._checked = {}
 
 
 settings = Settings()
