@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from laterite_django.stores import NewJob, get_store
@@ -107,7 +108,14 @@ def test_scripts_the_server_forgot_are_loaded_again(private):
 def test_a_worker_stopped_while_it_waits_leaves_the_job_pushed_then_unstarted(private):
     store, admin = private
     worker = Worker(["default"], store=store, sleep=60, manage_connections=False)
-    thread = threading.Thread(target=worker.run)
+
+    def work() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()  # this thread's own (its sweep reads the outbox)
+
+    thread = threading.Thread(target=work)
     thread.start()
     try:
         # Blocked on the wake-up list, its claim queued behind the pop.
