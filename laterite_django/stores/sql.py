@@ -111,9 +111,28 @@ def release(undo_attempt: bool) -> str:
 
 
 def next_due(queues: int) -> str:
-    """When the next unclaimed job of `queues` queues is due (Store.next_due)."""
-    marks = ", ".join(["%s"] * queues)
-    return f"SELECT MIN(available_at) FROM {TABLE} WHERE token IS NULL AND queue IN ({marks})"
+    """When the next unclaimed job of `queues` queues is due (Store.next_due).
+
+    Idle workers ask it at every wake-up, so its cost must not grow with the jobs
+    waiting: it steps through the claim's index (queue, priority, available_at)
+    from one priority to the next (a loose index scan) and takes the earliest job
+    of each, a few index probes per queue where MIN(available_at) would read
+    every waiting job.
+    """
+    values = ", ".join(["(%s)"] * queues)
+    return (
+        f"WITH RECURSIVE queues(qname) AS (VALUES {values}), "
+        f"levels(queue, priority) AS ("
+        f"SELECT qname, (SELECT j.priority FROM {TABLE} j WHERE j.queue = queues.qname "
+        f"AND j.token IS NULL ORDER BY j.priority DESC LIMIT 1) FROM queues "
+        f"UNION ALL SELECT levels.queue, (SELECT j.priority FROM {TABLE} j "
+        f"WHERE j.queue = levels.queue AND j.token IS NULL AND j.priority < levels.priority "
+        f"ORDER BY j.priority DESC LIMIT 1) FROM levels WHERE levels.priority IS NOT NULL) "
+        f"SELECT MIN((SELECT j.available_at FROM {TABLE} j WHERE j.queue = levels.queue "
+        f"AND j.token IS NULL AND j.priority = levels.priority "
+        f"ORDER BY j.priority DESC, j.available_at LIMIT 1)) "
+        f"FROM levels WHERE levels.priority IS NOT NULL"
+    )
 
 
 def heartbeat(tokens: int) -> str:

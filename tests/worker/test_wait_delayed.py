@@ -38,7 +38,9 @@ def test_without_it_the_retry_is_left_delayed(workers, store):
 
     assert done.returncode == 0, done.stderr
     assert attempts("backoff-attempt") == [1]
-    assert store.counts()["default"].delayed == 1
+    # Left for later: still delayed, or just due if the machine was slow (1 s backoff).
+    counts = store.counts()["default"]
+    assert (counts.delayed + counts.waiting, counts.running, counts.failed) == (1, 0, 0)
 
 
 def test_with_several_processes(workers, store):
