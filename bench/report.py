@@ -602,8 +602,11 @@ def _first_idle(results):
 
 def scenario_sections(results, meta):
     """The Markdown of the scale scenarios (bench/scenarios.py), where measured."""
-    return (
-        _churn_section(results, meta)
-        + _backlog_section(results, meta)
-        + _idle_section(results, meta)
-    )
+    out = _churn_section(results, meta) + _backlog_section(results, meta)
+    out += _idle_section(results, meta)
+    if out:
+        png = meta.get("png_name", "benchmarks.png")
+        if any(value(r, k) is not None for r in results.values() for k, _, _ in COLUMNS):
+            png = png.removesuffix(".png") + "-scale.png"  # as bench.chart.scale_png
+        out += [f"![scale]({png})", ""]
+    return out

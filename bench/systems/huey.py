@@ -7,6 +7,7 @@ __all__ = ["System"]
 
 class System(Base):
     has_bulk = False  # Task.map() is a loop of enqueues: no bulk path
+
     def versions(self):
         return {**pkg_versions("huey", "redis"), "redis-server": self.redis_server_version()}
 
