@@ -416,6 +416,7 @@ def _churn_section(results, meta):
             cells += [_rate(v), f"**{_x(v, fresh)}**"]
         dead = [c.get(k, {}).get("dead_tuples") for k in ("fresh", "cleared", "ran")]
         cells.append(" / ".join("-" if d is None else f"{d:,}" for d in dead))
+        cells.append(_rate(c["b_ran"] / c["ran_s"]) if c.get("ran_s") else "-")
         rows.append(cells)
     if not rows:
         return []
@@ -433,7 +434,8 @@ def _churn_section(results, meta):
         f" {b_run} jobs ran through {first.get('procs', 2)} worker processes."
         " Whatever the system itself does about dead tuples in between is part of"
         " the figure. Dead tuples: `pg_stat_user_tables.n_dead_tup` of the"
-        " database's tables just before each drain.",
+        " database's tables just before each drain. Last column: the rate at which"
+        f" the {b_run} jobs of (b) were pushed (in bulk) and ran, start to end.",
         "",
         _table(
             [
@@ -444,6 +446,7 @@ def _churn_section(results, meta):
                 f"after {b_run} ran /s",
                 "ran / fresh",
                 "dead tuples: fresh / cleared / ran",
+                f"running the {b_run} /s",
             ],
             rows,
         ),

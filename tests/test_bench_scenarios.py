@@ -30,6 +30,7 @@ def test_report_gives_the_ratios():
         "b_cleared": 1_000_000,
         "b_ran": 1_000_000,
         "procs": 2,
+        "ran_s": 500.0,
         "fresh": {**_fig(1000.0), "dead_tuples": 0},
         "cleared": {**_fig(250.0), "dead_tuples": 1_000_000},
         "ran": {**_fig(500.0), "dead_tuples": 999_000},
@@ -61,6 +62,7 @@ def test_report_gives_the_ratios():
     text = report.markdown({"meta": meta, "results": results})
     assert "## Figures" not in text  # no table figures in this run
     assert "| **0.25** |" in text and "| **0.50** |" in text  # cleared, ran / fresh
+    assert "| 0 / 1,000,000 / 999,000 | 2,000 |" in text
     assert "| 10^6 / 10^4 | **0.25** | 0.90 | 1.50 |" in text
     assert "10^6 delayed" in text
     assert "| 8 (9) | 0.50 | 60 | 120 | 120 (blpop 120) |" in text
