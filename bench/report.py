@@ -413,7 +413,8 @@ def _churn_section(results, meta):
         for key in ("cleared", "ran"):
             fig = c.get(key)
             v = fig["median"] if fig else None
-            cells += [_rate(v), f"**{_x(v, fresh)}**"]
+            ratio = f"{fig['vs_fresh']:.2f}" if fig and "vs_fresh" in fig else _x(v, fresh)
+            cells += [_rate(v), f"**{ratio}**"]
         dead = [c.get(k, {}).get("dead_tuples") for k in ("fresh", "cleared", "ran")]
         cells.append(" / ".join("-" if d is None else f"{d:,}" for d in dead))
         cells.append(_rate(c["b_ran"] / c["ran_s"]) if c.get("ran_s") else "-")
@@ -428,7 +429,9 @@ def _churn_section(results, meta):
         "The drain with 1 process of N fresh jobs on tables that churn has left"
         " dead tuples in, with no VACUUM in between (autovacuum is off on this"
         " machine), divided by the same row's drain on fresh, vacuumed tables in the"
-        f" same run: (a) after {b} jobs were pushed in bulk and cleared (laterite:"
+        " same run (measured just before and just after each churned drain, the"
+        " ratio is to the geometric mean of those two; the fresh column is the"
+        " median of all three): (a) after {b} jobs were pushed in bulk and cleared (laterite:"
         " `store.clear()`, what `queue_clear` runs; pgqueuer: `clear_queue('noop')`,"
         " its DELETE; the floor: `DELETE FROM floor_job`); (b) after"
         f" {b_run} jobs ran through {first.get('procs', 2)} worker processes."

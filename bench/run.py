@@ -315,6 +315,27 @@ def combine(parts):
     return out
 
 
+def merge_result(old, new, scenarios):
+    """A row re-measured with --merge keeps the earlier figures this run did not measure.
+
+    A run of the scale scenarios alone keeps the row's table figures, and the
+    scenarios it did not run; a run of the table keeps the row's scenarios.
+    """
+    if not old or old.get("failed") or new.get("failed"):
+        return new
+    out = dict(new)
+    for key, val in old.items():
+        if key in report.SCENARIO_KEYS:
+            if key not in scenarios:
+                out[key] = val
+        elif "figures" not in scenarios and key not in out:
+            out[key] = val
+    for key in ("errors", "notes"):
+        before = list(old.get(key, []))
+        out[key] = before + [x for x in new.get(key, []) if x not in before]
+    return out
+
+
 def measure_pair(a, b, args):
     """Measure rows `a` and `b` in alternating rounds of one repetition: a b, b a, a b, ...
 
@@ -571,7 +592,7 @@ def main(argv=None):
         else:
             measured = {d.name: run_system(d, args) for d in ready}
         for name_, res in measured.items():
-            results[name_] = res
+            results[name_] = merge_result(results.get(name_), res, args.scenarios)
             if res.get("failed"):
                 say(f"   failed: {res['failed']}")
         done.update(d.name for d in pair)

@@ -25,6 +25,7 @@ makes a backlog (`fill`) or clears its queue (`clear`): bench/systems/.
 """
 
 import contextlib
+import math
 import re
 import socket
 import statistics
@@ -127,9 +128,23 @@ def churn(run, sys_):
         )
         return fig
 
-    sys_.reset()
-    res["fresh"] = drain("fresh", vacuum=True)
-    run.save()
+    # Fresh drains before, between and after the two churned ones: each churned
+    # drain is divided by the fresh ones on either side of it (geometric mean),
+    # so load from other work that changes within minutes falls on both.
+    fresh = []
+
+    def fresh_drain():
+        sys_.reset()
+        fresh.append(drain(f"fresh ({len(fresh) + 1} of 3)", vacuum=True))
+        values = [v for f in fresh for v in f["values"]]
+        res["fresh"] = _fig(values, n=fresh[0]["n"], dead_tuples=fresh[0]["dead_tuples"])
+        res["fresh_runs"] = [f["median"] for f in fresh]
+        run.save()
+
+    def against(key, before, after):
+        res[key]["vs_fresh"] = res[key]["median"] / math.sqrt(before["median"] * after["median"])
+
+    fresh_drain()
 
     # (a) B pushed in bulk and cleared, no VACUUM since.
     sys_.reset()
@@ -137,7 +152,8 @@ def churn(run, sys_):
     res["fill_s"] = _timed(sys_.fill, run.ids(a.churn_b))
     res["clear_s"] = _timed(sys_.clear)
     res["cleared"] = drain(f"after {a.churn_b:,} cleared", vacuum=False)
-    run.save()
+    fresh_drain()
+    against("cleared", fresh[0], fresh[1])
 
     # (b) B run through the workers, no VACUUM since.
     sys_.reset()
@@ -154,7 +170,13 @@ def churn(run, sys_):
     finally:
         run.stop_workers()
     res["ran"] = drain(f"after {a.churn_run_b:,} ran", vacuum=False)
+    fresh_drain()
+    against("ran", fresh[1], fresh[2])
     run.save()
+    run.log(
+        f"churn: cleared / fresh {res['cleared']['vs_fresh']:.2f},"
+        f" ran / fresh {res['ran']['vs_fresh']:.2f}"
+    )
 
 
 # -- backlog -------------------------------------------------------------------

@@ -67,3 +67,13 @@ def test_report_gives_the_ratios():
     assert "10^6 delayed" in text
     assert "| 8 (9) | 0.50 | 60 | 120 | 120 (blpop 120) |" in text
     assert "![scale](x.png)" in text
+
+
+def test_merge_keeps_what_a_run_did_not_measure():
+    old = {"drain_1": {"median": 5.0}, "churn": {"a": 1}, "idle": {"b": 2}, "notes": ["x"]}
+    new = {"churn": {"a": 3}, "notes": ["y"], "errors": []}
+    out = run.merge_result(old, new, ["churn"])
+    assert out["drain_1"] == {"median": 5.0} and out["idle"] == {"b": 2}
+    assert out["churn"] == {"a": 3} and out["notes"] == ["x", "y"]
+    table = run.merge_result(old, {"drain_1": {"median": 6.0}}, ["figures"])
+    assert table["drain_1"] == {"median": 6.0} and table["churn"] == {"a": 1}
