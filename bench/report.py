@@ -399,7 +399,10 @@ def _ms(x):
 
 
 def _x(a, b):
-    return "-" if a is None or not b else f"{a / b:.2f}"
+    if a is None or not b:
+        return "-"
+    r = a / b
+    return f"{r:.2f}" if r >= 0.1 else f"{r:.2g}"
 
 
 def _churn_section(results, meta):
