@@ -111,7 +111,7 @@ def draw_scale(run, path):
     ax_churn.set_yticklabels(names, fontsize=8)
     ax_churn.set_title("PostgreSQL drain after churn, no VACUUM / fresh drain", fontsize=10)
     if churn:
-        ax_churn.legend(fontsize=8, loc="upper right")
+        ax_churn.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2)
 
     for d, r in rows:
         waiting = [x for x in (r.get("backlog") or {}).get("rows", []) if x["kind"] == "waiting"]
