@@ -234,8 +234,9 @@ def markdown(run):
     """Return the Markdown report of `run` (the JSON that bench/run.py writes)."""
     results = run["results"]
     meta = run["meta"]
+    scale_only = not any(value(r, k) is not None for r in results.values() for k, _, _ in COLUMNS)
     out = [
-        "# Benchmarks",
+        "# Benchmarks" + (": scale scenarios" if scale_only else ""),
         "",
         "Made by `python bench/run.py` (see `bench/README.md`): every system below was"
         " measured in the same run, on the same machine, one after the other.",
@@ -434,7 +435,7 @@ def _churn_section(results, meta):
         " machine), divided by the same row's drain on fresh, vacuumed tables in the"
         " same run (measured just before and just after each churned drain, the"
         " ratio is to the geometric mean of those two; the fresh column is the"
-        " median of all three): (a) after {b} jobs were pushed in bulk and cleared (laterite:"
+        f" median of all three): (a) after {b} jobs were pushed in bulk and cleared (laterite:"
         " `store.clear()`, what `queue_clear` runs; pgqueuer: `clear_queue('noop')`,"
         " its DELETE; the floor: `DELETE FROM floor_job`); (b) after"
         f" {b_run} jobs ran through {first.get('procs', 2)} worker processes."

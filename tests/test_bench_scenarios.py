@@ -61,6 +61,7 @@ def test_report_gives_the_ratios():
     }  # fmt: skip
     text = report.markdown({"meta": meta, "results": results})
     assert "## Figures" not in text  # no table figures in this run
+    assert "(a) after 10^6 jobs were pushed in bulk and cleared" in text
     assert "| **0.25** |" in text and "| **0.50** |" in text  # cleared, ran / fresh
     assert "| 0 / 1,000,000 / 999,000 | 2,000 |" in text
     assert "| 10^6 / 10^4 | **0.25** | 0.90 | 1.50 |" in text
