@@ -93,19 +93,21 @@ def draw_scale(run, path):
 
     churn = [(d, r["churn"]) for d, r in rows if (r.get("churn") or {}).get("fresh")]
     names = [d.name for d, _ in churn]
+
+    def vs_fresh(c, key):  # as in the report: against the fresh drains either side
+        fig = c.get(key)
+        if not fig:
+            return 0
+        return fig.get("vs_fresh", fig["median"] / c["fresh"]["median"])
+
     for k, (key, label) in enumerate((("cleared", "after B cleared"), ("ran", "after B ran"))):
-        vals = [(c[key]["median"] / c["fresh"]["median"]) if c.get(key) else 0 for _, c in churn]
+        vals = [vs_fresh(c, key) for _, c in churn]
         ys = [i + (k - 0.5) * 0.38 for i in range(len(churn))]
         ax_churn.barh(ys, vals, height=0.36, label=label, color=("#e45756", "#4c78a8")[k])
         for y, v in zip(ys, vals, strict=True):
             ax_churn.text(v, y, f" {v:.2f}", va="center", fontsize=8)
     ax_churn.axvline(1, color="black", linewidth=0.6)
-    top = [
-        c[k]["median"] / c["fresh"]["median"]
-        for _, c in churn
-        for k in ("cleared", "ran")
-        if c.get(k)
-    ]
+    top = [vs_fresh(c, k) for _, c in churn for k in ("cleared", "ran")]
     ax_churn.set_xlim(0, max([1.2, *top]) * 1.3)
     ax_churn.set_yticks(range(len(churn)))
     ax_churn.set_yticklabels(names, fontsize=8)
