@@ -18,8 +18,9 @@ import time
 import traceback
 from pathlib import Path
 
+from bench import scenarios
 from bench.procs import WorkerGroup
-from bench.systems import ROOT, code_root, system
+from bench.systems import ROOT, SCENARIO_ROWS, code_root, system
 
 __all__ = ["main"]
 
@@ -170,18 +171,29 @@ class Run:
             self.workers.stop()
             self.workers = None
 
-    def measure_drain(self, sys_, n_workers):
+    def drain_n(self, sys_):
+        """N for a drain figure: args.n, less for a system too slow to fill or drain it."""
         n = self.args.n
         if sys_.max_drain_jobs:
             n = min(n, sys_.max_drain_jobs)
         if self.bulk_rate:
             # Filling the queue of a slow pusher takes at most ~10 s.
             n = min(n, max(100, int(self.bulk_rate * 10)))
+        return n
+
+    def drain_values(self, sys_, n_workers, vacuum=True, repeat=None):
+        """Drain N jobs `repeat` times with the running workers; return ([jobs/s], N).
+
+        `vacuum`: bring the store to the same state first (VACUUM on PostgreSQL);
+        the dead-tuple scenarios leave it as the churn left it.
+        """
+        n = self.drain_n(sys_)
         values = []
         budget = time.monotonic() + self.args.drain_budget
-        for _ in range(self.args.repeat):
+        for _ in range(repeat or self.args.repeat):
             ids = self.ids(n)
-            sys_.settle_store()
+            if vacuum:
+                sys_.settle_store()
             self.workers.pause()
             self.records.mark()
             try:
@@ -207,11 +219,16 @@ class Run:
             self.workers.wait_idle(min_age=0, timeout=20)
             if time.monotonic() > budget:
                 break
+        return values, n
+
+    def measure_drain(self, sys_, n_workers):
+        values, n = self.drain_values(sys_, n_workers)
         self.figure(f"drain_{n_workers}", values, "jobs/s")
         self.result.setdefault("drain_n", {})[str(n_workers)] = n
         self.log(f"drain with {n_workers}: {statistics.median(values):,.0f} jobs/s (N={n})")
 
-    def measure_latency(self, sys_):
+    def latency_samples(self, sys_):
+        """Push-to-start on the running idle worker: return ([ms], missed)."""
         samples = []
         missed = 0
         budget = time.monotonic() + self.args.latency_budget
@@ -232,23 +249,15 @@ class Run:
             # A random phase against a polling worker's sleep: a fixed gap after
             # the last job would always land at the start of its sleep.
             time.sleep(random.uniform(0.02, 0.04) + random.uniform(0, sys_.poll_interval))
+        return samples, missed
+
+    def measure_latency(self, sys_):
+        samples, missed = self.latency_samples(sys_)
         if samples:
-            q = (
-                statistics.quantiles(samples, n=20, method="inclusive")
-                if len(samples) > 1
-                else [samples[0]] * 19
-            )
-            self.result["latency"] = {
-                "p50": statistics.median(samples),
-                "p95": q[18],
-                "samples": len(samples),
-                "missed": missed,
-                "unit": "ms",
-                "values": [round(x, 3) for x in samples],
-            }
+            self.result["latency"] = latency_summary(samples, missed)
             self.log(
-                f"latency p50 {statistics.median(samples):.2f} ms,"
-                f" p95 {q[18]:.2f} ms ({len(samples)} samples)"
+                f"latency p50 {self.result['latency']['p50']:.2f} ms,"
+                f" p95 {self.result['latency']['p95']:.2f} ms ({len(samples)} samples)"
             )
         if missed:
             self.result["notes"].append(f"latency: {missed} pushed job(s) did not start within 5 s")
@@ -263,6 +272,23 @@ class Run:
         self.save()
         self.log("setup")
         sys_.setup()
+        try:
+            if "figures" in self.args.scenarios:
+                self.measure_figures(sys_)
+            for name in self.args.scenarios:
+                if self.desc.base in SCENARIO_ROWS.get(name, ()):
+                    self.guard(name, getattr(scenarios, name), self, sys_)
+        finally:
+            self.stop_workers()
+            try:
+                sys_.reset()
+                sys_.teardown()
+            except Exception as e:
+                self.error("teardown", e)
+            self.save()
+
+    def measure_figures(self, sys_):
+        """The table's figures: push one, push bulk, drain with 1, 2, 4 processes, latency."""
         try:
             if sys_.measure_push:
                 self.guard("push", self.measure_push, sys_)
@@ -279,12 +305,6 @@ class Run:
                     self.stop_workers()
         finally:
             self.stop_workers()
-            try:
-                sys_.reset()
-                sys_.teardown()
-            except Exception as e:
-                self.error("teardown", e)
-            self.save()
 
     def guard(self, what, fn, *args):
         try:
@@ -299,6 +319,22 @@ class Run:
         self.result["errors"].append(msg[:300])
         self.log("ERROR " + msg)
         self.save()
+
+
+def latency_summary(samples, missed=0):
+    q = (
+        statistics.quantiles(samples, n=20, method="inclusive")
+        if len(samples) > 1
+        else [samples[0]] * 19
+    )
+    return {
+        "p50": statistics.median(samples),
+        "p95": q[18],
+        "samples": len(samples),
+        "missed": missed,
+        "unit": "ms",
+        "values": [round(x, 3) for x in samples],
+    }
 
 
 def _loop(push_one):
@@ -331,6 +367,13 @@ def main(argv=None):
         default=30.0,
         help="seconds at most for one drain figure (all its repetitions)",
     )
+    p.add_argument(
+        "--scenarios",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=["figures"],
+        help="figures (the table's), churn, backlog, idle: see bench/scenarios.py",
+    )
+    scenarios.add_arguments(p)
     p.add_argument("--run-dir", default=str(ROOT / "bench" / ".runs"))
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)

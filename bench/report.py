@@ -5,10 +5,12 @@ from bench.systems import SYSTEMS, system
 __all__ = [
     "COLUMNS",
     "REF_COLUMNS",
+    "SCENARIO_KEYS",
     "markdown",
     "ratio_tables",
     "ref_history_entry",
     "ref_ratios",
+    "scenario_sections",
     "table_rows",
     "value",
 ]
@@ -27,6 +29,8 @@ FLOORS = {"PostgreSQL": "floor_pg", "Redis": "floor_redis"}
 # The figures compared between this tree and an earlier commit (--ref).
 REF_COLUMNS = ["drain_1", "drain_2", "drain_4", "push_one", "push_bulk", "p50"]
 NOISE = 0.15  # a current / earlier ratio further than this from 1 is marked
+# What bench/scenarios.py adds to a system's result.
+SCENARIO_KEYS = ("churn", "backlog", "idle")
 
 
 def value(result, key):
@@ -230,8 +234,9 @@ def markdown(run):
     """Return the Markdown report of `run` (the JSON that bench/run.py writes)."""
     results = run["results"]
     meta = run["meta"]
+    scale_only = not any(value(r, k) is not None for r in results.values() for k, _, _ in COLUMNS)
     out = [
-        "# Benchmarks",
+        "# Benchmarks" + (": scale scenarios" if scale_only else ""),
         "",
         "Made by `python bench/run.py` (see `bench/README.md`): every system below was"
         " measured in the same run, on the same machine, one after the other.",
@@ -257,15 +262,40 @@ def markdown(run):
             f"- re-measured on {m['date']} (load {m['load_start']}{tree}) with"
             f" `{m['command']}`: {', '.join(m['systems'])}"
         )
-    out += [
-        "",
-        "## Figures",
-        "",
+    out.append("")
+    figures = [
+        (d, r)
+        for d, r in table_rows(results)
+        if r.get("failed") or any(value(r, k) is not None for k, _, _ in COLUMNS)
     ]
+    notes = []
+    if figures:
+        out += _figures(results, meta, figures, notes)
+    else:
+        for desc, res in table_rows(results):
+            if res.get("failed"):
+                notes.append(f"- {desc.name}: failed: {res['failed']}")
+            notes += [f"- {desc.name}: {x}" for x in res.get("errors", []) + res.get("notes", [])]
+    out += scenario_sections(results, meta)
+    if figures:
+        out += _how(meta)
+    out += ["## Versions", ""]
+    for desc, res in table_rows(results):
+        v = res.get("versions") or {}
+        if v:
+            out.append(f"- {desc.name}: " + ", ".join(f"{k} {x}" for k, x in v.items()))
+    if notes:
+        out += ["", "## Notes and errors", "", *notes]
+    out.append("")
+    return "\n".join(out)
+
+
+def _figures(results, meta, figures, notes):
+    """The table's figures and their ratios."""
+    out = ["## Figures", ""]
     head = ["system", "store"] + [h for _, h, _ in COLUMNS] + ["load"]
     rows = []
-    notes = []
-    for desc, res in table_rows(results):
+    for desc, res in figures:
         if res.get("failed"):
             rows.append([_label(desc, res), desc.store, f"failed: {res['failed']}"] + [""] * 7)
             continue
@@ -317,7 +347,11 @@ def markdown(run):
             cells.append(f"{_fmt_ratio(vs_floor)} / {_fmt_ratio(vs_peer)}")
         rows.append(cells)
     out += ["Cells: against the floor / against the best peer.", "", _table(head, rows), ""]
-    out += [
+    return out
+
+
+def _how(meta):
+    return [
         "## How it is measured",
         "",
         "- Each system runs in its own virtualenv (`bench/.venvs/<name>`), installed by"
@@ -344,14 +378,245 @@ def markdown(run):
         "",
         f"![benchmarks]({meta.get('png_name', 'benchmarks.png')})",
         "",
-        "## Versions",
+    ]
+
+
+def _n(x):
+    """10000 -> 10^4, 20000 -> 2*10^4, other numbers with separators."""
+    if x >= 1000:
+        exp = len(str(x)) - 1
+        lead, rest = divmod(x, 10**exp)
+        if not rest:
+            return f"10^{exp}" if lead == 1 else f"{lead}*10^{exp}"
+    return f"{x:,}"
+
+
+def _rate(x):
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def _ms(x):
+    return "-" if x is None else (f"{x:,.1f}" if x < 100 else f"{x:,.0f}")
+
+
+def _x(a, b):
+    if a is None or not b:
+        return "-"
+    r = a / b
+    return f"{r:.2f}" if r >= 0.1 else f"{r:.2g}"
+
+
+def _churn_section(results, meta):
+    rows = []
+    for desc, res in table_rows(results):
+        c = res.get("churn")
+        if not c or not c.get("fresh"):
+            continue
+        fresh = c["fresh"]["median"]
+        cells = [_label(desc, res), _rate(fresh)]
+        for key in ("cleared", "ran"):
+            fig = c.get(key)
+            v = fig["median"] if fig else None
+            ratio = f"{fig['vs_fresh']:.2f}" if fig and "vs_fresh" in fig else _x(v, fresh)
+            cells += [_rate(v), f"**{ratio}**"]
+        dead = [c.get(k, {}).get("dead_tuples") for k in ("fresh", "cleared", "ran")]
+        cells.append(" / ".join("-" if d is None else f"{d:,}" for d in dead))
+        cells.append(_rate(c["b_ran"] / c["ran_s"]) if c.get("ran_s") else "-")
+        rows.append(cells)
+    if not rows:
+        return []
+    first = next(r["churn"] for r in results.values() if (r.get("churn") or {}).get("fresh"))
+    b, b_run = _n(first["b_cleared"]), _n(first["b_ran"])
+    return [
+        "## Dead tuples (PostgreSQL)",
+        "",
+        "The drain with 1 process of N fresh jobs on tables that churn has left"
+        " dead tuples in, with no VACUUM in between (autovacuum is off on this"
+        " machine), divided by the same row's drain on fresh, vacuumed tables in the"
+        " same run (measured just before and just after each churned drain, the"
+        " ratio is to the geometric mean of those two; the fresh column is the"
+        f" median of all three): (a) after {b} jobs were pushed in bulk and cleared (laterite:"
+        " `store.clear()`, what `queue_clear` runs; pgqueuer: `clear_queue('noop')`,"
+        " its DELETE; the floor: `DELETE FROM floor_job`); (b) after"
+        f" {b_run} jobs ran through {first.get('procs', 2)} worker processes."
+        " Whatever the system itself does about dead tuples in between is part of"
+        " the figure. Dead tuples: `pg_stat_user_tables.n_dead_tup` of the"
+        " database's tables just before each drain. Last column: the rate at which"
+        f" the {b_run} jobs of (b) were pushed (in bulk) and ran, start to end.",
+        "",
+        _table(
+            [
+                "system",
+                "fresh drain /s",
+                f"after {b} cleared /s",
+                "cleared / fresh",
+                f"after {b_run} ran /s",
+                "ran / fresh",
+                "dead tuples: fresh / cleared / ran",
+                f"running the {b_run} /s",
+            ],
+            rows,
+        ),
         "",
     ]
+
+
+def _backlog_section(results, meta):
+    rows = []
+    summary = []
     for desc, res in table_rows(results):
-        v = res.get("versions") or {}
-        if v:
-            out.append(f"- {desc.name}: " + ", ".join(f"{k} {x}" for k, x in v.items()))
-    if notes:
-        out += ["", "## Notes and errors", "", *notes]
-    out.append("")
-    return "\n".join(out)
+        bl = res.get("backlog")
+        if not bl or not bl.get("rows"):
+            continue
+        for r in bl["rows"]:
+            what = f"{_n(r['size'])} {r['kind']}"
+            rows.append(
+                [
+                    _label(desc, res),
+                    desc.store,
+                    what,
+                    _rate(r.get("push_one")),
+                    _rate(r.get("drain")),
+                    _ms(r.get("p50")),
+                    _ms(r.get("p95")),
+                ]
+            )
+        waiting = [r for r in bl["rows"] if r["kind"] == "waiting"]
+        if len(waiting) > 1:
+            lo, hi = waiting[0], waiting[-1]
+            p50 = _x(lo.get("p50"), hi.get("p50"))  # a time: low / high, above 1 is faster
+            summary.append(
+                [
+                    _label(desc, res),
+                    desc.store,
+                    f"{_n(hi['size'])} / {_n(lo['size'])}",
+                    f"**{_x(hi.get('drain'), lo.get('drain'))}**",
+                    _x(hi.get("push_one"), lo.get("push_one")),
+                    "-" if p50 == "-" else f"{_x(hi.get('p50'), lo.get('p50'))}",
+                ]
+            )
+    if not rows:
+        return []
+    return [
+        "## Backlog",
+        "",
+        "The same figures with a backlog already in the store, one worker process."
+        " *waiting*: push one is N single pushes into the queue the worker serves,"
+        " behind the backlog (workers paused); drain is the rate of the backlog's"
+        " own first N jobs, the worker resumed in front of all of them (start-up not"
+        " counted, the store vacuumed first as for the table's drains); push-to-start"
+        " has the backlog waiting where the idle worker does not look (laterite: a"
+        " queue it does not serve; pgqueuer: an entrypoint it does not register;"
+        " Huey, whose Redis queue is one list, another Huey's list on the same db),"
+        " so the pushed job is the next it takes. *delayed* (due in a day, in the"
+        " served queue) and *failed* (rows of laterite's failed list): N fresh jobs,"
+        " measured as in the table. Backlogs are made with the system's bulk push"
+        " (Huey: the messages its enqueue writes, LPUSHed in pipelines; failed rows:"
+        " one INSERT).",
+        "",
+        _table(
+            [
+                "system",
+                "store",
+                "backlog",
+                "push one /s",
+                "drain 1 proc /s",
+                "push-to-start p50 ms",
+                "p95 ms",
+            ],
+            rows,
+        ),
+        "",
+        *(
+            [
+                "Largest waiting backlog against the smallest, same row, same run: rates"
+                " divided (below 1: slower with the larger backlog); push-to-start p50"
+                " as large / small (above 1: slower).",
+                "",
+                _table(
+                    ["system", "store", "backlogs", "drain", "push one", "push-to-start p50"],
+                    summary,
+                ),
+                "",
+            ]
+            if summary
+            else []
+        ),
+    ]
+
+
+def _idle_section(results, meta):
+    rows = []
+    for desc, res in table_rows(results):
+        idle = res.get("idle")
+        if not idle:
+            continue
+        pg = idle.get("pg")
+        per_min = 60.0 / pg["seconds"] if pg and pg.get("seconds") else None
+        cmds = idle.get("redis_commands")
+        if cmds is None:
+            redis_cell = "-"
+        else:
+            total = sum(cmds.values()) * 60.0 / idle["seconds"]
+            top = sorted(cmds.items(), key=lambda kv: -kv[1])[:3]
+            redis_cell = f"{total:,.0f}" + (
+                " (" + ", ".join(f"{k} {v * 60.0 / idle['seconds']:,.0f}" for k, v in top) + ")"
+                if top
+                else ""
+            )
+        rows.append(
+            [
+                _label(desc, res),
+                desc.store,
+                f"{idle['processes']} ({idle['tree_processes']})",
+                f"{idle['cpu_pct']:.2f}",
+                "-" if not per_min else f"{pg['xacts'] * per_min:,.0f}",
+                "-" if not per_min else f"{pg['table_scans'] * per_min:,.0f}",
+                redis_cell,
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "## Idle workers",
+        "",
+        f"`queue_work --processes {_first_idle(results)['processes']}`"
+        " started, warmed up with a few jobs and left idle (nothing pushed);"
+        f" over {meta.get('idle_seconds', 30):.0f} s: the CPU time of the whole"
+        " process tree (supervisor and workers, from /proc) as % of one core; the"
+        " transactions of its PostgreSQL database (`pg_stat_database` xact_commit +"
+        " xact_rollback) and the scans of its tables (`pg_stat_user_tables` seq_scan +"
+        " idx_scan; pg_stat_statements is not loaded on this server); the commands"
+        " sent to its Redis db, counted with MONITOR (INFO commandstats counts the"
+        " whole server, which other work shares). SQLite: CPU only.",
+        "",
+        _table(
+            [
+                "system",
+                "store",
+                "processes (in tree)",
+                "CPU % of a core",
+                "PostgreSQL transactions /min",
+                "table scans /min",
+                "Redis commands /min (most sent)",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
+def _first_idle(results):
+    return next(r["idle"] for r in results.values() if r.get("idle"))
+
+
+def scenario_sections(results, meta):
+    """The Markdown of the scale scenarios (bench/scenarios.py), where measured."""
+    out = _churn_section(results, meta) + _backlog_section(results, meta)
+    out += _idle_section(results, meta)
+    if out:
+        png = meta.get("png_name", "benchmarks.png")
+        if any(value(r, k) is not None for r in results.values() for k, _, _ in COLUMNS):
+            png = png.removesuffix(".png") + "-scale.png"  # as bench.chart.scale_png
+        out += [f"![scale]({png})", ""]
+    return out

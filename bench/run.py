@@ -5,6 +5,7 @@
     python bench/run.py --only huey,laterite_redis --merge
     python bench/run.py --only laterite_pg,floor_pg --ref 2d1d5a0   # laterite at 2d1d5a0 beside it
     python bench/run.py --report-only        # redraw docs/ from docs/benchmarks.json
+    python bench/run.py --scenarios scale --out docs/benchmarks-scale.md   # churn, backlog, idle
 
 Writes docs/benchmarks.md, docs/benchmarks.png and docs/benchmarks.json.
 Needs PostgreSQL (trust auth) and Redis on 127.0.0.1; see bench/README.md.
@@ -34,6 +35,7 @@ from bench.systems import (
     REF_BASES,
     REF_PATH,
     ROOT,
+    SCENARIO_ROWS,
     SYSTEMS,
     code_root,
     ref_tree,
@@ -205,6 +207,16 @@ def run_system(desc, args, repeat=None):
         str(RUN_DIR),
         "--out",
         str(out),
+        "--scenarios",
+        ",".join(args.scenarios),
+        "--churn-b",
+        str(args.churn_b),
+        "--churn-run-b",
+        str(args.churn_run_b),
+        "--backlog-sizes",
+        ",".join(map(str, args.backlog_sizes)),
+        "--idle-seconds",
+        str(args.idle_seconds),
     ]
     env = dict(os.environ, PYTHONPATH=str(code_root(desc)), BENCH_TREE=args.tree)
     if args.laterite_args:
@@ -248,7 +260,9 @@ def run_system(desc, args, repeat=None):
     if proc.returncode and not reason:
         tail = [ln for ln in log.read_text().splitlines() if ln.strip()]
         reason = f"exit {proc.returncode}: {tail[-1].strip()[:160] if tail else ''}"
-    measured = any(report.value(result, k) is not None for k, _, _ in report.COLUMNS)
+    measured = any(report.value(result, k) is not None for k, _, _ in report.COLUMNS) or any(
+        result.get(k) for k in report.SCENARIO_KEYS
+    )
     if reason:
         result.setdefault("errors", []).append(reason)
         if not measured:
@@ -301,6 +315,27 @@ def combine(parts):
     return out
 
 
+def merge_result(old, new, scenarios):
+    """A row re-measured with --merge keeps the earlier figures this run did not measure.
+
+    A run of the scale scenarios alone keeps the row's table figures, and the
+    scenarios it did not run; a run of the table keeps the row's scenarios.
+    """
+    if not old or old.get("failed") or new.get("failed"):
+        return new
+    out = dict(new)
+    for key, val in old.items():
+        if key in report.SCENARIO_KEYS:
+            if key not in scenarios:
+                out[key] = val
+        elif "figures" not in scenarios and key not in out:
+            out[key] = val
+    for key in ("errors", "notes"):
+        before = list(old.get(key, []))
+        out[key] = before + [x for x in new.get(key, []) if x not in before]
+    return out
+
+
 def measure_pair(a, b, args):
     """Measure rows `a` and `b` in alternating rounds of one repetition: a b, b a, a b, ...
 
@@ -346,8 +381,31 @@ def parse_args(argv):
     p.add_argument(
         "--system-timeout",
         type=float,
-        default=900.0,
-        help="seconds at most for one system (default 900)",
+        help="seconds at most for one system (default 900; 7200 with a scale scenario)",
+    )
+    p.add_argument(
+        "--scenarios",
+        default="figures",
+        help="comma-separated: figures (the table's, the default), churn, backlog, idle;"
+        " scale = churn,backlog,idle; all = the four. Without --only, the scale"
+        " scenarios alone run only the rows that take part in them",
+    )
+    p.add_argument(
+        "--churn-b",
+        type=int,
+        help="churn: jobs pushed in bulk then cleared (default 10^6; --quick 10^5)",
+    )
+    p.add_argument(
+        "--churn-run-b",
+        type=int,
+        help="churn: jobs run through the workers (default 10^6; --quick 2*10^4)",
+    )
+    p.add_argument(
+        "--backlog-sizes",
+        help="backlog: jobs already waiting (default 1e4,1e5,1e6; --quick 1e3,1e4,1e5)",
+    )
+    p.add_argument(
+        "--idle-seconds", type=float, help="idle: seconds measured (default 30; --quick 10)"
     )
     p.add_argument("--no-install", action="store_true", help="use the venvs as they are")
     p.add_argument(
@@ -362,7 +420,32 @@ def parse_args(argv):
         if getattr(args, attr) is None:
             setattr(args, attr, default)
     args.workers = [int(x) for x in args.workers.split(",") if x]
+    wanted_scenarios = []
+    for x in args.scenarios.split(","):
+        x = x.strip()
+        expand = {"scale": list(SCENARIO_ROWS), "all": ["figures", *SCENARIO_ROWS]}
+        for y in expand.get(x, [x] if x else []):
+            if y != "figures" and y not in SCENARIO_ROWS:
+                p.error(f"unknown scenario {y!r}; known: figures, {', '.join(SCENARIO_ROWS)}")
+            if y not in wanted_scenarios:
+                wanted_scenarios.append(y)
+    args.scenarios = wanted_scenarios or ["figures"]
+    scale = [x for x in args.scenarios if x != "figures"]
+    quick = args.quick
+    for attr, full, small in (
+        ("churn_b", 1_000_000, 100_000),
+        ("churn_run_b", 1_000_000, 20_000),
+        ("backlog_sizes", "1e4,1e5,1e6", "1e3,1e4,1e5"),
+        ("idle_seconds", 30.0, 10.0),
+        ("system_timeout", 7200.0 if scale else 900.0, 7200.0 if scale else 900.0),
+    ):
+        if getattr(args, attr) is None:
+            setattr(args, attr, small if quick else full)
+    args.backlog_sizes = [int(float(x)) for x in args.backlog_sizes.split(",") if x]
     names = list(SYSTEMS)
+    if "figures" not in args.scenarios and not args.only:
+        rows = {r for x in scale for r in SCENARIO_ROWS[x]}
+        names = [n for n in names if n.partition("@")[0] in rows]
     if args.ref:
         try:
             args.ref = resolve_ref(args.ref)
@@ -435,6 +518,11 @@ def main(argv=None):
         n=args.n,
         repeat=args.repeat,
         latency_samples=args.latency_samples,
+        scenarios=args.scenarios,
+        churn_b=args.churn_b,
+        churn_run_b=args.churn_run_b,
+        backlog_sizes=args.backlog_sizes,
+        idle_seconds=args.idle_seconds,
         tree=args.tree,
         command=(
             "python bench/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
@@ -504,7 +592,7 @@ def main(argv=None):
         else:
             measured = {d.name: run_system(d, args) for d in ready}
         for name_, res in measured.items():
-            results[name_] = res
+            results[name_] = merge_result(results.get(name_), res, args.scenarios)
             if res.get("failed"):
                 say(f"   failed: {res['failed']}")
         done.update(d.name for d in pair)

@@ -14,6 +14,7 @@ from pathlib import Path
 SYSTEM = os.environ.get("BENCH_SYSTEM", "laterite_sqlite")
 BASE = SYSTEM.partition("@")[0]  # laterite_pg@2d1d5a0 is set up as laterite_pg
 SLUG = re.sub(r"[^A-Za-z0-9_]", "_", SYSTEM.replace("@", "_at_"))  # as bench.systems.slug
+SLUG += os.environ.get("BENCH_DB_SUFFIX", "")  # as bench.systems.base.DB_SUFFIX
 RUN_DIR = Path(os.environ.get("BENCH_RUN_DIR", Path(__file__).resolve().parents[1] / ".runs"))
 
 SECRET_KEY = "bench-not-secret"

@@ -16,6 +16,7 @@ from pathlib import Path
 __all__ = [
     "REF_BASES",
     "ROOT",
+    "SCENARIO_ROWS",
     "SYSTEMS",
     "VENVS",
     "System",
@@ -114,6 +115,14 @@ _ALL = [
 # fmt: on
 
 SYSTEMS = {s.name: s for s in _ALL}
+
+# The scale scenarios (bench/scenarios.py) and the rows that take part in each;
+# a row at an earlier commit (`laterite_pg@REV`) takes part as its base row.
+SCENARIO_ROWS = {
+    "churn": ("floor_pg", "pgqueuer", "laterite_pg"),
+    "backlog": ("pgqueuer", "laterite_pg", "huey", "laterite_redis"),
+    "idle": ("laterite_pg", "laterite_redis", "laterite_sqlite"),
+}
 
 # laterite rows that `--ref` measures at an earlier commit too.
 REF_BASES = ("laterite_pg", "laterite_redis", "laterite_sqlite")

@@ -8,6 +8,11 @@ Imported inside a system's own virtualenv by `bench.driver`. An adapter:
   settle_store()     before each drain repetition, workers idle: VACUUM (PostgreSQL)
   worker_commands(n) argv lists that start n worker processes
   teardown()         drop what setup made
+For the scenarios (bench/scenarios.py; SCENARIO_ROWS in bench/systems says which
+rows take part), the rows also have:
+  fill(ids, how)     a backlog: "head" (waiting in the queue the workers serve),
+                     "beside" (waiting where they do not look), "delayed", "failed"
+  clear()            the system's own way to delete every waiting job
 The driver does the measuring, the same way for every system.
 """
 
@@ -25,6 +30,11 @@ PG_PORT = os.environ.get("BENCH_PG_PORT", "5432")
 PG_USER = os.environ.get("BENCH_PG_USER", "postgres")
 REDIS_HOST = os.environ.get("BENCH_REDIS_HOST", "127.0.0.1")
 REDIS_PORT = int(os.environ.get("BENCH_REDIS_PORT", "6379"))
+# Two runs at once (say one from another checkout): BENCH_DB_SUFFIX=_b gives this
+# one databases bench_<system>_b (and SQLite files), BENCH_REDIS_DB_SHIFT=-7 moves
+# its Redis dbs from 8-14 to 1-7.
+DB_SUFFIX = os.environ.get("BENCH_DB_SUFFIX", "")
+REDIS_DB_SHIFT = int(os.environ.get("BENCH_REDIS_DB_SHIFT", "0"))
 
 
 def pg_dsn(dbname):
@@ -52,16 +62,19 @@ class Base:
     max_drain_jobs = None  # cap N for very slow drains
     poll_interval = 0.0  # seconds an idle worker may sleep: latency pushes are spread over it
     notes = ""  # shown under the table
+    fill_chunk = 20_000  # jobs per bulk push while filling a backlog
 
     def __init__(self, desc, run_dir, record_path):
         self.desc = desc
         self.name = desc.name
         self.run_dir = Path(run_dir)
         self.record_path = str(record_path)
-        self.db_name = f"bench_{slug(self.name)}"
+        self.db_name = f"bench_{slug(self.name)}{DB_SUFFIX}"
         self.dsn = pg_dsn(self.db_name)
-        self.redis_db = desc.redis_db
-        self.redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{desc.redis_db or 0}"
+        self.redis_db = None if desc.redis_db is None else desc.redis_db + REDIS_DB_SHIFT
+        if self.redis_db is not None and not 0 <= self.redis_db <= 15:
+            raise ValueError(f"BENCH_REDIS_DB_SHIFT puts {self.name} on Redis db {self.redis_db}")
+        self.redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{self.redis_db or 0}"
         self.bin = Path(sys.executable).parent
 
     # -- the interface ------------------------------------------------------
@@ -103,6 +116,22 @@ class Base:
     def worker_commands(self, n):
         raise NotImplementedError
 
+    def fill(self, ids, how="head"):
+        """Put jobs `ids` in the store as a backlog, in bulk pushes of `fill_chunk`.
+
+        head: waiting in the queue the workers serve, in push order; beside:
+        waiting where the workers do not look (another queue); delayed: due in
+        a day; failed: rows of the failed list. Rows implement what they support.
+        """
+        if how != "head":
+            raise NotImplementedError(f"{self.name}: no {how!r} backlog")
+        for k in range(0, len(ids), self.fill_chunk):
+            self.push_bulk(ids[k : k + self.fill_chunk])
+
+    def clear(self):
+        """Delete every waiting job the way the system itself does (dead-tuple scenario)."""
+        raise NotImplementedError
+
     def worker_env(self):
         env = dict(os.environ)
         env.update(
@@ -138,6 +167,17 @@ class Base:
 
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute("TRUNCATE " + ", ".join(tables) + " RESTART IDENTITY CASCADE")
+
+    def pg_dead_tuples(self):
+        """(dead, live) tuples of the database's own tables, as its statistics count them."""
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            dead, live = conn.execute(
+                "SELECT coalesce(sum(n_dead_tup), 0), coalesce(sum(n_live_tup), 0)"
+                " FROM pg_stat_user_tables"
+            ).fetchone()
+        return int(dead), int(live)
 
     def pg_server_version(self):
         import psycopg

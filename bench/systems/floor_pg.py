@@ -62,5 +62,8 @@ class System(Base):
             (json.dumps({"i": i}),),
         )
 
+    def clear(self):
+        self.conn.execute("DELETE FROM floor_job")
+
     def worker_commands(self, n):
         return [[sys.executable, "-m", "bench.systems.floor_worker", "pg", self.mode]] * n

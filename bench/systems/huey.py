@@ -32,6 +32,23 @@ class System(Base):
     def push_bulk(self, ids):
         self.jobs.noop.map(ids)
 
+    def fill(self, ids, how="head"):
+        """The messages Task.map() would LPUSH, in pipelines (Huey has no bulk push).
+
+        beside: the list of another Huey instance on the same db (Huey's Redis
+        queue is one list: a job cannot be pushed ahead of a backlog in it).
+        """
+        if how not in ("head", "beside"):
+            return super().fill(ids, how)
+        huey = self.jobs.huey
+        key = huey.storage.queue_key if how == "head" else "huey.redis.backlog"
+        conn = huey.storage.conn
+        for k in range(0, len(ids), self.fill_chunk):
+            pipe = conn.pipeline(transaction=False)
+            for i in ids[k : k + self.fill_chunk]:
+                pipe.lpush(key, huey.serialize_task(self.jobs.noop.s(i)))
+            pipe.execute()
+
     def worker_commands(self, n):
         # One consumer with n worker processes: Huey's own way to use n processes.
         return [

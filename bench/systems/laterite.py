@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from bench.systems import ROOT, slug
-from bench.systems.base import pkg_versions
+from bench.systems.base import DB_SUFFIX, pkg_versions
 from bench.systems.djangobase import DjangoBase
 
 __all__ = ["System"]
@@ -61,7 +61,8 @@ class System(DjangoBase):
     def setup(self):
         if self.desc.store == "SQLite":
             for suffix in ("", "-wal", "-shm"):
-                (self.run_dir / f"{slug(self.name)}.sqlite3{suffix}").unlink(missing_ok=True)
+                name = f"{slug(self.name)}{DB_SUFFIX}.sqlite3{suffix}"
+                (self.run_dir / name).unlink(missing_ok=True)
         if self.desc.store == "Redis":
             self.redis_flush()
         self.setup_django()
@@ -88,6 +89,40 @@ class System(DjangoBase):
 
     def push_bulk(self, ids):
         self.noop.push_many([(i,) for i in ids])
+
+    def fill(self, ids, how="head"):
+        if how == "failed":
+            return self.fill_failed(len(ids))
+        import datetime
+
+        options = {
+            "head": {},
+            "beside": {"queue": "backlog"},  # the workers serve "default" only
+            "delayed": {"at": datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1)},
+        }[how]
+        for k in range(0, len(ids), self.fill_chunk):
+            self.noop.enqueue_many([((i,), {}) for i in ids[k : k + self.fill_chunk]], **options)
+
+    def fill_failed(self, n):
+        """n rows of the failed list, written in one INSERT (the database of either store)."""
+        from django.db import connection
+
+        if connection.vendor != "postgresql":
+            raise NotImplementedError(f"{self.name}: failed rows on {connection.vendor}")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO laterite_failed_job (job_id, name, queue, payload, priority,"
+                " attempts, pushed_at, failed_at, error, retried_from_error)"
+                " SELECT g, 'bench.noop', 'default', '{\"args\": [' || g || '], \"kwargs\": {}}',"
+                " 0, 3, now(), now() - g * interval '1 second', 'bench: a failed row', ''"
+                " FROM generate_series(1, %s) g",
+                [n],
+            )
+
+    def clear(self):
+        from laterite_django.stores import get_store
+
+        get_store().clear()  # what `queue_clear` does
 
     def worker_commands(self, n):
         return [self.manage("queue_work", "--queue", "default", "--processes", str(n), *self.extra)]

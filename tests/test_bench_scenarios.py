@@ -1,0 +1,80 @@
+"""The bench's scale scenarios: option parsing and the report's tables (no store, no timing)."""
+
+from bench import report, run
+from bench.systems import SCENARIO_ROWS
+
+
+def test_scale_runs_only_the_rows_that_take_part():
+    args = run.parse_args(["--scenarios", "scale", "--quick"])
+    assert args.scenarios == ["churn", "backlog", "idle"]
+    assert set(args.names) == {r for rows in SCENARIO_ROWS.values() for r in rows}
+    assert (args.churn_b, args.churn_run_b) == (100_000, 20_000)
+    assert args.backlog_sizes == [1_000, 10_000, 100_000]
+    assert args.system_timeout == 7200
+
+
+def test_default_is_the_table_alone():
+    args = run.parse_args([])
+    assert args.scenarios == ["figures"]
+    assert args.backlog_sizes == [10_000, 100_000, 1_000_000]
+    assert args.system_timeout == 900
+    assert "rq" in args.names
+
+
+def _fig(v):
+    return {"median": v, "values": [v], "unit": "jobs/s"}
+
+
+def test_report_gives_the_ratios():
+    churn = {
+        "b_cleared": 1_000_000,
+        "b_ran": 1_000_000,
+        "procs": 2,
+        "ran_s": 500.0,
+        "fresh": {**_fig(1000.0), "dead_tuples": 0},
+        "cleared": {**_fig(250.0), "dead_tuples": 1_000_000},
+        "ran": {**_fig(500.0), "dead_tuples": 999_000},
+    }
+    backlog = {
+        "n": 2000,
+        "rows": [
+            {"kind": "waiting", "size": 10_000, "push_one": 100.0, "drain": 800.0, "p50": 2.0},
+            {"kind": "waiting", "size": 1_000_000, "push_one": 90.0, "drain": 200.0, "p50": 3.0},
+            {"kind": "delayed", "size": 1_000_000, "push_one": 95.0, "drain": 700.0, "p50": 2.5},
+        ],
+    }
+    idle = {
+        "processes": 8,
+        "tree_processes": 9,
+        "seconds": 30.0,
+        "cpu_pct": 0.5,
+        "pg": {"xacts": 30, "table_scans": 60, "seconds": 30.0},
+        "redis_commands": {"blpop": 60},
+    }
+    results = {
+        "laterite_pg": {"churn": churn, "backlog": backlog, "idle": idle, "errors": []},
+    }
+    meta = {
+        "date": "d", "nproc": 2, "cpu": "c", "memory": "m", "os": "o", "load_start": "0",
+        "load_end": "0", "python": "3", "n": 2000, "repeat": 3, "latency_samples": 100,
+        "command": "python bench/run.py --scenarios scale", "png_name": "x.png",
+    }  # fmt: skip
+    text = report.markdown({"meta": meta, "results": results})
+    assert "## Figures" not in text  # no table figures in this run
+    assert "(a) after 10^6 jobs were pushed in bulk and cleared" in text
+    assert "| **0.25** |" in text and "| **0.50** |" in text  # cleared, ran / fresh
+    assert "| 0 / 1,000,000 / 999,000 | 2,000 |" in text
+    assert "| 10^6 / 10^4 | **0.25** | 0.90 | 1.50 |" in text
+    assert "10^6 delayed" in text
+    assert "| 8 (9) | 0.50 | 60 | 120 | 120 (blpop 120) |" in text
+    assert "![scale](x.png)" in text
+
+
+def test_merge_keeps_what_a_run_did_not_measure():
+    old = {"drain_1": {"median": 5.0}, "churn": {"a": 1}, "idle": {"b": 2}, "notes": ["x"]}
+    new = {"churn": {"a": 3}, "notes": ["y"], "errors": []}
+    out = run.merge_result(old, new, ["churn"])
+    assert out["drain_1"] == {"median": 5.0} and out["idle"] == {"b": 2}
+    assert out["churn"] == {"a": 3} and out["notes"] == ["x", "y"]
+    table = run.merge_result(old, {"drain_1": {"median": 6.0}}, ["figures"])
+    assert table["drain_1"] == {"median": 6.0} and table["churn"] == {"a": 1}
