@@ -22,6 +22,7 @@ from .errors import database_outage, guarded
 
 if TYPE_CHECKING:
     from ..models import FailedJob, Job
+    from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 __all__ = ["Claim", "NewJob", "QueueCounts", "Store", "job_ids"]
 
@@ -152,6 +153,27 @@ class Store(abc.ABC):
         """When the next unclaimed job of `queues` is due (a past moment if one is due
         already); None if none waits. `queue_work --wait-delayed` reads it."""
         raise NotImplementedError
+
+    # -- schedules (schedule_state.py) ---------------------------------------------
+
+    @abc.abstractmethod
+    def schedule_states(self, names: Sequence[str]) -> dict[str, ScheduleState]:
+        """The state of each of the schedules `names` that has one, by name."""
+
+    @abc.abstractmethod
+    def add_schedules(self, names: Sequence[str], since: datetime) -> int:
+        """Give each of `names` without a state one whose cursor is `since` (no tick at
+        or before it fires); return how many were added. Safe to race."""
+
+    @abc.abstractmethod
+    def fire_schedule(self, fire: ScheduleFire) -> Fired:
+        """Move a schedule's cursor to a tick and push its job, as one atomic step
+        (see ScheduleFire); the cursor only ever moves forward."""
+
+    @abc.abstractmethod
+    def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
+        """Pause or resume a schedule (adding its state if it has none); a resumed
+        schedule fires no tick at or before `now`. Return its state."""
 
     @abc.abstractmethod
     def heartbeat(self, claims: Sequence[Claim]) -> int:

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_alias, redis_failed, redis_outbox
+from . import redis_alias, redis_failed, redis_outbox, redis_schedules
 from . import redis_scripts as scripts
 from .base import Claim, NewJob, QueueCounts, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
 from .redis_values import claims as claims_from_rows
 from .redis_values import dt, push_args, text, us
+from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 if TYPE_CHECKING:
     import threading
@@ -248,6 +249,24 @@ class RedisStore(Store):
             row.delete()
             return None
         return row.pk
+
+    # -- schedules (redis_schedules.py) ---------------------------------------------
+
+    @guarded
+    def schedule_states(self, names: Sequence[str]) -> dict[str, ScheduleState]:
+        return redis_schedules.states(self, names)
+
+    @guarded
+    def add_schedules(self, names: Sequence[str], since: datetime) -> int:
+        return redis_schedules.add(self, names, since)
+
+    @guarded
+    def fire_schedule(self, fire: ScheduleFire) -> Fired:
+        return redis_schedules.fire(self, fire)
+
+    @guarded
+    def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
+        return redis_schedules.pause(self, name, paused, now)
 
     # -- inspect and manage -------------------------------------------------------
 
