@@ -83,5 +83,7 @@ def run_now(name: str, store: Store | None = None) -> Fired:
     """Push schedule `name`'s job now, outside its ticks (paused or not); cx.scheduled_at
     is this moment."""
     schedule = find(name)
-    job = new_job(schedule, timezone.now())
+    now = timezone.now()
+    job = new_job(schedule, now)
+    job.pushed_at = now  # the state's fired_at: the moment the job sees as scheduled_at
     return (store or get_store()).fire_schedule(ScheduleFire(schedule.name, None, job))

@@ -49,8 +49,11 @@ def cron_problem(expression: object) -> str | None:
     if len(fields) != 5:
         return (f"cron {expression!r} has {len(fields)} fields; it needs 5 (minute hour "
                 f"day-of-month month day-of-week) or an alias ({', '.join(ALIASES)})")
-    from cronsim import CronSim, CronSimError
-
+    try:
+        from cronsim import CronSim, CronSimError
+    except ImportError:
+        return ("cron rules need the cronsim package: pip install 'laterite-django[schedules]' "
+                "(or use every)")
     try:
         CronSim(" ".join(fields), datetime(2000, 1, 1))
     except CronSimError as e:
