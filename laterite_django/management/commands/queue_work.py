@@ -94,6 +94,11 @@ class Command(StoreCommand):
             help="The most due jobs one claim may take; claims grow toward it while the "
             f"queue is deep and its jobs quick (default {DEFAULT_BATCH}; 1 = one at a time).",
         )
+        parser.add_argument(
+            "--no-scheduler", action="store_true",
+            help="Do not fire the recurring schedules here (by default every queue_work "
+            "does, but --once; each tick is pushed once however many run).",
+        )
 
     def handle(self, *args, **options) -> None:
         try:
