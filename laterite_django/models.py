@@ -204,7 +204,7 @@ class ScheduleRecord(models.Model):
 
     class Meta:
         db_table = "laterite_schedule"
-        verbose_name = "schedule state"
+        verbose_name = "schedule"
 
     def __str__(self) -> str:
         return self.name

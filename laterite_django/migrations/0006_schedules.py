@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                 ('paused', models.BooleanField(db_default=False, default=False)),
             ],
             options={
-                'verbose_name': 'schedule state',
+                'verbose_name': 'schedule',
                 'db_table': 'laterite_schedule',
             },
         ),

@@ -216,6 +216,8 @@ class ThreadPool:
                 _return_for(slot)
         if self._watcher is not None:
             self._watcher.join(WATCH_EVERY)
+        if self.scheduler is not None:
+            self.scheduler.stop()  # its round ends within a second
 
 
 def _stop_now(slot: _Slot, grace: float) -> None:

@@ -127,3 +127,26 @@ def test_queue_schedules_lists_pauses_resumes_and_runs(store, workers):
     assert row["paused"] is False and row["last"] is not None and row["last_job_id"]
     bad = workers.command("queue_schedules", "--pause", "nope", env=schedules_env(definitions))
     assert bad.returncode == 1 and "No schedule is named 'nope'" in bad.stderr
+
+
+def test_the_worker_mode_fires_schedules_in_a_thread(store):
+    import threading
+
+    from django.test import override_settings
+
+    from laterite_django.worker import threads
+    from tests.testapp import jobs
+
+    with override_settings(LATERITE_QUEUE_MODE="worker", LATERITE_QUEUE_WORKERS=1,
+                           LATERITE_QUEUE_SCHEDULES={"beat": {"job": "tests.scheduled",
+                                                              "every": 1}}):
+        try:
+            jobs.noop.push()  # the first push starts the threads, the scheduler's too
+            assert "laterite-scheduler" in {t.name for t in threading.enumerate()}
+            wait_for(lambda: Record.objects.filter(kind="scheduled").count() >= 2, timeout=30)
+        finally:
+            threads.stop_all()
+    wait_for(lambda: "laterite-scheduler" not in {t.name for t in threading.enumerate()},
+             timeout=10)
+    values = list(Record.objects.filter(kind="scheduled").values_list("value", flat=True))
+    assert all(value.startswith("beat|") for value in values)
