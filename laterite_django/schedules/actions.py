@@ -46,7 +46,7 @@ class ScheduleRow:
     def as_dict(self) -> dict:
         s = self.schedule
         return {
-            "name": s.name, "job": s.job, "rule": s.rule, "timezone": str(s.timezone),
+            "name": s.name, "job": s.target, "rule": s.rule, "timezone": str(s.timezone),
             "queue": s.queue, "missed": s.missed, "overlap": s.overlap,
             "next": [tick.isoformat() for tick in self.next_ticks],
             "last": self.last_fired.isoformat() if self.last_fired else None,

@@ -36,7 +36,8 @@ MISSED = ("skip", "latest", "all")
 MISSED_AFTER = timedelta(seconds=60)
 # `missed: "all"` fires at most this many missed ticks (the newest); older ones are skipped.
 ALL_CAP = 100
-KEYS = ("job", "cron", "every", "args", "kwargs", "timezone", "missed", "overlap", "queue")
+KEYS = ("job", "task", "cron", "every", "args", "kwargs", "timezone", "missed", "overlap",
+        "queue")
 # The shortest interval: the scheduler looks at the clock about once a second.
 EVERY_MIN = timedelta(seconds=1)
 
@@ -55,6 +56,12 @@ class Schedule:
     missed: str = "skip"
     overlap: bool = True
     queue: str | None = None  # None: the job's own
+    task: str | None = None  # a Tasks-framework task's path (its job: laterite.scheduled_task)
+
+    @property
+    def target(self) -> str:
+        """What it runs, as listed: the job's name, or the task's path."""
+        return self.task or self.job
 
     @property
     def ticks(self) -> Ticks:
@@ -140,11 +147,20 @@ def _check(name: Any, spec: Any) -> tuple[Schedule | None, list[ScheduleProblem]
     if unknown:
         bad(20, f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
             hint=f"Known keys: {', '.join(KEYS)}.")
+    task = spec.get("task")
     job_name = spec.get("job")
+    if task is not None:
+        from .tasks import SCHEDULED_TASK, scheduled_task_job
+
+        if job_name is not None:
+            bad(21, "it has both job and task; keep one")
+        scheduled_task_job()
+        job_name = SCHEDULED_TASK
     job = registry.find(job_name) if isinstance(job_name, str) else None
     if job is None:
         bad(21, "it names no job" if job_name is None else f"job {job_name!r} is not registered",
-            hint="Name a job made with @job (its name, as `queue_status` shows it).")
+            hint="Name a job made with @job (its name, as `queue_status` shows it), or a "
+            "task of Django's Tasks framework with the task key.")
     cron, every = spec.get("cron"), spec.get("every")
     period = None
     if (cron is None) == (every is None):
@@ -183,6 +199,17 @@ def _check(name: Any, spec: Any) -> tuple[Schedule | None, list[ScheduleProblem]
         bad(24, f"args must be a list, got {type(args).__name__}")
     elif not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
         bad(24, "kwargs must be a dict with str keys")
+    elif task is not None:
+        from .tasks import task_problem
+
+        task_found = task_problem(task, args, kwargs)
+        if task_found is not None:
+            bad(*task_found)
+        else:
+            try:
+                payload.encode(str(task), args, kwargs)
+            except (TypeError, InvalidPayload) as e:
+                bad(24, str(e).rstrip("."))
     elif job is not None:
         try:
             job._check_arguments(args, kwargs)
@@ -193,9 +220,13 @@ def _check(name: Any, spec: Any) -> tuple[Schedule | None, list[ScheduleProblem]
     if found:
         return None, found
     assert zone is not None and isinstance(job_name, str)
+    if task is not None:
+        # The job that enqueues the task takes the task's call as its arguments.
+        args, kwargs = (), {"task": task, "args": list(args), "kwargs": dict(kwargs)}
     return Schedule(
         name=name, job=job_name, cron=cron, every=period, args=tuple(args),
         kwargs=dict(kwargs), timezone=zone, missed=missed, overlap=overlap, queue=queue,
+        task=task,
     ), found
 
 

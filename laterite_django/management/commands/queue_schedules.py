@@ -73,7 +73,7 @@ class Command(StoreCommand):
         for row in rows:
             zone = row.schedule.timezone
             table.append((
-                row.name, row.schedule.job, row.schedule.rule, str(zone),
+                row.name, row.schedule.target, row.schedule.rule, str(zone),
                 ", ".join(_when(t, zone) for t in row.next_ticks) or "-",
                 _when(row.last_fired, zone), "yes" if row.paused else "no",
             ))
