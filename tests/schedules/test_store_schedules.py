@@ -256,3 +256,27 @@ def test_listing_pause_resume_run(configured):
     (job,) = claimed(store)
     assert payload.schedule_of(job.payload) == ("daily", row.last_fired)
     assert payload.decode(job.payload)[1] == {"label": "daily"}
+
+
+def test_a_daily_local_job_fires_once_on_each_dst_day(store):
+    """A scheduler looking every 10 minutes from 27 to 31 March and 23 to 27 October
+    (Paris): 02:30 every day, 03:00 on the day 02:30 does not exist, and once on the
+    day it happens twice."""
+    from zoneinfo import ZoneInfo
+
+    paris = ZoneInfo("Europe/Paris")
+    daily = Schedule("daily", "tests.scheduled", cron="30 2 * * *", timezone=paris)
+    fired: list[str] = []
+    for start in (datetime(2026, 3, 27, tzinfo=paris), datetime(2026, 10, 23, tzinfo=paris)):
+        clock = Clock(start.astimezone(UTC))
+        scheduler = Scheduler([daily], store=store, clock=clock)
+        store.pause_schedule("daily", False, clock.now)  # the cursor to this moment
+        for _ in range(4 * 24 * 6):
+            clock.advance(600)
+            scheduler.step()
+        fired += [tick.astimezone(paris).strftime("%m-%d %H:%M %Z")
+                  for tick in ticks_of(claimed(store))]
+    assert fired == [
+        "03-27 02:30 CET", "03-28 02:30 CET", "03-29 03:00 CEST", "03-30 02:30 CEST",
+        "10-23 02:30 CEST", "10-24 02:30 CEST", "10-25 02:30 CEST", "10-26 02:30 CET",
+    ]
