@@ -26,6 +26,9 @@ class ScheduleRow:
     schedule: Schedule
     state: ScheduleState | None  # None: no scheduler has seen it yet
     next_ticks: list[datetime]
+    # Its last job now: waiting, delayed, running, failed, or done (no longer anywhere:
+    # it succeeded, or was deleted); None if it pushed none yet.
+    last_outcome: str | None = None
 
     @property
     def name(self) -> str:
@@ -50,7 +53,8 @@ class ScheduleRow:
             "queue": s.queue, "missed": s.missed, "overlap": s.overlap,
             "next": [tick.isoformat() for tick in self.next_ticks],
             "last": self.last_fired.isoformat() if self.last_fired else None,
-            "last_job_id": self.last_job_id, "paused": self.paused,
+            "last_job_id": self.last_job_id, "last_outcome": self.last_outcome,
+            "paused": self.paused,
         }
 
 
@@ -60,12 +64,17 @@ def listing(store: Store | None = None, now: datetime | None = None) -> list[Sch
     now = now or timezone.now()
     configured = schedules()
     states = store.schedule_states([s.name for s in configured])
+    last_jobs = [state.job_id for state in states.values() if state.job_id is not None]
+    outcomes = store.job_states(last_jobs) if last_jobs else {}
     rows = []
     for schedule in configured:
         state = states.get(schedule.name)
         after = max(now, state.last_tick) if state and state.last_tick else now
         upcoming = [] if state and state.paused else schedule.next_ticks(after, 3)
-        rows.append(ScheduleRow(schedule, state, upcoming))
+        outcome = None
+        if state is not None and state.job_id is not None:
+            outcome = outcomes.get(state.job_id, "done")
+        rows.append(ScheduleRow(schedule, state, upcoming, outcome))
     return rows
 
 

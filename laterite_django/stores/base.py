@@ -171,6 +171,12 @@ class Store(abc.ABC):
         (see ScheduleFire); the cursor only ever moves forward."""
 
     @abc.abstractmethod
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        """The state of each of these jobs that is still somewhere: "waiting", "delayed",
+        "running" or "failed"; a job that succeeded (or was deleted) is left out. The
+        outcome of a schedule's last job (queue_schedules, the admin)."""
+
+    @abc.abstractmethod
     def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
         """Pause or resume a schedule (adding its state if it has none); a resumed
         schedule fires no tick at or before `now`. Return its state."""
@@ -313,6 +319,14 @@ class Store(abc.ABC):
         """Delete failed jobs (these ids, or all); return how many."""
         deleted, _ = self._failed_rows(ids).delete()
         return deleted
+
+    def _failed_states(self, ids: Sequence[int]) -> dict[int, str]:
+        """"failed" for each of `ids` whose job is in the failed list (job_states)."""
+        from ..models import FailedJob
+
+        found = FailedJob.objects.using(self.database).filter(job_id__in=list(ids))
+        return {job_id: "failed" for job_id in found.values_list("job_id", flat=True)
+                if job_id is not None}
 
     # -- reads for the admin and the commands -----------------------------------
     # The failed list and the tables behind the admin's lists are in the

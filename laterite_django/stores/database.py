@@ -251,6 +251,20 @@ class DatabaseStore(Store):
     def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
         return database_schedules.pause(self, name, paused, now)
 
+    @guarded
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        from ..models import Job
+
+        wanted = job_ids(ids)
+        states: dict[int, str] = {}
+        now = timezone.now()
+        rows = Job.objects.using(self.database).filter(pk__in=wanted)
+        for job_id, token, available_at in rows.values_list("id", "token", "available_at"):
+            states[job_id] = ("running" if token is not None else
+                              "delayed" if available_at > now else "waiting")
+        states.update(self._failed_states(wanted))
+        return states
+
     # -- wait -------------------------------------------------------------------
 
     def wait(self, queues: Sequence[str], timeout: float, stop: threading.Event) -> None:

@@ -268,6 +268,23 @@ class RedisStore(Store):
     def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
         return redis_schedules.pause(self, name, paused, now)
 
+    @guarded
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        wanted = job_ids(ids)
+        now = us(timezone.now())
+        pipe = self.client.pipeline(transaction=False)
+        for job_id in wanted:
+            pipe.hmget(self.key("job", str(job_id)), "token", "available_at", "name")
+        states = {}
+        for job_id, (token, available_at, name) in zip(
+                wanted, pipe.execute() if wanted else [], strict=True):
+            if name is not None:
+                states[job_id] = ("running" if token is not None else
+                                  "delayed" if int(available_at or 0) > now else "waiting")
+        # A job being moved to the failed list may be in both for a moment: failed wins.
+        states.update(self._failed_states(wanted))
+        return states
+
     # -- inspect and manage -------------------------------------------------------
 
     @guarded

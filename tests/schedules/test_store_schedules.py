@@ -280,3 +280,32 @@ def test_a_daily_local_job_fires_once_on_each_dst_day(store):
         "03-27 02:30 CET", "03-28 02:30 CET", "03-29 03:00 CEST", "03-30 02:30 CEST",
         "10-23 02:30 CEST", "10-24 02:30 CEST", "10-25 02:30 CEST", "10-26 02:30 CET",
     ]
+
+
+def test_job_states_say_where_each_job_is(store):
+    from tests.testapp import jobs
+
+    running = jobs.scheduled.push(label="run").id
+    failing = jobs.add.push(1, 2).id
+    done = jobs.noop.push(1).id
+    claims = {int(c.id): c for c in store.claim(["default"], "test", limit=10)}
+    store.fail(claims[int(failing)], "boom")
+    store.delete([claims[int(done)]])
+    waiting = jobs.noop.push().id
+    delayed = jobs.noop.push_in(3600).id
+    states = store.job_states([waiting, delayed, running, failing, done, 999999])
+    assert states == {int(waiting): "waiting", int(delayed): "delayed",
+                      int(running): "running", int(failing): "failed"}
+    assert store.job_states([]) == {}
+
+
+def test_listing_says_the_outcome_of_the_last_job(configured):
+    store = configured
+    fired = actions.run_now("ping")
+    assert {r.name: r for r in actions.listing()}["ping"].last_outcome == "waiting"
+    (job,) = claimed(store)
+    assert {r.name: r for r in actions.listing()}["ping"].last_outcome == "running"
+    store.delete([job])
+    row = {r.name: r for r in actions.listing()}["ping"]
+    assert row.last_outcome == "done" and str(row.last_job_id) == str(fired.id)
+    assert row.as_dict()["last_outcome"] == "done"

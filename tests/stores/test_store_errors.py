@@ -60,6 +60,7 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "add_schedules": lambda: store.add_schedules(["nightly"], now),
         "fire_schedule": lambda: store.fire_schedule(ScheduleFire("nightly", now, job)),
         "pause_schedule": lambda: store.pause_schedule("nightly", True, now),
+        "job_states": lambda: store.job_states([1]),
     }
 
 

@@ -68,14 +68,17 @@ class Command(StoreCommand):
         if not rows:
             self.stdout.write("No schedules (LATERITE_QUEUE_SCHEDULES, @job(schedule=...)).")
             return
-        header = ("name", "job", "rule", "zone", "next ticks", "last tick", "paused")
+        header = ("name", "job", "rule", "zone", "next ticks", "last tick", "last job",
+                  "paused")
         table = []
         for row in rows:
             zone = row.schedule.timezone
             table.append((
                 row.name, row.schedule.target, row.schedule.rule, str(zone),
                 ", ".join(_when(t, zone) for t in row.next_ticks) or "-",
-                _when(row.last_fired, zone), "yes" if row.paused else "no",
+                _when(row.last_fired, zone),
+                f"#{row.last_job_id} {row.last_outcome}" if row.last_job_id else "-",
+                "yes" if row.paused else "no",
             ))
         widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
         for line in [header, *table]:
