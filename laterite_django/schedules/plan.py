@@ -2,14 +2,16 @@
 
 Pure (no store, no clock of its own), so the calendar cases are tested with any `now`.
 
-A tick is on time until MISSED_AFTER has passed since it; one that no scheduler
-fired by then was missed (every scheduler was stopped, or stuck), and the
-schedule's `missed` says what becomes of those:
+While the oldest tick not yet fired is less than MISSED_AFTER late, every due
+tick fires, oldest first: a scheduler that was slow for a few seconds (or
+restarted during a deploy) catches up. Once it is later than that, no
+scheduler ran for a while and ticks were *missed*; the schedule's `missed`
+says what becomes of them:
 
-- "skip": none fires; the cursor moves past them.
-- "latest": the newest fires once, late; the older ones are skipped.
-- "all": each fires, oldest first, at most ALL_CAP of them (the newest); the
-  older ones are skipped.
+- "skip": only the latest due tick fires, if it is less than MISSED_AFTER
+  late (the current one); the others are passed over.
+- "latest": the latest due tick fires, however late; the others are passed over.
+- "all": each fires, oldest first, at most ALL_CAP of them (the newest).
 
 Ticks fire in order and the store's cursor only moves forward, so however many
 schedulers run the same plan, each tick fires once.
@@ -36,20 +38,18 @@ def plan(schedule: Schedule, cursor: datetime, now: datetime) -> list[Step]:
     """The steps that bring `schedule` from `cursor` (ticks at or before it are done)
     up to `now`; empty when no tick is due."""
     ticks = schedule.ticks
-    steps: list[Step] = []
-    late = now - MISSED_AFTER
-    start = cursor
-    if cursor < late:
-        first = ticks.next_after(cursor)
-        if first is not None and first <= late:
-            if schedule.missed == "skip":
-                steps.append(Step(late, False))
-            else:
-                limit = 1 if schedule.missed == "latest" else ALL_CAP
-                steps += [Step(tick, True) for tick in ticks.latest(late, cursor, limit)]
-        start = late
-    tick = ticks.next_after(start)
-    while tick is not None and tick <= now:
-        steps.append(Step(tick, True))
-        tick = ticks.next_after(tick)
-    return steps
+    first = ticks.next_after(cursor)
+    if first is None or first > now:
+        return []
+    if now - first <= MISSED_AFTER:
+        steps = []
+        tick: datetime | None = first
+        while tick is not None and tick <= now:
+            steps.append(Step(tick, True))
+            tick = ticks.next_after(tick)
+        return steps
+    if schedule.missed == "all":
+        return [Step(tick, True) for tick in ticks.latest(now, cursor, ALL_CAP)]
+    (latest,) = ticks.latest(now, cursor, 1)
+    fire = schedule.missed == "latest" or now - latest <= MISSED_AFTER
+    return [Step(latest, fire)]

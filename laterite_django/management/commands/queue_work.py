@@ -181,7 +181,12 @@ class Command(StoreCommand):
             scheduler = Scheduler()
         except LateriteConfigurationError as e:
             raise CommandError(str(e)) from e
-        return scheduler if scheduler.schedules else None
+        if not scheduler.schedules:
+            return None
+        names = ", ".join(s.name for s in scheduler.schedules)
+        logger.info("Scheduler: %s (%s)", counted(len(scheduler.schedules), "schedule"), names,
+                    extra={"action": "scheduler_started", "schedules": names})
+        return scheduler
 
 
 @contextlib.contextmanager
