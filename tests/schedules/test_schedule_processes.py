@@ -150,3 +150,55 @@ def test_the_worker_mode_fires_schedules_in_a_thread(store):
              timeout=10)
     values = list(Record.objects.filter(kind="scheduled").values_list("value", flat=True))
     assert all(value.startswith("beat|") for value in values)
+
+
+DIES_MID_FIRE = """
+import os, signal, django
+django.setup()
+from datetime import datetime, timedelta
+from laterite_django.schedules.definition import Schedule
+from laterite_django.schedules.scheduler import new_job
+from laterite_django.stores import get_store
+from laterite_django.stores.database import DatabaseStore
+from laterite_django.stores.schedule_state import ScheduleFire
+
+push = DatabaseStore.push
+def push_then_die(self, jobs):
+    push(self, jobs)  # the job is written, the cursor moved: the transaction is open
+    os.kill(os.getpid(), signal.SIGKILL)
+DatabaseStore.push = push_then_die
+tick = datetime.fromisoformat(os.environ["TICK"])
+schedule = Schedule("tick", "tests.scheduled", every=timedelta(seconds=1))
+get_store().fire_schedule(ScheduleFire("tick", tick, new_job(schedule, tick)))
+"""
+
+
+def test_a_scheduler_killed_mid_fire_leaves_the_tick_to_the_next(store, workers):
+    """The database store: killed inside the fire transaction, after the push; the
+    transaction rolls back, so neither the cursor nor the job moved, and the next
+    scheduler fires that tick. (On Redis the step is one script: all or nothing.)"""
+    import subprocess
+    import sys
+
+    from django.utils import timezone as dj_timezone
+
+    from laterite_django.schedules.definition import Schedule
+    from laterite_django.schedules.scheduler import new_job
+    from laterite_django.stores.schedule_state import ScheduleFire
+    from tests.conftest import ROOT
+
+    if workers.store_kind != "database":
+        pytest.skip("the Redis store fires a tick in one Lua script")
+    start = dj_timezone.now().replace(microsecond=0)
+    store.add_schedules(["tick"], start)
+    tick = start + timedelta(seconds=1)
+    died = subprocess.run([sys.executable, "-c", DIES_MID_FIRE], cwd=ROOT, timeout=60,
+                          env=workers.env(TICK=tick.isoformat()), capture_output=True,
+                          text=True)
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    assert store.schedule_states(["tick"])["tick"].last_tick == start
+    assert scheduled_waiting(store) == 0 and store.counts() == {}
+    schedule = Schedule("tick", "tests.scheduled", every=timedelta(seconds=1))
+    fired = store.fire_schedule(ScheduleFire("tick", tick, new_job(schedule, tick)))
+    assert fired.outcome == "pushed"
+    assert store.schedule_states(["tick"])["tick"].last_tick == tick
