@@ -57,21 +57,27 @@ if tick ~= '' then
   if redis.call('HGET', s, 'paused') == '1' then return {'paused', 0} end
   local last = redis.call('HGET', s, 'last_tick')
   if last and last ~= '' and tonumber(last) >= tonumber(tick) then return {'lost', 0} end
-  redis.call('HSET', s, 'last_tick', tick)
-  if mode == 'advance' then return {'advanced', 0} end
+  if mode == 'advance' then
+    redis.call('HSET', s, 'last_tick', tick)
+    return {'advanced', 0}
+  end
   if check == '1' then
     local held = redis.call('HGET', s, 'job_id')
     if held and held ~= '' and redis.call('EXISTS', jkey(held)) == 1 then
+      redis.call('HSET', s, 'last_tick', tick)
       return {'overlap', 0}
     end
   end
+end
+-- The push first: a script error in it (Redis keeps what a script wrote before an
+-- error) leaves the cursor where it was, so the tick is fired again, not lost.
+local id = push_one(7, now)
+if tick ~= '' then
+  redis.call('HSET', s, 'last_tick', tick, 'fired_at', tick, 'job_id', id)
 else
   redis.call('HSETNX', s, 'last_tick', now)
+  redis.call('HSET', s, 'fired_at', now, 'job_id', id)
 end
-local id = push_one(7, now)
-local fired = tick
-if tick == '' then fired = now end
-redis.call('HSET', s, 'fired_at', fired, 'job_id', id)
 return {'pushed', id}
 """
 
