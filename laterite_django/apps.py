@@ -29,3 +29,7 @@ class LateriteConfig(AppConfig):
         from .tasks.runner import register_if_configured
 
         register_if_configured()
+        # Schedules of tasks: every worker needs the job that enqueues them.
+        from .schedules import tasks as scheduled_tasks
+
+        scheduled_tasks.register_if_configured()

@@ -12,7 +12,7 @@ from .conf import DEFAULTS, message, problem, raw
 from .registry import registry
 from .stores.redis_alias import HINT, shared_alias_problem
 
-__all__ = ["check_jobs", "check_settings"]
+__all__ = ["check_jobs", "check_schedules", "check_settings"]
 
 
 def _setting(name: str) -> str:
@@ -27,8 +27,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
     """
     errors: list = []
     for name in DEFAULTS:
-        if name == "REDIS":
-            continue  # checked with the rest of the Redis configuration, below
+        if name in ("REDIS", "SCHEDULES"):
+            continue  # REDIS below with the rest of its configuration; SCHEDULES in
+            # check_schedules
         value = raw(name)
         found = problem(name, value)
         if found is not None:
@@ -136,3 +137,13 @@ def check_jobs(app_configs: Any = None, **kwargs: Any) -> list:
         for job in registry
         if job.queue not in queues
     ]
+
+
+@register()
+def check_schedules(app_configs: Any = None, **kwargs: Any) -> list:
+    """Report each bad schedule (LATERITE_QUEUE_SCHEDULES, @job(schedule=...)) by name:
+    its rule, zone, job, arguments, `missed`, `overlap`, `queue` (laterite.E02x)."""
+    from .schedules.definition import problems
+
+    return [Error(found.message, hint=found.hint, id=f"laterite.E{found.code:03d}")
+            for found in problems()]

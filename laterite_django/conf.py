@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL": 1,
     "WORKERS": 2,
     "SHUTDOWN_GRACE": 5,
+    "SCHEDULES": {},
 }
 
 
@@ -130,6 +131,13 @@ def _shutdown_grace(value: Any) -> Problem | None:
     return None
 
 
+def _schedules(value: Any) -> Problem | None:
+    """Its shape only; each schedule is checked by schedules.definition (laterite.E02x)."""
+    if not isinstance(value, dict):
+        return Problem(20, "it must be a dict of schedule names to definitions")
+    return None
+
+
 RULES: dict[str, Callable[[Any], Problem | None]] = {
     "MODE": _mode,
     "STORE": _store,
@@ -141,6 +149,7 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "POLL": _poll,
     "WORKERS": _workers,
     "SHUTDOWN_GRACE": _shutdown_grace,
+    "SCHEDULES": _schedules,
 }
 
 

@@ -18,6 +18,8 @@ class JobContext:
     queue: str
     attempt: int  # from 1
     pushed_at: datetime
+    schedule: str | None = None  # the schedule that pushed it, if one did
+    scheduled_at: datetime | None = None  # the tick it was pushed for (--run: that moment)
 
 
 @dataclass(frozen=True, slots=True)

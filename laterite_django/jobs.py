@@ -49,6 +49,7 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         retry_until: timedelta | Callable[..., datetime] | None = None,
         unique_key: Callable[..., str | None] | None = None,
         priority: int = 0,
+        schedule: str | float | timedelta | None = None,
     ) -> None:
         self.func = func
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
@@ -61,6 +62,9 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         self.retry_until = retry_until
         self.unique_key = unique_key
         self.priority = priority
+        # A recurring schedule named after the job: a cron expression, or an interval
+        # (seconds or a timedelta); checked with the other schedules (laterite.E02x).
+        self.schedule = schedule
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)
         self.takes_cx = "cx" in signature.parameters
@@ -312,8 +316,13 @@ def job(
     retry_until: timedelta | Callable[..., datetime] | None = None,
     unique_key: Callable[..., str | None] | None = None,
     priority: int = 0,
+    schedule: str | float | timedelta | None = None,
 ) -> Any:
-    """Register a function as a job: `@job`, `@job("app.name")` or `@job(queue="mail")`."""
+    """Register a function as a job: `@job`, `@job("app.name")` or `@job(queue="mail")`.
+
+    `schedule` pushes it with no arguments at each tick of a cron expression
+    ("0 3 * * *") or every so many seconds (or a timedelta): see the README's Schedules.
+    """
 
     def decorate(func: Callable[P, R]) -> JobFunction[P, R]:
         if isinstance(func, JobFunction):
@@ -328,6 +337,7 @@ def job(
             retry_until=retry_until,
             unique_key=unique_key,
             priority=priority,
+            schedule=schedule,
         )
         registry.register(job_function)
         return job_function

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from .exceptions import InvalidPayload
 
-__all__ = ["check_keys", "decode", "encode"]
+__all__ = ["check_keys", "decode", "encode", "schedule_of", "with_schedule"]
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -104,11 +105,11 @@ def decode(text: str | bytes) -> tuple[list[Any], dict[str, Any]]:
             f'The payload must be an object {{"args": [...], "kwargs": {{...}}}}, '
             f"got {type(data).__name__}: {text!r:.200}"
         )
-    unknown = set(data) - {"args", "kwargs"}
+    unknown = set(data) - {"args", "kwargs", "schedule"}
     if unknown:
         raise InvalidPayload(
-            f'The payload has unknown keys {sorted(unknown)}; only "args" and "kwargs" '
-            f"are allowed."
+            f'The payload has unknown keys {sorted(unknown)}; only "args", "kwargs" '
+            f'and "schedule" are allowed.'
         )
     args = data.get("args", [])
     kwargs = data.get("kwargs", {})
@@ -117,3 +118,28 @@ def decode(text: str | bytes) -> tuple[list[Any], dict[str, Any]]:
     if not isinstance(kwargs, dict):
         raise InvalidPayload(f'The payload\'s "kwargs" must be an object, got {kwargs!r:.100}')
     return args, kwargs
+
+
+# A job pushed by a schedule carries the schedule's name and its tick in its payload,
+# as "schedule": [name, tick in ISO 8601], beside its arguments (cx.schedule and
+# cx.scheduled_at); no store keeps anything else for it.
+_SCHEDULE_KEY = '"schedule":'
+
+
+def with_schedule(text: str, name: str, tick: datetime) -> str:
+    """The payload `text` marked as pushed by schedule `name` for `tick`."""
+    data = json.loads(text)
+    data["schedule"] = [name, tick.isoformat()]
+    return _encoder.encode(data)
+
+
+def schedule_of(text: str) -> tuple[str, datetime] | None:
+    """The (schedule name, tick) a payload was pushed for, or None (most jobs: found
+    without parsing the payload again)."""
+    if _SCHEDULE_KEY not in text:
+        return None
+    try:
+        found = json.loads(text).get("schedule")
+        return str(found[0]), datetime.fromisoformat(found[1])
+    except (TypeError, ValueError, IndexError, AttributeError):
+        return None

@@ -122,13 +122,13 @@ class Workers:
             pytest.fail(f"queue_work {' '.join(args)} did not end in {timeout} s:\n{err}")
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
-    def command(self, *args: str, timeout: float = 60, input: str | None = None
-                ) -> subprocess.CompletedProcess:
+    def command(self, *args: str, timeout: float = 60, input: str | None = None,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """Run any manage.py command in a subprocess against the test database."""
         return subprocess.run(
             [sys.executable, "-m", "django", *args],
-            cwd=ROOT, env=self.env(), capture_output=True, text=True, timeout=timeout,
-            input=input,
+            cwd=ROOT, env=self.env(**(env or {})), capture_output=True, text=True,
+            timeout=timeout, input=input,
         )
 
     def stop_all(self) -> None:

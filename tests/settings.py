@@ -1,6 +1,7 @@
 """Settings for the test suite: LATERITE_TEST_DB=sqlite (default) or postgres."""
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -101,6 +102,8 @@ LATERITE_QUEUE_RETRY_AFTER = float(os.environ.get("LATERITE_TEST_RETRY_AFTER", "
 # Web servers started by the tests (tests/wsgi.py, tests/asgi.py) run in the `worker` mode.
 LATERITE_QUEUE_MODE = os.environ.get("LATERITE_TEST_MODE", "external")
 LATERITE_QUEUE_SHUTDOWN_GRACE = float(os.environ.get("LATERITE_TEST_SHUTDOWN_GRACE", "5"))
+# Recurring schedules of the worker subprocesses a test starts, as JSON.
+LATERITE_QUEUE_SCHEDULES = json.loads(os.environ.get("LATERITE_TEST_SCHEDULES", "{}"))
 
 LOGGING = {
     "version": 1,

@@ -101,6 +101,12 @@ STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LATERITE_QUEUE_QUEUES = ["default", "mail"]
+# A recurring job: every `queue_work` runs the scheduler, and each tick is pushed once.
+# Every 2 seconds so that the demo shows it; a real report would use a cron rule such
+# as "0 7 * * mon-fri" (pip install "laterite-django[schedules]").
+LATERITE_QUEUE_SCHEDULES = {
+    "sales-report": {"job": "shop.sales_report", "every": 2},
+}
 
 LOGGING = {
     "version": 1,

@@ -2,7 +2,7 @@
 
 from laterite_django import Fail, JobContext, Retry, job
 
-from .models import Order
+from .models import Order, SalesReport
 
 
 @job("shop.send_receipt", queue="mail", unique_key=lambda order_id: f"receipt:{order_id}")
@@ -26,3 +26,11 @@ def charge_card(order_id: int) -> None:
     if order.card.startswith("0000"):
         raise Fail(f"card declined for order {order_id}")
     Order.objects.filter(pk=order_id).update(paid=True)
+
+
+@job("shop.sales_report")
+def sales_report(cx: JobContext) -> None:
+    """Pushed by the `sales-report` schedule (settings.py), once per tick however many
+    workers run: counts the orders and the paid ones."""
+    SalesReport.objects.create(scheduled_at=cx.scheduled_at, orders=Order.objects.count(),
+                               paid=Order.objects.filter(paid=True).count())

@@ -13,3 +13,14 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return f"Order {self.pk} for {self.email}"
+
+
+class SalesReport(models.Model):
+    """Written by the `sales-report` schedule (settings.py) at each of its ticks."""
+
+    scheduled_at = models.DateTimeField()
+    orders = models.PositiveIntegerField()
+    paid = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"Report for {self.scheduled_at:%H:%M:%S}: {self.orders} orders, {self.paid} paid"

@@ -115,3 +115,4 @@ class DemoTests(TransactionTestCase):
         call_command("demo", stdout=out)
         self.assertIn("receipt_sent=True stock_synced=True paid=True", out.getvalue())
         self.assertIn("Fail: card declined for order", out.getvalue())
+        self.assertRegex(out.getvalue(), r"Report for \d\d:\d\d:\d\d: 2 orders, 1 paid")

@@ -22,6 +22,7 @@ from .errors import database_outage, guarded
 
 if TYPE_CHECKING:
     from ..models import FailedJob, Job
+    from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 __all__ = ["Claim", "NewJob", "QueueCounts", "Store", "job_ids"]
 
@@ -152,6 +153,33 @@ class Store(abc.ABC):
         """When the next unclaimed job of `queues` is due (a past moment if one is due
         already); None if none waits. `queue_work --wait-delayed` reads it."""
         raise NotImplementedError
+
+    # -- schedules (schedule_state.py) ---------------------------------------------
+
+    @abc.abstractmethod
+    def schedule_states(self, names: Sequence[str]) -> dict[str, ScheduleState]:
+        """The state of each of the schedules `names` that has one, by name."""
+
+    @abc.abstractmethod
+    def add_schedules(self, names: Sequence[str], since: datetime) -> int:
+        """Give each of `names` without a state one whose cursor is `since` (no tick at
+        or before it fires); return how many were added. Safe to race."""
+
+    @abc.abstractmethod
+    def fire_schedule(self, fire: ScheduleFire) -> Fired:
+        """Move a schedule's cursor to a tick and push its job, as one atomic step
+        (see ScheduleFire); the cursor only ever moves forward."""
+
+    @abc.abstractmethod
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        """The state of each of these jobs that is still somewhere: "waiting", "delayed",
+        "running" or "failed"; a job that succeeded (or was deleted) is left out. The
+        outcome of a schedule's last job (queue_schedules, the admin)."""
+
+    @abc.abstractmethod
+    def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
+        """Pause or resume a schedule (adding its state if it has none); a resumed
+        schedule fires no tick at or before `now`. Return its state."""
 
     @abc.abstractmethod
     def heartbeat(self, claims: Sequence[Claim]) -> int:
@@ -310,6 +338,14 @@ class Store(abc.ABC):
         """Delete failed jobs (these ids, or all); return how many."""
         deleted, _ = self._failed_rows(ids).delete()
         return deleted
+
+    def _failed_states(self, ids: Sequence[int]) -> dict[int, str]:
+        """"failed" for each of `ids` whose job is in the failed list (job_states)."""
+        from ..models import FailedJob
+
+        found = FailedJob.objects.using(self.database).filter(job_id__in=list(ids))
+        return {job_id: "failed" for job_id in found.values_list("job_id", flat=True)
+                if job_id is not None}
 
     # -- reads for the admin and the commands -----------------------------------
     # The failed list and the tables behind the admin's lists are in the

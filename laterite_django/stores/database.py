@@ -29,9 +29,10 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import sql, sql_postgres, sql_sqlite
+from . import database_schedules, sql, sql_postgres, sql_sqlite
 from .base import Claim, NewJob, QueueCounts, Store, job_ids
 from .errors import guarded
+from .schedule_state import Fired, ScheduleFire, ScheduleState
 from .vacuum import Vacuum
 
 __all__ = ["CHANNEL", "DatabaseStore"]
@@ -236,6 +237,38 @@ class DatabaseStore(Store):
                 return None
             rows, _ = self._execute(sql.FAIL_INSERT, [*rows[0], now, error], fetch=True)
             return rows[0][0]
+
+    # -- schedules (database_schedules.py) -----------------------------------------
+
+    @guarded
+    def schedule_states(self, names: Sequence[str]) -> dict[str, ScheduleState]:
+        return database_schedules.states(self, names)
+
+    @guarded
+    def add_schedules(self, names: Sequence[str], since: datetime) -> int:
+        return database_schedules.add(self, names, since)
+
+    @guarded
+    def fire_schedule(self, fire: ScheduleFire) -> Fired:
+        return database_schedules.fire(self, fire)
+
+    @guarded
+    def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
+        return database_schedules.pause(self, name, paused, now)
+
+    @guarded
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        from ..models import Job
+
+        wanted = job_ids(ids)
+        states: dict[int, str] = {}
+        now = timezone.now()
+        rows = Job.objects.using(self.database).filter(pk__in=wanted)
+        for job_id, token, available_at in rows.values_list("id", "token", "available_at"):
+            states[job_id] = ("running" if token is not None else
+                              "delayed" if available_at > now else "waiting")
+        states.update(self._failed_states(wanted))
+        return states
 
     # -- wait -------------------------------------------------------------------
 

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_alias, redis_failed, redis_outbox
+from . import redis_alias, redis_failed, redis_outbox, redis_schedules
 from . import redis_calls as calls
 from .base import Claim, NewJob, QueueCounts, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
 from .redis_values import claims as claims_from_rows
 from .redis_values import dt, push_args, text, us
+from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 if TYPE_CHECKING:
     import threading
@@ -262,6 +263,41 @@ class RedisStore(Store):
             row.delete()
             return None
         return row.pk
+
+    # -- schedules (redis_schedules.py) ---------------------------------------------
+
+    @guarded
+    def schedule_states(self, names: Sequence[str]) -> dict[str, ScheduleState]:
+        return redis_schedules.states(self, names)
+
+    @guarded
+    def add_schedules(self, names: Sequence[str], since: datetime) -> int:
+        return redis_schedules.add(self, names, since)
+
+    @guarded
+    def fire_schedule(self, fire: ScheduleFire) -> Fired:
+        return redis_schedules.fire(self, fire)
+
+    @guarded
+    def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
+        return redis_schedules.pause(self, name, paused, now)
+
+    @guarded
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        wanted = job_ids(ids)
+        now = us(timezone.now())
+        pipe = self.client.pipeline(transaction=False)
+        for job_id in wanted:
+            pipe.hmget(self.key("job", str(job_id)), "token", "available_at", "name")
+        states = {}
+        for job_id, (token, available_at, name) in zip(
+                wanted, pipe.execute() if wanted else [], strict=True):
+            if name is not None:
+                states[job_id] = ("running" if token is not None else
+                                  "delayed" if int(available_at or 0) > now else "waiting")
+        # A job being moved to the failed list may be in both for a moment: failed wins.
+        states.update(self._failed_states(wanted))
+        return states
 
     # -- inspect and manage -------------------------------------------------------
 

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - the redis store then refuses to start
         """Stands in for redis-py's, which is not installed."""
 
 
-__all__ = ["SHAS", "SOURCES", "add", "finish", "run"]
+__all__ = ["SHAS", "SOURCES", "add", "finish", "register", "run"]
 
 # Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
 SOURCES: dict[str, str] = {
@@ -37,6 +37,12 @@ SHAS: dict[str, str] = {
     name: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
     for name, source in SOURCES.items()
 }
+
+
+def register(name: str, source: str) -> None:
+    """Add a script kept outside redis_scripts (the schedules' own) under `name`."""
+    SOURCES[name] = source
+    SHAS[name] = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
 
 
 def run(client: Redis, name: str, args: Sequence[Any]) -> Any:

@@ -12,6 +12,7 @@ import logging
 import os
 import time
 import traceback
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import asgiref
@@ -146,6 +147,9 @@ def _run(
                        claim.attempts, extra={"action": "job_started", **_logged(claim)})
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                     attempt=claim.attempts, pushed_at=claim.pushed_at)
+    scheduled = payload.schedule_of(claim.payload)
+    if scheduled is not None:
+        cx = replace(cx, schedule=scheduled[0], scheduled_at=scheduled[1])
     try:
         if worker.manage_connections:
             close_old_connections()

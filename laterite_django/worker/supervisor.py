@@ -16,7 +16,7 @@ import os
 import signal
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 from django.utils import timezone
@@ -32,6 +32,9 @@ from .reports import PipeReporter
 from .rules import Attempt, Ending
 from .settle import Settled, Settler
 from .shutdown import FINISH, SIGNALS, STOP_NOW, stop_signals
+
+if TYPE_CHECKING:
+    from ..schedules.scheduler import Scheduler
 
 __all__ = ["KILL_MARGIN", "Supervisor", "describe_status"]
 
@@ -62,6 +65,7 @@ class Supervisor:
         grace: float | None = None,
         max_seconds: float | None = None,
         kill_margin: float = KILL_MARGIN,
+        scheduler: Scheduler | None = None,
         **worker_options: Any,
     ) -> None:
         if processes < 1:
@@ -85,6 +89,9 @@ class Supervisor:
         # slot -> the wait before restarting a worker that keeps crashing at start
         self._crashes: dict[int, Growing] = {}
         self._started = 0.0
+        # Recurring schedules, fired from this loop (the supervisor holds no threads).
+        self.scheduler = scheduler
+        self._next_schedule = 0.0
 
     # -- the loop -------------------------------------------------------------------
 
@@ -121,12 +128,18 @@ class Supervisor:
                     self._start_due(now)
                     if not self.procs.children and not self._due:
                         break
+                    self._schedule(now)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.procs.close()
         logger.info("Supervisor %s stopped", os.getpid(), extra={"action": "supervisor_stopped"})
         return 0
+
+    def _schedule(self, now: float) -> None:
+        """Fire the due ticks of the schedules, when the scheduler asked to look again."""
+        if self.scheduler is not None and now >= self._next_schedule:
+            self._next_schedule = time.monotonic() + self.scheduler.round()
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self._signals.append(signum)

@@ -25,6 +25,7 @@ from .reports import Monitor
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ..schedules.scheduler import SchedulerThread
     from .loop import Worker
 
 __all__ = ["ThreadPool"]
@@ -96,9 +97,14 @@ class ThreadPool:
         self._finishing = threading.Lock()
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
+        self.scheduler: SchedulerThread | None = None
 
     def start(self) -> None:
+        from ..schedules.scheduler import SchedulerThread
+
         with self._lock:
+            # The recurring schedules fire from this process too (a bad one raises here).
+            self.scheduler = SchedulerThread().start()
             for slot in self.slots:
                 self._spawn(slot)
             self._watcher = threading.Thread(target=self._watch, name="laterite-watcher",
@@ -178,6 +184,8 @@ class ThreadPool:
                 return
             self.deadline = time.monotonic() + self.grace
             self.closing.set()
+            if self.scheduler is not None:
+                self.scheduler.stop(wait=0)
             for slot in self.slots:
                 if slot.worker is not None:
                     slot.worker.stop()
@@ -208,6 +216,8 @@ class ThreadPool:
                 _return_for(slot)
         if self._watcher is not None:
             self._watcher.join(WATCH_EVERY)
+        if self.scheduler is not None:
+            self.scheduler.stop()  # its round ends within a second
 
 
 def _stop_now(slot: _Slot, grace: float) -> None:

@@ -20,6 +20,7 @@ from laterite_django.models import Job
 from laterite_django.stores import Claim, NewJob, Store
 from laterite_django.stores.database import DatabaseStore
 from laterite_django.stores.redis import RedisStore
+from laterite_django.stores.schedule_state import ScheduleFire
 
 SECRET = "not-this-password"
 PREFIX = f"laterite-test-errors-{os.getpid()}"
@@ -55,6 +56,11 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "job_names": lambda: store.job_names(Job),
         "estimated_rows": lambda: store.estimated_rows(Job),
         "tidy": store.tidy,
+        "schedule_states": lambda: store.schedule_states(["nightly"]),
+        "add_schedules": lambda: store.add_schedules(["nightly"], now),
+        "fire_schedule": lambda: store.fire_schedule(ScheduleFire("nightly", now, job)),
+        "pause_schedule": lambda: store.pause_schedule("nightly", True, now),
+        "job_states": lambda: store.job_states([1]),
     }
 
 

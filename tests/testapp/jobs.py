@@ -256,3 +256,11 @@ def hold(value: str, path: str, nap: float, cx: JobContext) -> None:
     while os.path.exists(path):
         time.sleep(nap)
     _record("hold-end", value, cx.attempt)
+
+
+@job("tests.scheduled")
+def scheduled(cx: JobContext, label: str = "") -> None:
+    """Record the schedule and tick it was pushed for (cx.schedule, cx.scheduled_at)."""
+    at = cx.scheduled_at.isoformat() if cx.scheduled_at else ""
+    _record("scheduled", f"{cx.schedule}|{at}|{label}")
+

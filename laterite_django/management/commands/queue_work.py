@@ -7,9 +7,11 @@ whose job is stuck past its timeout.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 from django.core.management.base import CommandError
 from django.db import connections
@@ -17,6 +19,7 @@ from django.db import connections
 from ...conf import settings, validate_all
 from ...exceptions import LateriteConfigurationError
 from ...limits import NAME_MAX
+from ...schedules.scheduler import Scheduler, SchedulerThread
 from ...worker.execute import stuck_threads
 from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import stop_signals
@@ -91,6 +94,11 @@ class Command(StoreCommand):
             help="The most due jobs one claim may take; claims grow toward it while the "
             f"queue is deep and its jobs quick (default {DEFAULT_BATCH}; 1 = one at a time).",
         )
+        parser.add_argument(
+            "--no-scheduler", action="store_true",
+            help="Do not fire the recurring schedules here (by default every queue_work "
+            "does, but --once; each tick is pushed once however many run).",
+        )
 
     def handle(self, *args, **options) -> None:
         try:
@@ -141,13 +149,15 @@ class Command(StoreCommand):
         if not wait_for_store(worker.store, give_up_after=options["max_seconds"]):
             return
 
+        scheduler = self.scheduler(options)
         if processes > 1:
             Supervisor(
                 processes, queues, name=options["name"], grace=options["grace"],
-                max_seconds=options["max_seconds"], **worker_options,
+                max_seconds=options["max_seconds"], scheduler=scheduler, **worker_options,
             ).run()
             return
-        with stop_signals(worker.stop, worker.stop_now, grace=options["grace"]):
+        with stop_signals(worker.stop, worker.stop_now, grace=options["grace"]), \
+                scheduler_thread(scheduler):
             try:
                 worker.run()
             except WorkerStopped:  # pragma: no cover - the loop catches it
@@ -161,6 +171,33 @@ class Command(StoreCommand):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+    def scheduler(self, options: dict) -> Scheduler | None:
+        """The scheduler of the configured schedules, unless --no-scheduler or --once
+        (None too when there are none); a bad schedule ends the command, naming it."""
+        if options["no_scheduler"] or options["once"]:
+            return None
+        try:
+            scheduler = Scheduler()
+        except LateriteConfigurationError as e:
+            raise CommandError(str(e)) from e
+        if not scheduler.schedules:
+            return None
+        names = ", ".join(s.name for s in scheduler.schedules)
+        logger.info("Scheduler: %s (%s)", counted(len(scheduler.schedules), "schedule"), names,
+                    extra={"action": "scheduler_started", "schedules": names})
+        return scheduler
+
+
+@contextlib.contextmanager
+def scheduler_thread(scheduler: Scheduler | None) -> Iterator[None]:
+    """Run `scheduler` in a thread beside the worker (--processes 1) while inside."""
+    thread = SchedulerThread(scheduler).start() if scheduler is not None else None
+    try:
+        yield
+    finally:
+        if thread is not None:
+            thread.stop()
 
 
 def keep_connections_open() -> None:

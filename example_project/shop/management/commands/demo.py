@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand
 import laterite_django
 
 from shop.jobs import send_receipt
-from shop.models import Order
+from shop.models import Order, SalesReport
 from shop.orders import place_order
 
 
@@ -35,7 +35,8 @@ class Command(BaseCommand):
         self.stdout.write("\n== Running the worker until every job is done or failed")
         # --wait-delayed: a retry waiting for its backoff (a few seconds) is waited for.
         call_command("queue_work", "--queue", "default", "--queue", "mail",
-                     "--stop-when-empty", "--wait-delayed", "60", "--processes", "1")
+                     "--stop-when-empty", "--wait-delayed", "60", "--processes", "1",
+                     "--no-scheduler")
 
         self.stdout.write("\n== Status")
         call_command("queue_status", stdout=self.stdout)
@@ -47,3 +48,12 @@ class Command(BaseCommand):
                 f"{order}: receipt_sent={order.receipt_sent} stock_synced={order.stock_synced} "
                 f"paid={order.paid}"
             )
+
+        self.stdout.write("\n== A schedule: sales-report, every 2 seconds (settings.py)")
+        SalesReport.objects.all().delete()
+        call_command("queue_schedules", stdout=self.stdout)
+        self.stdout.write("A worker with its scheduler, for 5 seconds:")
+        call_command("queue_work", "--queue", "default", "--max-seconds", "5",
+                     "--processes", "1")
+        for report in SalesReport.objects.order_by("scheduled_at"):
+            self.stdout.write(str(report))

@@ -1,0 +1,152 @@
+"""The Redis store's schedule state, and the Lua script that fires a tick.
+
+Each schedule is a hash `P:schedule:<name>` (last_tick, fired_at: microseconds
+since the epoch; job_id; paused '1'/'0'). `FIRE` checks the cursor, moves it,
+and pushes the tick's job in one script: Redis runs a script whole or not at
+all, so the tick and its job move together, and a second scheduler's FIRE for
+the same tick finds the cursor there and pushes nothing. A scheduler that dies
+before or after its script leaves either nothing or everything done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import redis_calls as calls
+from .redis_scripts import _COMMON
+from .redis_values import dt, push_args, text, us
+from .schedule_state import Fired, ScheduleFire, ScheduleState
+
+if TYPE_CHECKING:
+    from .redis import RedisStore
+
+__all__ = ["FIRE", "PAUSE", "add", "fire", "pause", "states"]
+
+# Push one job as redis_scripts.PUSH does (ARGV from `b`: name, queue, payload,
+# priority, pushed_at, available_at, retry_until, has_key, key); return its id, 0 if
+# dropped as a duplicate of a waiting job with its unique key.
+_PUSH_ONE = """
+local function push_one(b, now)
+  local name, queue, payload = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+  local priority, pushed_at, avail = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
+  local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]
+  local id = tostring(redis.call('INCR', P .. ':id'))
+  if has_key == '1' and not take_key(key, id) then return 0 end
+  local k = jkey(id)
+  redis.call('HSET', k, 'name', name, 'queue', queue, 'payload', payload,
+    'priority', priority, 'pushed_at', pushed_at, 'available_at', avail,
+    'attempts', 0, 'last_error', '', 'claimed_by', '')
+  if retry_until ~= '' then redis.call('HSET', k, 'retry_until', retry_until) end
+  if has_key == '1' then redis.call('HSET', k, 'unique_key', key) end
+  enqueue(k, queue, id, avail, now)
+  redis.call('SADD', P .. ':queues', queue)
+  wake(queue, 1)
+  return tonumber(id)
+end
+"""
+
+# ARGV: prefix, name, tick ('' for a push outside the ticks), mode ('push' or
+# 'advance'), skip_if_running ('1'/'0'), then the PUSH arguments of one job (now, 1,
+# its nine values). Returns {outcome, id}.
+FIRE = _COMMON + _PUSH_ONE + """
+local name, tick, mode, check = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local now = ARGV[6]
+local s = P .. ':schedule:' .. name
+if tick ~= '' then
+  if redis.call('HGET', s, 'paused') == '1' then return {'paused', 0} end
+  local last = redis.call('HGET', s, 'last_tick')
+  if last and last ~= '' and tonumber(last) >= tonumber(tick) then return {'lost', 0} end
+  if mode == 'advance' then
+    redis.call('HSET', s, 'last_tick', tick)
+    return {'advanced', 0}
+  end
+  if check == '1' then
+    local held = redis.call('HGET', s, 'job_id')
+    if held and held ~= '' and redis.call('EXISTS', jkey(held)) == 1 then
+      redis.call('HSET', s, 'last_tick', tick)
+      return {'overlap', 0}
+    end
+  end
+end
+-- The push first: a script error in it (Redis keeps what a script wrote before an
+-- error) leaves the cursor where it was, so the tick is fired again, not lost.
+local id = push_one(7, now)
+if tick ~= '' then
+  redis.call('HSET', s, 'last_tick', tick, 'fired_at', tick, 'job_id', id)
+else
+  redis.call('HSETNX', s, 'last_tick', now)
+  redis.call('HSET', s, 'fired_at', now, 'job_id', id)
+end
+return {'pushed', id}
+"""
+
+# ARGV: prefix, name, paused ('1'/'0'), now. A resumed schedule fires no tick up to now.
+PAUSE = """
+local s = ARGV[1] .. ':schedule:' .. ARGV[2]
+local now = ARGV[4]
+redis.call('HSETNX', s, 'last_tick', now)
+redis.call('HSET', s, 'paused', ARGV[3])
+if ARGV[3] == '0' then
+  local last = redis.call('HGET', s, 'last_tick')
+  if last == '' or tonumber(last) < tonumber(now) then redis.call('HSET', s, 'last_tick', now) end
+end
+return redis.call('HGETALL', s)
+"""
+
+
+def _key(store: RedisStore, name: str) -> str:
+    return store.key("schedule", name)
+
+
+calls.register("SCHEDULE_FIRE", FIRE)
+calls.register("SCHEDULE_PAUSE", PAUSE)
+
+
+def _run(store: RedisStore, script: str, args: Sequence[Any]) -> Any:
+    return calls.run(store.client, f"SCHEDULE_{script}", [store.prefix, *args])
+
+
+def _state(name: str, fields: dict) -> ScheduleState:
+    values = {text(k): text(v) for k, v in fields.items()}
+    job_id = values.get("job_id")
+    return ScheduleState(
+        name=name, last_tick=dt(values.get("last_tick")), fired_at=dt(values.get("fired_at")),
+        job_id=int(job_id) if job_id and job_id != "0" else None,
+        paused=values.get("paused") == "1",
+    )
+
+
+def states(store: RedisStore, names: Sequence[str]) -> dict[str, ScheduleState]:
+    pipe = store.client.pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(_key(store, name))
+    return {name: _state(name, fields)
+            for name, fields in zip(names, pipe.execute() if names else [], strict=True)
+            if fields}
+
+
+def add(store: RedisStore, names: Sequence[str], since: datetime) -> int:
+    pipe = store.client.pipeline(transaction=False)
+    for name in names:
+        pipe.hsetnx(_key(store, name), "last_tick", us(since))
+    return sum(1 for added in (pipe.execute() if names else []) if added)
+
+
+def fire(store: RedisStore, step: ScheduleFire) -> Fired:
+    if step.tick is None and step.job is None:
+        raise ValueError("A ScheduleFire needs a tick, a job, or both.")
+    job_args = push_args(str(us(step.job.pushed_at)), [step.job]) if step.job else ["0", 0]
+    outcome, job_id = _run(store, "FIRE", [
+        step.name, "" if step.tick is None else us(step.tick),
+        "push" if step.job is not None else "advance", "1" if step.skip_if_running else "0",
+        *job_args,
+    ])
+    outcome = text(outcome)
+    return Fired(outcome, int(job_id) or None if outcome == "pushed" else None)
+
+
+def pause(store: RedisStore, name: str, paused: bool, now: datetime) -> ScheduleState:
+    flat = _run(store, "PAUSE", [name, "1" if paused else "0", us(now)])
+    return _state(name, dict(zip(flat[0::2], flat[1::2], strict=True)))
