@@ -283,7 +283,8 @@ class DatabaseStore(Store):
         waiter sees), so with `longest` the wait lasts until then or the next
         delayed job's time: an idle PostgreSQL worker asks the database nothing.
         Right after the listener (re)connects, a push may have gone unheard: that
-        wait is `timeout`. A listener or waiter that cannot connect never raises:
+        wait returns at once, for one more claim. A listener or waiter that cannot
+        connect never raises:
         the worker polls every `timeout` until it can.
         """
         if not self.postgres:
@@ -291,7 +292,11 @@ class DatabaseStore(Store):
             return
         try:
             listener, new = self._listen()
-            if longest is not None and not new:
+            if new:
+                # A push before LISTEN went unheard: the claim that follows sees it,
+                # and every later one is heard.
+                return
+            if longest is not None:
                 timeout = self._until_due(queues, timeout, longest)
             deadline = time.monotonic() + timeout
             while not stop.is_set():
