@@ -179,6 +179,11 @@ class Store(abc.ABC):
     def counts(self) -> dict[str, QueueCounts]:
         """Return the counts of every queue that has jobs, failed ones included."""
 
+    def oldest_waiting(self) -> dict[str, datetime]:
+        """For each queue with a waiting job (due, not claimed), when the one waiting
+        longest became due. Read at every metrics scrape: one cheap query."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def clear(self, queue: str | None = None) -> int:
         """Delete every waiting and running job (of `queue`, or of all); return how many."""

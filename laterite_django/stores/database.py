@@ -317,6 +317,11 @@ class DatabaseStore(Store):
         })
 
     @guarded
+    def oldest_waiting(self) -> dict[str, datetime]:
+        rows, _ = self._execute(sql.OLDEST_WAITING, [self._ts(timezone.now())], fetch=True)
+        return {queue: _aware(oldest) for queue, oldest in rows if oldest is not None}
+
+    @guarded
     def clear(self, queue: str | None = None) -> int:
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")

@@ -20,6 +20,7 @@ __all__ = [
     "FAIL_INSERT",
     "INSERT_COLUMNS",
     "KEEP_KEY",
+    "OLDEST_WAITING",
     "PING",
     "REQUEUE_ABANDONED",
     "ROW",
@@ -88,6 +89,11 @@ COUNTS = (
     f"SUM(CASE WHEN token IS NULL AND available_at > %s THEN 1 ELSE 0 END), "
     f"SUM(CASE WHEN token IS NOT NULL THEN 1 ELSE 0 END) "
     f"FROM {TABLE} GROUP BY queue"
+)
+# Params: now. Each queue's oldest due, unclaimed job (Store.oldest_waiting).
+OLDEST_WAITING = (
+    f"SELECT queue, MIN(available_at) FROM {TABLE} "
+    f"WHERE token IS NULL AND available_at <= %s GROUP BY queue"
 )
 CLEAR = f"DELETE FROM {TABLE}"
 CLEAR_QUEUE = f"DELETE FROM {TABLE} WHERE queue = %s"

@@ -89,6 +89,8 @@ def run_claim(worker: Worker, claim: Claim) -> str:
                 notify(job_succeeded, job, duration=time.monotonic() - started,
                        result=ran.result, **_about(claim))
             _log(claim, Settled.SUCCEEDED, time.monotonic() - started)
+            if worker.tally is not None:
+                worker.tally.ended(claim, Settled.SUCCEEDED, time.monotonic() - started)
             return Settled.SUCCEEDED
     if decision is None:
         assert attempt is not None
@@ -101,6 +103,8 @@ def run_claim(worker: Worker, claim: Claim) -> str:
     if job is not None and settled != Settled.LOST:
         after_settle(job, claim, decision)
     _log(claim, settled, time.monotonic() - started, decision)
+    if worker.tally is not None:
+        worker.tally.ended(claim, settled, time.monotonic() - started)
     if stopped:
         raise WorkerStopped
     if raised is not None:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.db import close_old_connections
 from django.utils import timezone
@@ -23,6 +24,9 @@ from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
 from ..stores import Claim, Store, get_store
+
+if TYPE_CHECKING:
+    from ..metrics.tally import Tally
 from .attempt import WorkerStopped, run_claim
 from .hand import Hand
 from .heartbeat import Heartbeat
@@ -94,6 +98,8 @@ class Worker:
         self.retry_after = float(settings.RETRY_AFTER if retry_after is None else retry_after)
         self.max_memory = max_memory  # bytes
         self.monitor = monitor or Monitor()
+        # Counts for the metrics (queue_work --metrics-port); None: nothing counted.
+        self.tally: Tally | None = None
         self.processed = 0
         self.stopping = threading.Event()
         self.stop_reason = ""
@@ -206,6 +212,8 @@ class Worker:
         if not claims:
             if self.stop_when_empty and self._wait_for_delayed():
                 return False
+            if self.tally is not None:
+                self.tally.flush()  # idle: the counts are seen now, not at the next job
             if self.stop_when_empty or self.once:
                 self.stop_reason = "empty"
                 return True
@@ -250,6 +258,8 @@ class Worker:
             logger.exception("Could not delete finished jobs; they may run again")
         self._give_back(self.hand.take_unstarted())
         self.heartbeat.stop()
+        if self.tally is not None:
+            self.tally.flush()
         if self.manage_connections:
             with contextlib.suppress(Exception):
                 self.store.close()  # this thread's connections, its LISTEN one included

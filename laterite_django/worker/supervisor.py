@@ -16,12 +16,13 @@ import os
 import signal
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 from django.utils import timezone
 
 from ..backoff import Growing
+from ..metrics.tally import OUTCOMES, Tally
 from ..registry import registry
 from ..stores import Claim, get_store, reset_store
 from . import rules
@@ -32,6 +33,9 @@ from .reports import PipeReporter
 from .rules import Attempt, Ending
 from .settle import Settled, Settler
 from .shutdown import FINISH, SIGNALS, STOP_NOW, stop_signals
+
+if TYPE_CHECKING:
+    from ..metrics.totals import Totals
 
 __all__ = ["KILL_MARGIN", "Supervisor", "describe_status"]
 
@@ -62,6 +66,7 @@ class Supervisor:
         grace: float | None = None,
         max_seconds: float | None = None,
         kill_margin: float = KILL_MARGIN,
+        totals: Totals | None = None,
         **worker_options: Any,
     ) -> None:
         if processes < 1:
@@ -73,7 +78,11 @@ class Supervisor:
         self.max_seconds = max_seconds
         self.kill_margin = kill_margin
         self.worker_options = worker_options
-        self.procs = Processes(kill_margin=kill_margin)
+        # The metrics' sums (queue_work --metrics-port): each worker's counts end here,
+        # so none is lost or split when a worker process is replaced.
+        self.totals = totals
+        self.procs = Processes(kill_margin=kill_margin,
+                               on_tally=None if totals is None else totals.add)
         # Settles what a dead worker left, by the rules; never waits on a down store.
         self.store = get_store()
         self.settler = Settler(self.store, patience=0)
@@ -191,8 +200,11 @@ class Supervisor:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         reset_store()
         name = f"{self.name}-{slot}" if self.name else None
+        reporter = PipeReporter(fd)
         worker = Worker(self.queues, name=name, max_seconds=max_seconds,
-                        monitor=PipeReporter(fd), **self.worker_options)
+                        monitor=reporter, **self.worker_options)
+        if self.totals is not None:
+            worker.tally = Tally(reporter.tally)
         with stop_signals(worker.stop, worker.stop_now):
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             if os.getppid() != parent:
@@ -249,6 +261,9 @@ class Supervisor:
         decision = rules.after_attempt(claim, options_of(claim), Attempt(ending, error),
                                        timezone.now())
         settled = self.settler.apply(claim, decision)
+        outcome = OUTCOMES.get(settled)
+        if self.totals is not None and outcome is not None:
+            self.totals.count(claim.queue, claim.name, outcome)
         job = registry.find(claim.name)
         if job is not None and settled != Settled.LOST:
             after_settle(job, claim, decision)

@@ -44,6 +44,7 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "release": lambda: store.release(claim, now, "again"),
         "fail": lambda: store.fail(claim, "boom"),
         "counts": store.counts,
+        "oldest_waiting": store.oldest_waiting,
         "clear": store.clear,
         "ping": store.ping,
         "failed_counts": store.failed_counts,

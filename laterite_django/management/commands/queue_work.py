@@ -7,9 +7,11 @@ whose job is stuck past its timeout.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from django.core.management.base import CommandError
 from django.db import connections
@@ -17,6 +19,8 @@ from django.db import connections
 from ...conf import settings, validate_all
 from ...exceptions import LateriteConfigurationError
 from ...limits import NAME_MAX
+from ...metrics.tally import Tally
+from ...metrics.totals import Totals
 from ...worker.execute import stuck_threads
 from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import stop_signals
@@ -25,6 +29,9 @@ from ..arguments import at_most, non_negative_float, positive_float, positive_in
 from ..console import add_console, banner, remove_console
 from ..store_check import StoreCommand, wait_for_store
 from ..wording import count as counted
+
+if TYPE_CHECKING:
+    from ...metrics.server import MetricsServer
 
 DEFAULT_BATCH = 20
 # A worker's name is stored as claimed_by (NAME_MAX characters); the supervisor
@@ -91,6 +98,12 @@ class Command(StoreCommand):
             help="The most due jobs one claim may take; claims grow toward it while the "
             f"queue is deep and its jobs quick (default {DEFAULT_BATCH}; 1 = one at a time).",
         )
+        parser.add_argument(
+            "--metrics-port", type=port_number, metavar="PORT",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics for this worker "
+            "and all its processes (needs prometheus-client: the `metrics` extra; 0 = any "
+            "free port, logged).",
+        )
 
     def handle(self, *args, **options) -> None:
         try:
@@ -141,10 +154,15 @@ class Command(StoreCommand):
         if not wait_for_store(worker.store, give_up_after=options["max_seconds"]):
             return
 
+        # Served by a daemon thread of this process until it exits.
+        metrics = serve_metrics(options.get("metrics_port"))
+        totals = None if metrics is None else metrics.totals
+        if totals is not None:
+            worker.tally = Tally(totals.add)
         if processes > 1:
             Supervisor(
                 processes, queues, name=options["name"], grace=options["grace"],
-                max_seconds=options["max_seconds"], **worker_options,
+                max_seconds=options["max_seconds"], totals=totals, **worker_options,
             ).run()
             return
         with stop_signals(worker.stop, worker.stop_now, grace=options["grace"]):
@@ -161,6 +179,32 @@ class Command(StoreCommand):
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+
+def port_number(value: str) -> int:
+    """A TCP port for --metrics-port: 0 (any free one) to 65535."""
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, not {value!r}")
+    return port
+
+
+def serve_metrics(port: int | None) -> MetricsServer | None:
+    """Start the metrics server on `port`, or nothing when it is None."""
+    if port is None:
+        return None
+    try:
+        from ...metrics.server import MetricsServer
+    except ImportError as e:
+        raise CommandError(f"--metrics-port needs prometheus-client ({e}): "
+                           'pip install "laterite-django[metrics]"') from e
+    try:
+        return MetricsServer(port, Totals())
+    except OSError as e:
+        raise CommandError(f"--metrics-port {port}: cannot serve metrics: {e}") from e
 
 
 def keep_connections_open() -> None:
