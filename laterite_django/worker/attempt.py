@@ -24,6 +24,7 @@ from ..exceptions import Fail, JobNotRegistered, Retry
 from ..registry import registry
 from ..signals import job_started, job_succeeded
 from ..stores import Claim
+from ..tracing import AttemptSpan, attempt_span
 from . import rules
 from .execute import Ran, run_job, time_limit_passed
 from .rules import Attempt, Decision, Ending, JobOptions
@@ -49,7 +50,22 @@ class WorkerStopped(BaseException):
 
 
 def run_claim(worker: Worker, claim: Claim) -> str:
-    """Run one claimed job by the rules and settle it; return a `Settled` word."""
+    """Run one claimed job by the rules and settle it; return a `Settled` word.
+
+    With OpenTelemetry configured, the attempt runs in its span (see `tracing`).
+    """
+    span = attempt_span(claim)
+    if span is None:
+        return _run_claim(worker, claim, None)
+    settled = "stopped"  # what the span says of an attempt cut short
+    try:
+        settled = _run_claim(worker, claim, span)
+    finally:
+        span.end(settled)
+    return settled
+
+
+def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
     started = time.monotonic()
     job = registry.find(claim.name)
     options = JobOptions()
@@ -79,6 +95,8 @@ def run_claim(worker: Worker, claim: Claim) -> str:
         assert job is not None
         ran = _run(worker, job, claim, args, kwargs, options)
         raised = ran.error
+        if span is not None and raised is not None:
+            span.raised(raised)
         stopped = isinstance(ran.error, WorkerStopped) or (
             ran.error is not None and worker.stopped_now)
         attempt = Attempt(Ending.STOPPED) if stopped else ending_of(ran, options)

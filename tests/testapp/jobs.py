@@ -256,3 +256,9 @@ def hold(value: str, path: str, nap: float, cx: JobContext) -> None:
     while os.path.exists(path):
         time.sleep(nap)
     _record("hold-end", value, cx.attempt)
+
+
+@job("tests.push_record")
+def push_record(value: str) -> None:
+    """Push `record(value)` (a job's own pushes carry its trace on)."""
+    record.push(value)

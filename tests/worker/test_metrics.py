@@ -19,7 +19,7 @@ from tests.conftest import Stderr, wait_for
 from tests.testapp import jobs
 
 pytest.importorskip("prometheus_client")
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families
 
 INFO = {"LATERITE_TEST_LOG_LEVEL": "INFO"}
 
