@@ -39,6 +39,10 @@ class Job(models.Model):
     retried_from_error = models.TextField(
         blank=True, default="", db_default="", help_text="That failed job's error, first line."
     )
+    progress = models.TextField(
+        blank=True, default="", db_default="",
+        help_text="JSON: what the running attempt last said of its progress (cx.progress).",
+    )
 
     class Meta:
         db_table = "laterite_job"

@@ -22,8 +22,9 @@ from .errors import database_outage, guarded
 
 if TYPE_CHECKING:
     from ..models import FailedJob, Job
+    from ..progress import Progress
 
-__all__ = ["Claim", "NewJob", "QueueCounts", "Store", "job_ids"]
+__all__ = ["Claim", "NewJob", "QueueCounts", "Running", "Store", "job_ids"]
 
 
 @dataclass(slots=True)
@@ -60,6 +61,18 @@ class Claim:
     # may never start if the worker dies, so a lost claim at position > 0 is
     # returned without counting the attempt (see requeue_abandoned).
     position: int = 0
+
+
+@dataclass(slots=True)
+class Running:
+    """A running job, as `queue_status` shows it."""
+
+    id: int
+    name: str
+    queue: str
+    attempts: int
+    claimed_by: str
+    progress: Progress | None = None
 
 
 @dataclass(slots=True)
@@ -182,6 +195,16 @@ class Store(abc.ABC):
     def oldest_waiting(self) -> dict[str, datetime]:
         """For each queue with a waiting job (due, not claimed), when the one waiting
         longest became due. Read at every metrics scrape: one cheap query."""
+        raise NotImplementedError
+
+    def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
+        """Store each (claim, progress text) on its job if the claim is still held (see
+        `progress`); return how many were. Called by the worker's heartbeat thread."""
+        raise NotImplementedError
+
+    def running(self, limit: int = 100) -> list[Running]:
+        """The running (claimed) jobs, oldest id first, at most `limit`, each with the
+        progress its current attempt reported (`queue_status`)."""
         raise NotImplementedError
 
     @abc.abstractmethod

@@ -26,8 +26,9 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from ..progress import Progress
 from . import sql, sql_postgres, sql_sqlite
-from .base import Claim, NewJob, QueueCounts, Store, job_ids
+from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
 from .errors import guarded
 from .vacuum import Vacuum
 
@@ -315,6 +316,23 @@ class DatabaseStore(Store):
             queue: QueueCounts(waiting=int(p or 0), delayed=int(d or 0), running=int(r or 0))
             for queue, p, d, r in rows
         })
+
+    @guarded
+    def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
+        saved = 0
+        with transaction.atomic(using=self.database):
+            for claim, text in items:
+                saved += self._execute(sql.SAVE_PROGRESS, [text, claim.id, claim.token])[1]
+        return saved
+
+    @guarded
+    def running(self, limit: int = 100) -> list[Running]:
+        rows, _ = self._execute(sql.RUNNING, [limit], fetch=True)
+        return [
+            Running(id=id_, name=name, queue=queue, attempts=attempts,
+                    claimed_by=claimed_by or "", progress=Progress.parse(progress, token))
+            for id_, name, queue, attempts, claimed_by, progress, token in rows
+        ]
 
     @guarded
     def oldest_waiting(self) -> dict[str, datetime]:

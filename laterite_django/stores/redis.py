@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_alias, redis_failed, redis_outbox
+from . import redis_alias, redis_failed, redis_outbox, redis_progress
 from . import redis_scripts as scripts
-from .base import Claim, NewJob, QueueCounts, Store, job_ids
+from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
 from .redis_values import EPOCH, dt, push_args, text, us
 from .redis_values import claims as claims_from_rows
@@ -272,6 +272,14 @@ class RedisStore(Store):
             ready, due, later, claimed = values[index * 4 : index * 4 + 4]
             result[queue] = QueueCounts(waiting=ready + due, delayed=later, running=claimed)
         return self._with_failed(result)
+
+    @guarded
+    def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
+        return redis_progress.save(self, items)
+
+    @guarded
+    def running(self, limit: int = 100) -> list[Running]:
+        return redis_progress.running(self, limit)
 
     @guarded
     def oldest_waiting(self) -> dict[str, datetime]:

@@ -24,6 +24,8 @@ __all__ = [
     "PING",
     "REQUEUE_ABANDONED",
     "ROW",
+    "RUNNING",
+    "SAVE_PROGRESS",
     "TABLE",
     "execute",
     "heartbeat",
@@ -89,6 +91,13 @@ COUNTS = (
     f"SUM(CASE WHEN token IS NULL AND available_at > %s THEN 1 ELSE 0 END), "
     f"SUM(CASE WHEN token IS NOT NULL THEN 1 ELSE 0 END) "
     f"FROM {TABLE} GROUP BY queue"
+)
+# Params: progress text, id, token (Store.save_progress).
+SAVE_PROGRESS = f"UPDATE {TABLE} SET progress = %s WHERE id = %s AND token = %s"
+# Params: limit. The running jobs (Store.running).
+RUNNING = (
+    f"SELECT id, name, queue, attempts, claimed_by, progress, token FROM {TABLE} "
+    f"WHERE token IS NOT NULL ORDER BY id LIMIT %s"
 )
 # Params: now. Each queue's oldest due, unclaimed job (Store.oldest_waiting).
 OLDEST_WAITING = (

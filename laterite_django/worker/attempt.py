@@ -12,6 +12,7 @@ import logging
 import os
 import time
 import traceback
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import asgiref
@@ -164,7 +165,8 @@ def _run(
         logger.info("Job %s #%s started (attempt %d)", claim.name, claim.id, claim.attempts,
                     extra={"action": "job_started", **_logged(claim)})
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
-                    attempt=claim.attempts, pushed_at=claim.pushed_at)
+                    attempt=claim.attempts, pushed_at=claim.pushed_at,
+                    report_progress=partial(worker.progress.report, claim))
     try:
         if worker.manage_connections:
             close_old_connections()
@@ -176,6 +178,7 @@ def _run(
         ran = run_job(job, args, kwargs, cx, options.timeout)
     finally:
         worker.in_job = False
+        worker.progress.forget(claim)
     try:
         if worker.manage_connections:
             close_old_connections()  # never in place of the job's outcome

@@ -23,6 +23,7 @@ from django.utils import timezone
 from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
+from ..progress import ProgressDesk
 from ..stores import Claim, Store, get_store
 
 if TYPE_CHECKING:
@@ -106,11 +107,14 @@ class Worker:
         self._stop_now = False
         self.in_job = False  # True while a job's own code runs (a second signal then raises)
         self.hand = Hand()
+        # What the running job says of its progress, written by the heartbeat thread.
+        self.progress = ProgressDesk(self.hand.changed)
         self.settler = Settler(self.store, patience=SETTLE_PATIENCE,
                                stop_now=lambda: self._stop_now,
                                on_unavailable=lambda: drop_connections(self.store))
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
-                                   slow_after=FLUSH_AFTER, relieve=self._relieve)
+                                   slow_after=FLUSH_AFTER, relieve=self._relieve,
+                                   progress=self.progress)
         self._next_sweep = 0.0
         self.outage = Outage(self.name, self.stopping)
         self._started = time.monotonic()

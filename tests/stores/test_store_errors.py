@@ -45,6 +45,8 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "fail": lambda: store.fail(claim, "boom"),
         "counts": store.counts,
         "oldest_waiting": store.oldest_waiting,
+        "save_progress": lambda: store.save_progress([(claim, "{}")]),
+        "running": store.running,
         "clear": store.clear,
         "ping": store.ping,
         "failed_counts": store.failed_counts,

@@ -1,5 +1,8 @@
 """Show what waits: `manage.py queue_status [--json]` (waiting, delayed, running, failed per queue).
 
+Then the running jobs (of the first 50) that reported their progress (`cx.progress`);
+in `--json`, each queue's `running_jobs` (with `progress`, or null).
+
 `--json` also prints each queue's counts under the names of 0.1, `pending`
 (= waiting) and `reserved` (= running), for one more release.
 """
@@ -12,8 +15,11 @@ from django.core.management.base import CommandError
 
 from ...conf import settings
 from ...exceptions import StoreUnavailable
-from ...stores import QueueCounts, get_store
+from ...stores import QueueCounts, Running, get_store
 from ..store_check import StoreCommand
+
+# The running jobs listed (with their progress), the oldest first.
+RUNNING_SHOWN = 50
 
 
 class Command(StoreCommand):
@@ -30,6 +36,7 @@ class Command(StoreCommand):
         try:
             store.ping()
             found = store.counts()
+            running = store.running(RUNNING_SHOWN)
         except StoreUnavailable:
             raise  # one line, by StoreCommand
         except Exception as e:
@@ -42,7 +49,8 @@ class Command(StoreCommand):
                 queue: {"waiting": c.waiting, "delayed": c.delayed, "running": c.running,
                         "failed": c.failed,
                         # The names of 0.1, kept for one more release (see CHANGELOG).
-                        "pending": c.waiting, "reserved": c.running}
+                        "pending": c.waiting, "reserved": c.running,
+                        "running_jobs": [_running_json(r) for r in running if r.queue == queue]}
                 for queue, c in counts.items()
             }
             self.stdout.write(json.dumps(data, indent=2))
@@ -56,3 +64,20 @@ class Command(StoreCommand):
         for row in [header, *rows]:
             self.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
         self.stdout.write(f"failed total: {sum(c.failed for c in counts.values())}")
+        said = [r for r in running if r.progress is not None]
+        if said:
+            self.stdout.write("progress of running jobs:")
+            for r in said:
+                assert r.progress is not None
+                self.stdout.write(f"  #{r.id} {r.name} on {r.queue} (attempt {r.attempts}, "
+                                  f"{r.claimed_by or 'unknown worker'}): "
+                                  f"{r.progress.describe()}")
+
+
+def _running_json(job: Running) -> dict:
+    progress = job.progress
+    return {"id": job.id, "name": job.name, "attempts": job.attempts,
+            "claimed_by": job.claimed_by,
+            "progress": None if progress is None else {
+                "done": progress.done, "total": progress.total, "note": progress.note,
+                "at": progress.at.isoformat() if progress.at else None}}
