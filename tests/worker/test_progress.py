@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 
 from laterite_django.models import Job
 from laterite_django.progress import Progress
@@ -28,9 +31,13 @@ def test_queue_status_shows_a_running_jobs_progress(workers):
     [running] = data["default"]["running_jobs"]
     assert running["id"] == pushed.id
     assert running["progress"]["done"] == 1 and running["progress"]["total"] == 4
-    if workers.store_kind == "database":
+    if workers.store_kind == "database":  # the admin's Jobs list reads the job table
         row = Job.objects.get(pk=pushed.id)
         assert Progress.parse(row.progress, row.token).note == "first step"
+        client = Client()
+        client.force_login(User.objects.create_superuser("admin", "a@example.com", "pw"))
+        html = client.get(reverse("admin:laterite_django_job_changelist")).content.decode()
+        assert '<progress max="1" value="0.250"></progress> 1/4 (25%) first step' in html
     Record.objects.create(kind="go")
     proc.wait(timeout=30)
     assert proc.returncode == 0
