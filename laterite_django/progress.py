@@ -147,6 +147,8 @@ class ProgressDesk:
 
     def forget(self, claim: Claim) -> None:
         """The attempt is over: drop what it had not written yet."""
+        if not self._pending and not self._written:
+            return  # the job said nothing: no lock taken
         key = (claim.id, claim.token)
         with self._lock:
             self._pending.pop(key, None)

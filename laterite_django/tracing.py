@@ -28,6 +28,7 @@ while opentelemetry-api is not installed or no tracer provider is configured.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
 
 __all__ = ["LINK_AFTER", "AttemptSpan", "attempt_span", "carrier", "enabled", "trace_of"]
 
+# Whether the API keeps its provider where `enabled` can look cheaply (else it asks
+# get_tracer_provider() each time), and whether the environment names one.
+_GLOBAL_READABLE = trace is not None and hasattr(trace, "_TRACER_PROVIDER")
+_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 # An attempt starting longer than this after its push links to the push's span
 # instead of being its child (see above).
 LINK_AFTER = timedelta(minutes=15)
@@ -58,6 +63,10 @@ OUTCOMES = {"succeeded": "succeeded", "retrying": "retried", "failed": "failed"}
 def enabled() -> bool:
     """True when opentelemetry-api is installed and a tracer provider is configured."""
     if trace is None:
+        return False
+    if _GLOBAL_READABLE and trace._TRACER_PROVIDER is None and not _FROM_ENVIRONMENT:
+        # None set: the common case, without get_tracer_provider()'s look at os.environ
+        # (a microsecond or two per attempt).
         return False
     provider = trace.get_tracer_provider()
     return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
