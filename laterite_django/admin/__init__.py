@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import FailedJob, Job
+from ..models import FailedJob, Job, MinuteCount
 from .base import ReadOnlyQueueAdmin
 from .lists import FailedJobAdmin, JobAdmin
+from .overview import OverviewAdmin
 
-__all__ = ["FailedJobAdmin", "JobAdmin", "ReadOnlyQueueAdmin"]
+__all__ = ["FailedJobAdmin", "JobAdmin", "OverviewAdmin", "ReadOnlyQueueAdmin"]
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(FailedJob, FailedJobAdmin)
+admin.site.register(MinuteCount, OverviewAdmin)

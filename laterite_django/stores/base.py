@@ -21,6 +21,7 @@ from ..exceptions import StoreUnavailable
 from .errors import database_outage, guarded
 
 if TYPE_CHECKING:
+    from ..minutes import Minute
     from ..models import FailedJob, Job
     from ..progress import Progress
 
@@ -205,6 +206,15 @@ class Store(abc.ABC):
     def running(self, limit: int = 100) -> list[Running]:
         """The running (claimed) jobs, oldest id first, at most `limit`, each with the
         progress its current attempt reported (`queue_status`)."""
+        raise NotImplementedError
+
+    def add_minutes(self, minutes: Sequence[Minute]) -> None:
+        """Add a worker's counts per queue and minute to the stored ones (see `minutes`);
+        counts older than `minutes.KEEP` are let go."""
+        raise NotImplementedError
+
+    def minutes(self, since: datetime) -> list[Minute]:
+        """The stored counts of the minutes from `since` on, by minute then queue."""
         raise NotImplementedError
 
     @abc.abstractmethod

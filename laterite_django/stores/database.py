@@ -26,6 +26,7 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from ..minutes import KEEP, Minute, minute_start
 from ..progress import Progress
 from . import sql, sql_postgres, sql_sqlite
 from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
@@ -82,6 +83,7 @@ class DatabaseStore(Store):
         self._local = threading.local()
         self._dialect: ModuleType | None = None
         self._vacuum = Vacuum()
+        self._pruned_before: datetime | None = None  # add_minutes: old counts removed
 
     def __repr__(self) -> str:
         return f"<DatabaseStore database={self.database!r}>"
@@ -333,6 +335,25 @@ class DatabaseStore(Store):
                     claimed_by=claimed_by or "", progress=Progress.parse(progress, token))
             for id_, name, queue, attempts, claimed_by, progress, token in rows
         ]
+
+    @guarded
+    def add_minutes(self, minutes: Sequence[Minute]) -> None:
+        if not minutes:
+            return
+        first = min(m.minute for m in minutes)
+        with transaction.atomic(using=self.database):
+            for m in minutes:
+                self._execute(sql.ADD_MINUTE,
+                              [m.queue, self._ts(m.minute), m.succeeded, m.failed])
+            if self._pruned_before is None or first > self._pruned_before:
+                # Once a minute per worker: let the old minutes go.
+                self._pruned_before = first
+                self._execute(sql.PRUNE_MINUTES, [self._ts(first - KEEP)])
+
+    @guarded
+    def minutes(self, since: datetime) -> list[Minute]:
+        rows, _ = self._execute(sql.MINUTES, [self._ts(minute_start(since))], fetch=True)
+        return [Minute(queue, _aware(minute), int(s), int(f)) for queue, minute, s, f in rows]
 
     @guarded
     def oldest_waiting(self) -> dict[str, datetime]:

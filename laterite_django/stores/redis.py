@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_alias, redis_failed, redis_outbox, redis_progress
+from ..minutes import Minute
+from . import redis_alias, redis_failed, redis_minutes, redis_outbox, redis_progress
 from . import redis_scripts as scripts
 from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
@@ -272,6 +273,14 @@ class RedisStore(Store):
             ready, due, later, claimed = values[index * 4 : index * 4 + 4]
             result[queue] = QueueCounts(waiting=ready + due, delayed=later, running=claimed)
         return self._with_failed(result)
+
+    @guarded
+    def add_minutes(self, minutes: Sequence[Minute]) -> None:
+        redis_minutes.add(self, minutes)
+
+    @guarded
+    def minutes(self, since: datetime) -> list[Minute]:
+        return redis_minutes.read(self, since)
 
     @guarded
     def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "ADD_MINUTE",
     "CHANNEL",
     "CLEAR",
     "CLEAR_QUEUE",
@@ -20,8 +21,11 @@ __all__ = [
     "FAIL_INSERT",
     "INSERT_COLUMNS",
     "KEEP_KEY",
+    "MINUTES",
+    "MINUTE_TABLE",
     "OLDEST_WAITING",
     "PING",
+    "PRUNE_MINUTES",
     "REQUEUE_ABANDONED",
     "ROW",
     "RUNNING",
@@ -91,6 +95,21 @@ COUNTS = (
     f"SUM(CASE WHEN token IS NULL AND available_at > %s THEN 1 ELSE 0 END), "
     f"SUM(CASE WHEN token IS NOT NULL THEN 1 ELSE 0 END) "
     f"FROM {TABLE} GROUP BY queue"
+)
+MINUTE_TABLE = "laterite_minute_count"
+# Params: queue, minute, succeeded, failed (Store.add_minutes; PostgreSQL and SQLite alike).
+ADD_MINUTE = (
+    f"INSERT INTO {MINUTE_TABLE} (queue, minute, succeeded, failed) VALUES (%s, %s, %s, %s) "
+    f"ON CONFLICT (queue, minute) DO UPDATE SET "
+    f"succeeded = {MINUTE_TABLE}.succeeded + excluded.succeeded, "
+    f"failed = {MINUTE_TABLE}.failed + excluded.failed"
+)
+# Params: the oldest minute to keep.
+PRUNE_MINUTES = f"DELETE FROM {MINUTE_TABLE} WHERE minute < %s"
+# Params: since.
+MINUTES = (
+    f"SELECT queue, minute, succeeded, failed FROM {MINUTE_TABLE} WHERE minute >= %s "
+    f"ORDER BY minute, queue"
 )
 # Params: progress text, id, token (Store.save_progress).
 SAVE_PROGRESS = f"UPDATE {TABLE} SET progress = %s WHERE id = %s AND token = %s"

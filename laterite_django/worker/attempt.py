@@ -108,8 +108,7 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
                 notify(job_succeeded, job, duration=time.monotonic() - started,
                        result=ran.result, **_about(claim))
             _log(claim, Settled.SUCCEEDED, time.monotonic() - started)
-            if worker.tally is not None:
-                worker.tally.ended(claim, Settled.SUCCEEDED, time.monotonic() - started)
+            worker.ended(claim, Settled.SUCCEEDED, time.monotonic() - started)
             return Settled.SUCCEEDED
     if decision is None:
         assert attempt is not None
@@ -122,8 +121,7 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
     if job is not None and settled != Settled.LOST:
         after_settle(job, claim, decision)
     _log(claim, settled, time.monotonic() - started, decision)
-    if worker.tally is not None:
-        worker.tally.ended(claim, settled, time.monotonic() - started)
+    worker.ended(claim, settled, time.monotonic() - started)
     if stopped:
         raise WorkerStopped
     if raised is not None:

@@ -23,6 +23,7 @@ from django.utils import timezone
 from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
+from ..minutes import MinuteCounts
 from ..progress import ProgressDesk
 from ..stores import Claim, Store, get_store
 
@@ -101,6 +102,8 @@ class Worker:
         self.monitor = monitor or Monitor()
         # Counts for the metrics (queue_work --metrics-port); None: nothing counted.
         self.tally: Tally | None = None
+        # Successes and failures per minute, for the admin's overview.
+        self.minutes = MinuteCounts()
         self.processed = 0
         self.stopping = threading.Event()
         self.stop_reason = ""
@@ -218,6 +221,7 @@ class Worker:
                 return False
             if self.tally is not None:
                 self.tally.flush()  # idle: the counts are seen now, not at the next job
+            self._write_minutes()
             if self.stop_when_empty or self.once:
                 self.stop_reason = "empty"
                 return True
@@ -264,6 +268,7 @@ class Worker:
         self.heartbeat.stop()
         if self.tally is not None:
             self.tally.flush()
+        self._write_minutes()
         if self.manage_connections:
             with contextlib.suppress(Exception):
                 self.store.close()  # this thread's connections, its LISTEN one included
@@ -300,6 +305,8 @@ class Worker:
             if self.hand.finished_for() > FLUSH_AFTER:
                 self._flush()
         self._give_back(self.hand.take_unstarted())
+        if self.minutes.due():
+            self._write_minutes()
         # Claim more at once while the queue is deep and its jobs are quick.
         per_batch = time.monotonic() - started
         if len(claims) >= asked and per_batch < FAST_BATCH:
@@ -329,6 +336,24 @@ class Worker:
     def _deleted(self, finished: list[Claim]) -> None:
         for claim in finished:
             self.monitor.done(claim)
+
+    def ended(self, claim: Claim, settled: str, duration: float) -> None:
+        """An attempt was settled as `settled` (a `Settled` word): count it."""
+        self.minutes.count(claim.queue, settled)
+        if self.tally is not None:
+            self.tally.ended(claim, settled, duration)
+
+    def _write_minutes(self) -> None:
+        """Add the per-minute counts to the store; kept for the next try if it fails."""
+        taken = self.minutes.take()
+        if not taken:
+            return
+        try:
+            self.store.add_minutes(taken)
+        except Exception as e:
+            self.minutes.put_back(taken)
+            logger.warning("Could not write the overview's counts: %s", e,
+                           extra={"action": "minutes_failed"})
 
     def job_raised(self, claim: Claim, error: BaseException) -> None:
         """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""
