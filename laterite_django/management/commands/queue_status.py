@@ -9,6 +9,7 @@ in `--json`, each queue's `running_jobs` (with `progress`, or null).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from django.core.management.base import CommandError
@@ -16,7 +17,9 @@ from django.core.management.base import CommandError
 from ...conf import settings
 from ...exceptions import StoreUnavailable
 from ...stores import QueueCounts, Running, get_store
+from ..arguments import positive_float, positive_int
 from ..store_check import StoreCommand
+from ..watch import watch
 
 # The running jobs listed (with their progress), the oldest first.
 RUNNING_SHOWN = 50
@@ -30,9 +33,24 @@ class Command(StoreCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+        parser.add_argument(
+            "--watch", action="store_true",
+            help="Redraw the status every second (--interval) with each queue's oldest "
+            "waiting job and its jobs succeeded and failed per minute, until Ctrl-C.")
+        parser.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS",
+                            help="With --watch: seconds between two frames (default 1).")
+        parser.add_argument("--frames", type=positive_int, help=argparse.SUPPRESS)
 
     def handle(self, *args, **options) -> None:
         store = get_store()
+        if options["watch"]:
+            try:
+                store.ping()
+            except StoreUnavailable:
+                raise  # one line, by StoreCommand
+            watch(store, lambda text: self.stdout.write(text), interval=options["interval"],
+                  frames=options["frames"])
+            return
         try:
             store.ping()
             found = store.counts()
