@@ -1,11 +1,11 @@
 """A thread that keeps a worker's claims fresh and keeps a slow job from holding others.
 
 Every `interval` seconds it refreshes the claims in hand, so a long job is never
-taken for abandoned while its worker lives. It also stores what the running job
-says of its progress (`cx.progress`), at most once a second per job. While a job runs with others in
+taken for abandoned while its worker lives. While a job runs with others in
 hand, it also looks every few milliseconds: once that job has run longer than
 `slow_after`, it calls `relieve` (delete the finished jobs, give back the ones
-not started).
+not started). And it stores what the running job says of its progress
+(`cx.progress`), at most once a second per job, so the job never waits on that.
 """
 
 from __future__ import annotations

@@ -26,9 +26,6 @@ from ..exceptions import StoreUnavailable
 from ..minutes import MinuteCounts
 from ..progress import ProgressDesk
 from ..stores import Claim, Store, get_store
-
-if TYPE_CHECKING:
-    from ..metrics.tally import Tally
 from .attempt import WorkerStopped, run_claim
 from .hand import Hand
 from .heartbeat import Heartbeat
@@ -37,6 +34,9 @@ from .outage import Outage, drop_connections
 from .reports import Monitor
 from .rules import lost_reason
 from .settle import Settler
+
+if TYPE_CHECKING:
+    from ..metrics.tally import Tally
 
 __all__ = ["Worker", "WorkerStopped", "default_worker_name"]
 
