@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -20,6 +21,19 @@ class JobContext:
     pushed_at: datetime
     schedule: str | None = None  # the schedule that pushed it, if one did
     scheduled_at: datetime | None = None  # the tick it was pushed for (--run: that moment)
+    # Where `progress` goes (the worker's ProgressDesk); None: nowhere (inline, run_jobs).
+    report_progress: Callable[[object], None] | None = field(
+        default=None, repr=False, compare=False)
+
+    def progress(self, done: float, total: float | None = None, note: str = "") -> None:
+        """Say how far the job is: `done` of `total` (None if not known), with a short
+        note. Cheap: the worker's heartbeat thread stores the latest value at most once a
+        second; the admin and `queue_status` show it while the job runs."""
+        from .progress import check
+
+        reported = check(done, total, note)
+        if self.report_progress is not None:
+            self.report_progress(reported)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from django.db import transaction
 from django.utils import timezone
 
-from . import capture, inline, payload
+from . import capture, inline, payload, tracing
 from .async_push import AsyncPushes, refuse_event_loop
 from .backoff import Backoff
 from .binding import mismatch
@@ -204,9 +204,10 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         self._check_name_and_queue(queue)
         now = timezone.now()
         new_jobs = []
+        trace = tracing.carrier()  # the pusher's span, for the attempts' spans
         for args, kwargs in calls:
             self._check_arguments(args, kwargs)
-            text = payload.encode(self.name, args, kwargs)
+            text = payload.encode(self.name, args, kwargs, trace)
             new_jobs.append(
                 NewJob(
                     name=self.name,

@@ -39,6 +39,10 @@ class Job(models.Model):
     retried_from_error = models.TextField(
         blank=True, default="", db_default="", help_text="That failed job's error, first line."
     )
+    progress = models.TextField(
+        blank=True, default="", db_default="",
+        help_text="JSON: what the running attempt last said of its progress (cx.progress).",
+    )
 
     class Meta:
         db_table = "laterite_job"
@@ -208,3 +212,27 @@ class ScheduleRecord(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class MinuteCount(models.Model):
+    """How many jobs of a queue succeeded and failed in one minute, for the admin's
+    overview (the database store; the Redis store keeps them in Redis). Workers add
+    their counts about once a second; rows older than two hours are removed."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=100)
+    minute = models.DateTimeField(help_text="The minute's start (UTC).")
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        db_table = "laterite_minute_count"
+        verbose_name = "overview"
+        verbose_name_plural = "overview"
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "minute"], name="laterite_minute_queue"),
+        ]
+        indexes = [models.Index(fields=["minute"], name="laterite_minute_minute")]
+
+    def __str__(self) -> str:
+        return f"{self.queue} at {self.minute:%H:%M}"

@@ -14,8 +14,14 @@ __all__ = ["check_keys", "decode", "encode", "schedule_of", "with_schedule"]
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def encode(job_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
-    """Return the JSON text for a call, or raise InvalidPayload naming the bad argument."""
+def encode(
+    job_name: str, args: Sequence[Any], kwargs: Mapping[str, Any],
+    trace: Mapping[str, str] | None = None,
+) -> str:
+    """Return the JSON text for a call, or raise InvalidPayload naming the bad argument.
+
+    `trace`: the pusher's trace context (see `tracing`), kept under the key "trace".
+    """
     try:
         text = _encoder.encode({"args": list(args), "kwargs": dict(kwargs)})
     except (TypeError, ValueError):
@@ -25,6 +31,8 @@ def encode(job_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str
         # braces are its own; with no other, no argument holds a dict to look into.
         if text.count("{") > 2 or not all(isinstance(key, str) for key in kwargs):
             check_keys(f"Job {job_name!r}", args, kwargs)
+        if trace:
+            return f'{text[:-1]},"trace":{_encoder.encode(dict(trace))}}}'
         return text
     # Find which argument is at fault so the message can name it.
     for index, value in enumerate(args):
@@ -105,11 +113,11 @@ def decode(text: str | bytes) -> tuple[list[Any], dict[str, Any]]:
             f'The payload must be an object {{"args": [...], "kwargs": {{...}}}}, '
             f"got {type(data).__name__}: {text!r:.200}"
         )
-    unknown = set(data) - {"args", "kwargs", "schedule"}
+    unknown = set(data) - {"args", "kwargs", "schedule", "trace"}
     if unknown:
         raise InvalidPayload(
-            f'The payload has unknown keys {sorted(unknown)}; only "args", "kwargs" '
-            f'and "schedule" are allowed.'
+            f'The payload has unknown keys {sorted(unknown)}; only "args" and "kwargs" '
+            f'(and "schedule", "trace") are allowed.'
         )
     args = data.get("args", [])
     kwargs = data.get("kwargs", {})

@@ -59,6 +59,7 @@ VENVS = {
         "psycopg[binary]==3.3.9",
         "django-redis==7.0.0",
         "redis==8.1.0",
+        "prometheus-client==0.26.0",  # for --laterite-args "--metrics-port 0"
     ],
     "report": ["matplotlib==3.11.2"],
 }

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import FailedJob, Job, ScheduleRecord
+from ..models import FailedJob, Job, MinuteCount, ScheduleRecord
 from .base import ReadOnlyQueueAdmin
 from .lists import FailedJobAdmin, JobAdmin
+from .overview import OverviewAdmin
 from .schedules import ScheduleAdmin
 
-__all__ = ["FailedJobAdmin", "JobAdmin", "ReadOnlyQueueAdmin", "ScheduleAdmin"]
+__all__ = ["FailedJobAdmin", "JobAdmin", "OverviewAdmin", "ReadOnlyQueueAdmin", "ScheduleAdmin"]
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(FailedJob, FailedJobAdmin)
 admin.site.register(ScheduleRecord, ScheduleAdmin)
+admin.site.register(MinuteCount, OverviewAdmin)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
 
-__all__ = ["breakable", "moment", "preformatted", "pretty_json"]
+__all__ = ["breakable", "moment", "preformatted", "pretty_json", "progress_bar"]
 
 # Where a long job, queue or host name may wrap in a narrow column.
 _BREAK_AFTER = re.compile(r"([._:/-])")
@@ -53,3 +55,19 @@ def pretty_json(text: str) -> SafeString:
             '<p class="errornote">The payload is not valid JSON: {}</p>{}', e, preformatted(text)
         )
     return preformatted(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+def progress_bar(job: Any) -> SafeString | str:
+    """A running job's progress (`cx.progress`): a bar when it has a total, then its
+    words (the note cut short, whole on hover); "" when its attempt said none."""
+    from ..progress import Progress
+
+    progress = Progress.parse(getattr(job, "progress", ""), job.token)
+    if progress is None:
+        return ""
+    said = progress.describe()
+    fraction = progress.fraction
+    bar = format_html('<progress max="1" value="{}"></progress> ', f"{fraction:.3f}") if (
+        fraction is not None) else ""
+    return format_html('<span class="laterite-progress" title="{}">{}{}</span>', said, bar,
+                       Truncator(said).chars(40))

@@ -16,6 +16,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from ..models import FailedJob, Job
+from ..progress import Progress
 from .actions import (
     forget,
     forget_selected,
@@ -26,7 +27,7 @@ from .actions import (
     run_now,
 )
 from .base import ReadOnlyQueueAdmin
-from .display import breakable, moment, preformatted, pretty_json
+from .display import breakable, moment, preformatted, pretty_json, progress_bar
 from .filters import NameFilter, QueueFilter, StateFilter
 from .states import STATES, state_of
 
@@ -48,14 +49,14 @@ class JobAdmin(ReadOnlyQueueAdmin):
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "state", "attempts", "priority")}),
         ("When", {"fields": ("pushed", "due_at", "retry_until_at")}),
-        ("Claim", {"fields": ("claimed_by", "claimed", "token")}),
+        ("Claim", {"fields": ("claimed_by", "claimed", "token", "progress_said")}),
         ("Arguments", {"fields": ("payload_json", "unique_key")}),
         ("Last error", {"fields": ("last_error_text",)}),
     )
     readonly_fields = (
         "id", "name", "queue", "state", "attempts", "priority", "pushed", "due_at",
         "retry_until_at", "claimed_by", "claimed", "token", "payload_json", "unique_key",
-        "last_error_text",
+        "last_error_text", "progress_said",
     )
 
     @admin.display(description="name", ordering="name")
@@ -77,8 +78,8 @@ class JobAdmin(ReadOnlyQueueAdmin):
         if not obj.claimed_by or obj.token is None:
             return pill
         return format_html(
-            '{}<span class="laterite-claimed-by" title="claimed by">{}</span>',
-            pill, breakable(obj.claimed_by),
+            '{}<span class="laterite-claimed-by" title="claimed by">{}</span>{}',
+            pill, breakable(obj.claimed_by), progress_bar(obj),
         )
 
     @admin.display(description="due at", ordering="available_at")
@@ -100,6 +101,13 @@ class JobAdmin(ReadOnlyQueueAdmin):
     @admin.display(description="payload")
     def payload_json(self, obj: Job) -> SafeString:
         return pretty_json(obj.payload)
+
+    @admin.display(description="progress")
+    def progress_said(self, obj: Job) -> SafeString | str:
+        progress = Progress.parse(obj.progress, obj.token)
+        if progress is None:
+            return "-"
+        return format_html("{}{}", progress_bar(obj), moment(progress.at) if progress.at else "")
 
     @admin.display(description="last error")
     def last_error_text(self, obj: Job) -> SafeString | str:

@@ -8,9 +8,9 @@ from django.utils.module_loading import import_string
 
 from ..conf import settings
 from ..exceptions import LateriteConfigurationError
-from .base import Claim, NewJob, QueueCounts, Store
+from .base import Claim, NewJob, QueueCounts, Running, Store
 
-__all__ = ["Claim", "NewJob", "QueueCounts", "Store", "get_store", "reset_store"]
+__all__ = ["Claim", "NewJob", "QueueCounts", "Running", "Store", "get_store", "reset_store"]
 
 STORE_CLASSES = {
     "database": "laterite_django.stores.database.DatabaseStore",

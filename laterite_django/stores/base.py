@@ -21,10 +21,12 @@ from ..exceptions import StoreUnavailable
 from .errors import database_outage, guarded
 
 if TYPE_CHECKING:
+    from ..minutes import Minute
     from ..models import FailedJob, Job
+    from ..progress import Progress
     from .schedule_state import Fired, ScheduleFire, ScheduleState
 
-__all__ = ["Claim", "NewJob", "QueueCounts", "Store", "job_ids"]
+__all__ = ["Claim", "NewJob", "QueueCounts", "Running", "Store", "job_ids"]
 
 
 @dataclass(slots=True)
@@ -61,6 +63,18 @@ class Claim:
     # may never start if the worker dies, so a lost claim at position > 0 is
     # returned without counting the attempt (see requeue_abandoned).
     position: int = 0
+
+
+@dataclass(slots=True)
+class Running:
+    """A running job, as `queue_status` shows it."""
+
+    id: int
+    name: str
+    queue: str
+    attempts: int
+    claimed_by: str
+    progress: Progress | None = None
 
 
 @dataclass(slots=True)
@@ -206,6 +220,30 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def counts(self) -> dict[str, QueueCounts]:
         """Return the counts of every queue that has jobs, failed ones included."""
+
+    def oldest_waiting(self) -> dict[str, datetime]:
+        """For each queue with a waiting job (due, not claimed), when the one waiting
+        longest became due. Read at every metrics scrape: one cheap query."""
+        raise NotImplementedError
+
+    def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
+        """Store each (claim, progress text) on its job if the claim is still held (see
+        `progress`); return how many were. Called by the worker's heartbeat thread."""
+        raise NotImplementedError
+
+    def running(self, limit: int = 100) -> list[Running]:
+        """The running (claimed) jobs, oldest id first, at most `limit`, each with the
+        progress its current attempt reported (`queue_status`)."""
+        raise NotImplementedError
+
+    def add_minutes(self, minutes: Sequence[Minute]) -> None:
+        """Add a worker's counts per queue and minute to the stored ones (see `minutes`);
+        counts older than `minutes.KEEP` are let go."""
+        raise NotImplementedError
+
+    def minutes(self, since: datetime) -> list[Minute]:
+        """The stored counts of the minutes from `since` on, by minute then queue."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def clear(self, queue: str | None = None) -> int:

@@ -29,8 +29,10 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from ..minutes import KEEP, Minute, minute_start
+from ..progress import Progress
 from . import database_schedules, sql, sql_postgres, sql_sqlite
-from .base import Claim, NewJob, QueueCounts, Store, job_ids
+from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
 from .errors import guarded
 from .schedule_state import Fired, ScheduleFire, ScheduleState
 from .vacuum import Vacuum
@@ -85,6 +87,7 @@ class DatabaseStore(Store):
         self._local = threading.local()
         self._dialect: ModuleType | None = None
         self._vacuum = Vacuum()
+        self._pruned_before: datetime | None = None  # add_minutes: old counts removed
 
     def __repr__(self) -> str:
         return f"<DatabaseStore database={self.database!r}>"
@@ -400,6 +403,47 @@ class DatabaseStore(Store):
             queue: QueueCounts(waiting=int(p or 0), delayed=int(d or 0), running=int(r or 0))
             for queue, p, d, r in rows
         })
+
+    @guarded
+    def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
+        saved = 0
+        with transaction.atomic(using=self.database):
+            for claim, text in items:
+                saved += self._execute(sql.SAVE_PROGRESS, [text, claim.id, claim.token])[1]
+        return saved
+
+    @guarded
+    def running(self, limit: int = 100) -> list[Running]:
+        rows, _ = self._execute(sql.RUNNING, [limit], fetch=True)
+        return [
+            Running(id=id_, name=name, queue=queue, attempts=attempts,
+                    claimed_by=claimed_by or "", progress=Progress.parse(progress, token))
+            for id_, name, queue, attempts, claimed_by, progress, token in rows
+        ]
+
+    @guarded
+    def add_minutes(self, minutes: Sequence[Minute]) -> None:
+        if not minutes:
+            return
+        first = min(m.minute for m in minutes)
+        with transaction.atomic(using=self.database):
+            for m in minutes:
+                self._execute(sql.ADD_MINUTE,
+                              [m.queue, self._ts(m.minute), m.succeeded, m.failed])
+            if self._pruned_before is None or first > self._pruned_before:
+                # Once a minute per worker: let the old minutes go.
+                self._pruned_before = first
+                self._execute(sql.PRUNE_MINUTES, [self._ts(first - KEEP)])
+
+    @guarded
+    def minutes(self, since: datetime) -> list[Minute]:
+        rows, _ = self._execute(sql.MINUTES, [self._ts(minute_start(since))], fetch=True)
+        return [Minute(queue, _aware(minute), int(s), int(f)) for queue, minute, s, f in rows]
+
+    @guarded
+    def oldest_waiting(self) -> dict[str, datetime]:
+        rows, _ = self._execute(sql.OLDEST_WAITING, [self._ts(timezone.now())], fetch=True)
+        return {queue: _aware(oldest) for queue, oldest in rows if oldest is not None}
 
     @guarded
     def clear(self, queue: str | None = None) -> int:

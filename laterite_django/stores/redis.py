@@ -19,18 +19,26 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_alias, redis_failed, redis_outbox, redis_schedules
+from ..minutes import Minute
+from . import (
+    redis_alias,
+    redis_failed,
+    redis_minutes,
+    redis_outbox,
+    redis_progress,
+    redis_schedules,
+)
 from . import redis_calls as calls
-from .base import Claim, NewJob, QueueCounts, Store, job_ids
+from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
+from .redis_values import EPOCH, dt, push_args, text, us
 from .redis_values import claims as claims_from_rows
-from .redis_values import dt, push_args, text, us
 from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 if TYPE_CHECKING:
@@ -324,6 +332,62 @@ class RedisStore(Store):
         return self._with_failed(result)
 
     @guarded
+    def add_minutes(self, minutes: Sequence[Minute]) -> None:
+        redis_minutes.add(self, minutes)
+
+    @guarded
+    def minutes(self, since: datetime) -> list[Minute]:
+        return redis_minutes.read(self, since)
+
+    @guarded
+    def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
+        return redis_progress.save(self, items)
+
+    @guarded
+    def running(self, limit: int = 100) -> list[Running]:
+        return redis_progress.running(self, limit)
+
+    @guarded
+    def oldest_waiting(self) -> dict[str, datetime]:
+        """See Store.oldest_waiting. A ready set is ordered by priority, then by due time:
+        its first member is the oldest of its priority; with several priorities, the
+        first member of each is read (a few round trips, as priorities are few)."""
+        now = us(timezone.now())
+        names = self.queues()
+        pipe = self.client.pipeline(transaction=False)
+        for queue in names:
+            ready = self.key("queue", queue, "ready")
+            pipe.zrange(ready, 0, 0, withscores=True)
+            pipe.zrange(ready, -1, -1, withscores=True)
+            pipe.zrangebyscore(self.key("queue", queue, "delayed"), "-inf", now, 0, 1,
+                               withscores=True)
+        values = pipe.execute() if names else []
+        result: dict[str, datetime] = {}
+        for index, queue in enumerate(names):
+            first, last, due = values[index * 3 : index * 3 + 3]
+            moments = [int(score) for _, score in due]
+            if first:
+                moments.append(_due_of(first[0][0]))
+                if first[0][1] != last[0][1]:
+                    moments += self._oldest_per_priority(queue, first[0][1], last[0][1])
+            if moments:
+                result[queue] = EPOCH + timedelta(microseconds=min(moments))
+        return result
+
+    def _oldest_per_priority(self, queue: str, low: float, high: float) -> list[int]:
+        """The due time of the first ready member of each priority above `low`."""
+        ready = self.key("queue", queue, "ready")
+        found: list[int] = []
+        score = f"({low}"
+        while True:
+            entries: Any = self.client.zrangebyscore(ready, score, high, 0, 1, withscores=True)
+            if not entries:
+                return found
+            member, at = entries[0]
+            found.append(_due_of(member))
+            score = f"({at}"
+
+    @guarded
     def clear(self, queue: str | None = None) -> int:
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
@@ -440,3 +504,8 @@ class RedisStore(Store):
         queued = {1: calls.add(pipe, "CLAIM", args)}
         popped, rows = calls.finish(self.client, pipe.execute(raise_on_error=False), queued)
         return popped is not None, claims_from_rows(rows, token)
+
+
+def _due_of(member: bytes | str) -> int:
+    """The due time (microseconds) in a ready set's member "<available_at>:<id>"."""
+    return int(text(member).split(":", 1)[0])

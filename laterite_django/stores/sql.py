@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "ADD_MINUTE",
     "CHANNEL",
     "CLEAR",
     "CLEAR_QUEUE",
@@ -20,9 +21,15 @@ __all__ = [
     "FAIL_INSERT",
     "INSERT_COLUMNS",
     "KEEP_KEY",
+    "MINUTES",
+    "MINUTE_TABLE",
+    "OLDEST_WAITING",
     "PING",
+    "PRUNE_MINUTES",
     "REQUEUE_ABANDONED",
     "ROW",
+    "RUNNING",
+    "SAVE_PROGRESS",
     "TABLE",
     "execute",
     "heartbeat",
@@ -88,6 +95,33 @@ COUNTS = (
     f"SUM(CASE WHEN token IS NULL AND available_at > %s THEN 1 ELSE 0 END), "
     f"SUM(CASE WHEN token IS NOT NULL THEN 1 ELSE 0 END) "
     f"FROM {TABLE} GROUP BY queue"
+)
+MINUTE_TABLE = "laterite_minute_count"
+# Params: queue, minute, succeeded, failed (Store.add_minutes; PostgreSQL and SQLite alike).
+ADD_MINUTE = (
+    f"INSERT INTO {MINUTE_TABLE} (queue, minute, succeeded, failed) VALUES (%s, %s, %s, %s) "
+    f"ON CONFLICT (queue, minute) DO UPDATE SET "
+    f"succeeded = {MINUTE_TABLE}.succeeded + excluded.succeeded, "
+    f"failed = {MINUTE_TABLE}.failed + excluded.failed"
+)
+# Params: the oldest minute to keep.
+PRUNE_MINUTES = f"DELETE FROM {MINUTE_TABLE} WHERE minute < %s"
+# Params: since.
+MINUTES = (
+    f"SELECT queue, minute, succeeded, failed FROM {MINUTE_TABLE} WHERE minute >= %s "
+    f"ORDER BY minute, queue"
+)
+# Params: progress text, id, token (Store.save_progress).
+SAVE_PROGRESS = f"UPDATE {TABLE} SET progress = %s WHERE id = %s AND token = %s"
+# Params: limit. The running jobs (Store.running).
+RUNNING = (
+    f"SELECT id, name, queue, attempts, claimed_by, progress, token FROM {TABLE} "
+    f"WHERE token IS NOT NULL ORDER BY id LIMIT %s"
+)
+# Params: now. Each queue's oldest due, unclaimed job (Store.oldest_waiting).
+OLDEST_WAITING = (
+    f"SELECT queue, MIN(available_at) FROM {TABLE} "
+    f"WHERE token IS NULL AND available_at <= %s GROUP BY queue"
 )
 CLEAR = f"DELETE FROM {TABLE}"
 CLEAR_QUEUE = f"DELETE FROM {TABLE} WHERE queue = %s"

@@ -13,6 +13,7 @@ import os
 import time
 import traceback
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import asgiref
@@ -25,6 +26,7 @@ from ..exceptions import Fail, JobNotRegistered, Retry
 from ..registry import registry
 from ..signals import job_started, job_succeeded
 from ..stores import Claim
+from ..tracing import AttemptSpan, attempt_span
 from . import rules
 from .execute import Ran, run_job, time_limit_passed
 from .rules import Attempt, Decision, Ending, JobOptions
@@ -53,7 +55,22 @@ class WorkerStopped(BaseException):
 
 
 def run_claim(worker: Worker, claim: Claim) -> str:
-    """Run one claimed job by the rules and settle it; return a `Settled` word."""
+    """Run one claimed job by the rules and settle it; return a `Settled` word.
+
+    With OpenTelemetry configured, the attempt runs in its span (see `tracing`).
+    """
+    span = attempt_span(claim)
+    if span is None:
+        return _run_claim(worker, claim, None)
+    settled = "stopped"  # what the span says of an attempt cut short
+    try:
+        settled = _run_claim(worker, claim, span)
+    finally:
+        span.end(settled)
+    return settled
+
+
+def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
     started = time.monotonic()
     job = registry.find(claim.name)
     options = JobOptions()
@@ -83,6 +100,8 @@ def run_claim(worker: Worker, claim: Claim) -> str:
         assert job is not None
         ran = _run(worker, job, claim, args, kwargs, options)
         raised = ran.error
+        if span is not None and raised is not None:
+            span.raised(raised)
         stopped = isinstance(ran.error, WorkerStopped) or (
             ran.error is not None and worker.stopped_now)
         attempt = Attempt(Ending.STOPPED) if stopped else ending_of(ran, options)
@@ -93,6 +112,7 @@ def run_claim(worker: Worker, claim: Claim) -> str:
                 notify(job_succeeded, job, duration=time.monotonic() - started,
                        result=ran.result, **_about(claim))
             _log(claim, Settled.SUCCEEDED, time.monotonic() - started)
+            worker.ended(claim, Settled.SUCCEEDED, time.monotonic() - started)
             return Settled.SUCCEEDED
     if decision is None:
         assert attempt is not None
@@ -105,6 +125,7 @@ def run_claim(worker: Worker, claim: Claim) -> str:
     if job is not None and settled != Settled.LOST:
         after_settle(job, claim, decision)
     _log(claim, settled, time.monotonic() - started, decision)
+    worker.ended(claim, settled, time.monotonic() - started)
     if stopped:
         raise WorkerStopped
     if raised is not None:
@@ -146,7 +167,8 @@ def _run(
         job_lines.info("Job %s #%s started (attempt %d)", claim.name, claim.id,
                        claim.attempts, extra={"action": "job_started", **_logged(claim)})
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
-                    attempt=claim.attempts, pushed_at=claim.pushed_at)
+                    attempt=claim.attempts, pushed_at=claim.pushed_at,
+                    report_progress=partial(worker.progress.report, claim))
     scheduled = payload.schedule_of(claim.payload)
     if scheduled is not None:
         cx = replace(cx, schedule=scheduled[0], scheduled_at=scheduled[1])
@@ -161,6 +183,7 @@ def _run(
         ran = run_job(job, args, kwargs, cx, options.timeout)
     finally:
         worker.in_job = False
+        worker.progress.forget(claim)
     try:
         if worker.manage_connections:
             close_old_connections()  # never in place of the job's outcome

@@ -4,7 +4,8 @@ Every `interval` seconds it refreshes the claims in hand, so a long job is never
 taken for abandoned while its worker lives. While a job runs with others in
 hand, it also looks every few milliseconds: once that job has run longer than
 `slow_after`, it calls `relieve` (delete the finished jobs, give back the ones
-not started).
+not started). And it stores what the running job says of its progress
+(`cx.progress`), at most once a second per job, so the job never waits on that.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
+from ..progress import ProgressDesk
 from ..stores import Store
 from .hand import Hand
 
@@ -38,12 +40,14 @@ class Heartbeat:
         interval: float,
         slow_after: float,
         relieve: Callable[[], None],
+        progress: ProgressDesk | None = None,
     ) -> None:
         self.store = store
         self.hand = hand
         self.interval = interval
         self.slow_after = slow_after
         self.relieve = relieve
+        self.progress = progress
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -64,6 +68,9 @@ class Heartbeat:
                 wait = next_beat - time.monotonic()
                 if self.hand.busy():
                     wait = min(wait, LOOK)
+                progress_in = self.progress.wait() if self.progress is not None else None
+                if progress_in is not None:
+                    wait = min(wait, progress_in)
                 if wait > 0:
                     self.hand.changed.wait(wait)
                     self.hand.changed.clear()
@@ -74,6 +81,8 @@ class Heartbeat:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + self.interval
                     self._guarded(self._beat, "Heartbeat failed; will try again")
+                if progress_in is not None:
+                    self._guarded(self._save_progress, "Could not save a job's progress")
         finally:
             self.store.close()
             connections.close_all()
@@ -83,6 +92,13 @@ class Heartbeat:
         if claims:
             close_old_connections()
             self.store.heartbeat(claims)
+
+    def _save_progress(self) -> None:
+        assert self.progress is not None
+        items = self.progress.due()
+        if items:
+            close_old_connections()
+            self.store.save_progress(items)
 
     def _guarded(self, action: Callable[[], None], message: str) -> None:
         try:

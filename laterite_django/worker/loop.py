@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.db import close_old_connections
 from django.utils import timezone
@@ -22,6 +23,8 @@ from django.utils import timezone
 from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
+from ..minutes import MinuteCounts
+from ..progress import ProgressDesk
 from ..stores import Claim, Store, get_store
 from .attempt import WorkerStopped, run_claim
 from .hand import Hand
@@ -31,6 +34,9 @@ from .outage import Outage, drop_connections
 from .reports import Monitor
 from .rules import lost_reason
 from .settle import Settler
+
+if TYPE_CHECKING:
+    from ..metrics.tally import Tally
 
 __all__ = ["Worker", "WorkerStopped", "default_worker_name"]
 
@@ -94,17 +100,24 @@ class Worker:
         self.retry_after = float(settings.RETRY_AFTER if retry_after is None else retry_after)
         self.max_memory = max_memory  # bytes
         self.monitor = monitor or Monitor()
+        # Counts for the metrics (queue_work --metrics-port); None: nothing counted.
+        self.tally: Tally | None = None
+        # Successes and failures per minute, for the admin's overview.
+        self.minutes = MinuteCounts()
         self.processed = 0
         self.stopping = threading.Event()
         self.stop_reason = ""
         self._stop_now = False
         self.in_job = False  # True while a job's own code runs (a second signal then raises)
         self.hand = Hand()
+        # What the running job says of its progress, written by the heartbeat thread.
+        self.progress = ProgressDesk(self.hand.changed)
         self.settler = Settler(self.store, patience=SETTLE_PATIENCE,
                                stop_now=lambda: self._stop_now,
                                on_unavailable=lambda: drop_connections(self.store))
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
-                                   slow_after=FLUSH_AFTER, relieve=self._relieve)
+                                   slow_after=FLUSH_AFTER, relieve=self._relieve,
+                                   progress=self.progress)
         self._next_sweep = 0.0
         self.outage = Outage(self.name, self.stopping)
         self._started = time.monotonic()
@@ -206,6 +219,9 @@ class Worker:
         if not claims:
             if self.stop_when_empty and self._wait_for_delayed():
                 return False
+            if self.tally is not None:
+                self.tally.flush()  # idle: the counts are seen now, not at the next job
+            self._write_minutes()
             if self.stop_when_empty or self.once:
                 self.stop_reason = "empty"
                 return True
@@ -261,6 +277,9 @@ class Worker:
             logger.exception("Could not delete finished jobs; they may run again")
         self._give_back(self.hand.take_unstarted())
         self.heartbeat.stop()
+        if self.tally is not None:
+            self.tally.flush()
+        self._write_minutes()
         if self.manage_connections:
             with contextlib.suppress(Exception):
                 self.store.close()  # this thread's connections, its LISTEN one included
@@ -297,6 +316,8 @@ class Worker:
             if self.hand.finished_for() > FLUSH_AFTER:
                 self._flush()
         self._give_back(self.hand.take_unstarted())
+        if self.minutes.due():
+            self._write_minutes()
         # Claim more at once while the queue is deep and its jobs are quick.
         per_batch = time.monotonic() - started
         if len(claims) >= asked and per_batch < FAST_BATCH:
@@ -326,6 +347,24 @@ class Worker:
     def _deleted(self, finished: list[Claim]) -> None:
         for claim in finished:
             self.monitor.done(claim)
+
+    def ended(self, claim: Claim, settled: str, duration: float) -> None:
+        """An attempt was settled as `settled` (a `Settled` word): count it."""
+        self.minutes.count(claim.queue, settled)
+        if self.tally is not None:
+            self.tally.ended(claim, settled, duration)
+
+    def _write_minutes(self) -> None:
+        """Add the per-minute counts to the store; kept for the next try if it fails."""
+        taken = self.minutes.take()
+        if not taken:
+            return
+        try:
+            self.store.add_minutes(taken)
+        except Exception as e:
+            self.minutes.put_back(taken)
+            logger.warning("Could not write the overview's counts: %s", e,
+                           extra={"action": "minutes_failed"})
 
     def job_raised(self, claim: Claim, error: BaseException) -> None:
         """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""

@@ -50,6 +50,8 @@ class Child:
     deadline: float | None = None
     exit_reason: str = ""
     killed_for: str = ""  # "timeout" or "stop": the supervisor killed it
+    # Where its counts for the metrics go (the supervisor's totals); None: ignored.
+    on_tally: Callable[[dict[str, Any]], None] | None = None
 
     def hear(self, message: dict[str, Any]) -> None:
         """Update what this worker holds from one of its reports."""
@@ -79,6 +81,8 @@ class Child:
                 self._not_running(claim)
         elif op == "exit":
             self.exit_reason = str(message.get("reason", ""))
+        elif op == "tally" and self.on_tally is not None:
+            self.on_tally(message)
 
     def _not_running(self, claim: Claim) -> None:
         if self.running is claim:
@@ -109,9 +113,12 @@ def kill(pid: int, sig: int) -> None:
 class Processes:
     """The forked workers of one supervisor, each with the read end of its pipe."""
 
-    def __init__(self, *, kill_margin: float) -> None:
+    def __init__(
+        self, *, kill_margin: float, on_tally: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         self.children: dict[int, Child] = {}
         self.kill_margin = kill_margin
+        self.on_tally = on_tally
         self._selector = selectors.DefaultSelector()
 
     def spawn(self, slot: int, body: Callable[[int, Any], int]) -> Child:
@@ -142,7 +149,7 @@ class Processes:
         os.close(write_fd)
         os.set_blocking(read_fd, False)
         child = Child(pid=pid, fd=read_fd, slot=slot, started=time.monotonic(),
-                      kill_margin=self.kill_margin)
+                      kill_margin=self.kill_margin, on_tally=self.on_tally)
         self.children[pid] = child
         self._selector.register(read_fd, selectors.EVENT_READ, child)
         return child

@@ -59,6 +59,9 @@ class Monitor:
     def exit(self, reason: str) -> None:
         """The worker stops for `reason` ("max-jobs", "max-memory", "empty", ...)."""
 
+    def tally(self, data: dict[str, Any]) -> None:
+        """Counts for the metrics since the last ones (see metrics.tally)."""
+
 
 class PipeReporter(Monitor):
     """Write each event as a line of JSON to the supervisor's pipe."""
@@ -95,6 +98,9 @@ class PipeReporter(Monitor):
 
     def exit(self, reason: str) -> None:
         self._send({"op": "exit", "reason": reason})
+
+    def tally(self, data: dict[str, Any]) -> None:
+        self._send({"op": "tally", **data})
 
 
 class ReportReader:

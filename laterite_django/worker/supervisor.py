@@ -22,6 +22,7 @@ from django.db import connections
 from django.utils import timezone
 
 from ..backoff import Growing
+from ..metrics.tally import OUTCOMES, Tally
 from ..registry import registry
 from ..stores import Claim, get_store, reset_store
 from . import rules
@@ -34,6 +35,7 @@ from .settle import Settled, Settler
 from .shutdown import FINISH, SIGNALS, STOP_NOW, stop_signals
 
 if TYPE_CHECKING:
+    from ..metrics.totals import Totals
     from ..schedules.scheduler import Scheduler
 
 __all__ = ["KILL_MARGIN", "Supervisor", "describe_status"]
@@ -66,6 +68,7 @@ class Supervisor:
         max_seconds: float | None = None,
         kill_margin: float = KILL_MARGIN,
         scheduler: Scheduler | None = None,
+        totals: Totals | None = None,
         **worker_options: Any,
     ) -> None:
         if processes < 1:
@@ -77,7 +80,11 @@ class Supervisor:
         self.max_seconds = max_seconds
         self.kill_margin = kill_margin
         self.worker_options = worker_options
-        self.procs = Processes(kill_margin=kill_margin)
+        # The metrics' sums (queue_work --metrics-port): each worker's counts end here,
+        # so none is lost or split when a worker process is replaced.
+        self.totals = totals
+        self.procs = Processes(kill_margin=kill_margin,
+                               on_tally=None if totals is None else totals.add)
         # Settles what a dead worker left, by the rules; never waits on a down store.
         self.store = get_store()
         self.settler = Settler(self.store, patience=0)
@@ -204,8 +211,11 @@ class Supervisor:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         reset_store()
         name = f"{self.name}-{slot}" if self.name else None
+        reporter = PipeReporter(fd)
         worker = Worker(self.queues, name=name, max_seconds=max_seconds,
-                        monitor=PipeReporter(fd), **self.worker_options)
+                        monitor=reporter, **self.worker_options)
+        if self.totals is not None:
+            worker.tally = Tally(reporter.tally)
         with stop_signals(worker.stop, worker.stop_now):
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             if os.getppid() != parent:
@@ -262,6 +272,9 @@ class Supervisor:
         decision = rules.after_attempt(claim, options_of(claim), Attempt(ending, error),
                                        timezone.now())
         settled = self.settler.apply(claim, decision)
+        outcome = OUTCOMES.get(settled)
+        if self.totals is not None and outcome is not None:
+            self.totals.count(claim.queue, claim.name, outcome)
         job = registry.find(claim.name)
         if job is not None and settled != Settled.LOST:
             after_settle(job, claim, decision)

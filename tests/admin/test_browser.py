@@ -257,6 +257,40 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
             self.assertLessEqual(sizes["last_right"], sizes["box_right"], sizes)
             self.assertLessEqual(sizes["page"], sizes["window"], sizes)
 
+    def test_the_overview_charts_the_last_hour(self) -> None:
+        """Background jobs > Overview: a chart per queue; saved as docs/admin-overview.png
+        when LATERITE_SAVE_DOCS_SCREENSHOTS is set."""
+        import random
+
+        from django.utils import timezone
+
+        from laterite_django.minutes import Minute, minute_start
+        from laterite_django.stores import get_store
+
+        self.make_failures()  # a real worker writes its counts as it stops
+        now = minute_start(timezone.now())
+        shape = random.Random(7)
+        get_store().add_minutes([
+            Minute(queue, now - timedelta(minutes=ago), int(base * (1.2 + shape.random())),
+                   int(shape.random() < 0.15) * shape.randint(1, base // 4 + 1))
+            for queue, base in (("default", 40), ("mail", 12))
+            for ago in range(1, 58)
+        ])
+        self.log_in()
+        self.viewport(1400)
+        self.open("/admin/laterite_django/")
+        self.find("a[href='/admin/laterite_django/minutecount/']").click()
+        self.wait_for(".laterite-chart")
+        self.assertIn("Overview", self.browser.title)
+        charts = self.browser.find_elements("css selector", "section.laterite-queue svg")
+        self.assertGreaterEqual(len(charts), 3)  # default, mail, low
+        self.assertEqual(self.browser.execute_script(
+            "return document.documentElement.scrollWidth <= "
+            "document.documentElement.clientWidth"), True)
+        self.screenshot("08-overview")
+        if os.environ.get("LATERITE_SAVE_DOCS_SCREENSHOTS"):
+            shutil.copy(ARTIFACTS / "08-overview.png", ROOT / "docs" / "admin-overview.png")
+
 
 def _in_an_hour():
     from datetime import timedelta

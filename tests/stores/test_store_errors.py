@@ -16,6 +16,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from laterite_django.exceptions import StoreNotMigrated, StoreUnavailable
+from laterite_django.minutes import Minute
 from laterite_django.models import Job
 from laterite_django.stores import Claim, NewJob, Store
 from laterite_django.stores.database import DatabaseStore
@@ -45,6 +46,11 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "release": lambda: store.release(claim, now, "again"),
         "fail": lambda: store.fail(claim, "boom"),
         "counts": store.counts,
+        "oldest_waiting": store.oldest_waiting,
+        "save_progress": lambda: store.save_progress([(claim, "{}")]),
+        "running": store.running,
+        "add_minutes": lambda: store.add_minutes([Minute("default", now, 1, 0)]),
+        "minutes": lambda: store.minutes(now),
         "clear": store.clear,
         "ping": store.ping,
         "failed_counts": store.failed_counts,

@@ -264,3 +264,19 @@ def scheduled(cx: JobContext, label: str = "") -> None:
     at = cx.scheduled_at.isoformat() if cx.scheduled_at else ""
     _record("scheduled", f"{cx.schedule}|{at}|{label}")
 
+
+@job("tests.push_record")
+def push_record(value: str) -> None:
+    """Push `record(value)` (a job's own pushes carry its trace on)."""
+    record.push(value)
+
+
+@job("tests.progressing", timeout=None, tries=1)
+def progressing(total: int, cx: JobContext) -> None:
+    """Say it is at step 1 of `total`, then wait (30 s at most) for a "go" record."""
+    cx.progress(1, total, "first step")
+    deadline = time.monotonic() + 30
+    while not Record.objects.filter(kind="go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cx.progress(total, total, "done")
+    _record("progressed", str(total), cx.attempt)

@@ -7,11 +7,13 @@ whose job is stuck past its timeout.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from django.core.management.base import CommandError
 from django.db import connections
@@ -19,6 +21,8 @@ from django.db import connections
 from ...conf import settings, validate_all
 from ...exceptions import LateriteConfigurationError
 from ...limits import NAME_MAX
+from ...metrics.tally import Tally
+from ...metrics.totals import Totals
 from ...schedules.scheduler import Scheduler, SchedulerThread
 from ...worker.execute import stuck_threads
 from ...worker.loop import Worker, WorkerStopped
@@ -28,6 +32,9 @@ from ..arguments import at_most, non_negative_float, positive_float, positive_in
 from ..console import add_console, banner, remove_console
 from ..store_check import StoreCommand, wait_for_store
 from ..wording import count as counted
+
+if TYPE_CHECKING:
+    from ...metrics.server import MetricsServer
 
 DEFAULT_BATCH = 20
 # A worker's name is stored as claimed_by (NAME_MAX characters); the supervisor
@@ -99,6 +106,12 @@ class Command(StoreCommand):
             help="Do not fire the recurring schedules here (by default every queue_work "
             "does, but --once; each tick is pushed once however many run).",
         )
+        parser.add_argument(
+            "--metrics-port", type=port_number, metavar="PORT",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics for this worker "
+            "and all its processes (needs prometheus-client: the `metrics` extra; 0 = any "
+            "free port, logged).",
+        )
 
     def handle(self, *args, **options) -> None:
         try:
@@ -150,10 +163,16 @@ class Command(StoreCommand):
             return
 
         scheduler = self.scheduler(options)
+        # Served by a daemon thread of this process until it exits.
+        metrics = serve_metrics(options.get("metrics_port"))
+        totals = None if metrics is None else metrics.totals
+        if totals is not None:
+            worker.tally = Tally(totals.add)
         if processes > 1:
             Supervisor(
                 processes, queues, name=options["name"], grace=options["grace"],
-                max_seconds=options["max_seconds"], scheduler=scheduler, **worker_options,
+                max_seconds=options["max_seconds"], scheduler=scheduler, totals=totals,
+                **worker_options,
             ).run()
             return
         with stop_signals(worker.stop, worker.stop_now, grace=options["grace"]), \
@@ -198,6 +217,32 @@ def scheduler_thread(scheduler: Scheduler | None) -> Iterator[None]:
     finally:
         if thread is not None:
             thread.stop()
+
+
+def port_number(value: str) -> int:
+    """A TCP port for --metrics-port: 0 (any free one) to 65535."""
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, not {value!r}")
+    return port
+
+
+def serve_metrics(port: int | None) -> MetricsServer | None:
+    """Start the metrics server on `port`, or nothing when it is None."""
+    if port is None:
+        return None
+    try:
+        from ...metrics.server import MetricsServer
+    except ImportError as e:
+        raise CommandError(f"--metrics-port needs prometheus-client ({e}): "
+                           'pip install "laterite-django[metrics]"') from e
+    try:
+        return MetricsServer(port, Totals())
+    except OSError as e:
+        raise CommandError(f"--metrics-port {port}: cannot serve metrics: {e}") from e
 
 
 def keep_connections_open() -> None:

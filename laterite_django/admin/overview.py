@@ -1,0 +1,107 @@
+"""The admin's overview page (Background jobs > Overview): per queue, jobs succeeded
+and failed per minute over the last hour as a chart, what waits, and how long the
+oldest waiting job has been due. Everything is read from the store at each load;
+the per-minute counts are written by the workers (see `minutes`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.safestring import SafeString
+
+from ..conf import settings
+from ..minutes import Minute, minute_start
+from ..stores import QueueCounts, get_store
+from .chart import minute_chart
+
+__all__ = ["OverviewAdmin", "overview_rows"]
+
+logger = logging.getLogger("laterite")
+
+MINUTES = 60
+
+
+@dataclass(frozen=True)
+class QueueOverview:
+    queue: str
+    counts: QueueCounts
+    oldest_waiting: float | None  # seconds
+    succeeded: int  # in the last hour
+    failed: int
+    chart: SafeString
+
+
+def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
+    """One row per queue: LATERITE_QUEUE_QUEUES first, then any other with jobs or counts."""
+    now = now or timezone.now()
+    store = get_store()
+    counts = store.counts()
+    oldest = store.oldest_waiting()
+    first = minute_start(now) - timedelta(minutes=MINUTES - 1)
+    minutes: list[Minute] = store.minutes(first)
+    queues = list(dict.fromkeys([*settings.QUEUES, *sorted(counts),
+                                 *sorted({m.queue for m in minutes})]))
+    rows = []
+    for queue in queues:
+        series = [(0, 0)] * MINUTES
+        for m in minutes:
+            if m.queue == queue:
+                index = int((m.minute - first).total_seconds() // 60)
+                if 0 <= index < MINUTES:
+                    s, f = series[index]
+                    series[index] = (s + m.succeeded, f + m.failed)
+        since = oldest.get(queue)
+        rows.append(QueueOverview(
+            queue=queue, counts=counts.get(queue, QueueCounts()),
+            oldest_waiting=max((now - since).total_seconds(), 0.0) if since else None,
+            succeeded=sum(s for s, _ in series), failed=sum(f for _, f in series),
+            chart=minute_chart(series, f"Jobs of {queue} per minute, last hour"),
+        ))
+    return rows
+
+
+class OverviewAdmin(admin.ModelAdmin):
+    """Shown as "Overview" in the app's list; its list page is the overview."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None
+                        ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        error = ""
+        rows: list[QueueOverview] = []
+        try:
+            rows = overview_rows()
+        except Exception as e:
+            logger.warning("The admin could not read the overview: %s", e,
+                           extra={"action": "admin_overview_failed"})
+            error = f"The queue store cannot be read: {e}"
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Overview",
+            "subtitle": None,
+            "opts": self.model._meta,
+            "app_label": self.model._meta.app_label,
+            "rows": rows,
+            "error": error,
+            "store": str(settings.STORE),
+            "minutes": MINUTES,
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "laterite_django/admin/overview.html", context)

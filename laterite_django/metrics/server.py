@@ -1,0 +1,63 @@
+"""`queue_work --metrics-port PORT`: one `/metrics` for a supervisor and its workers.
+
+prometheus-client's own WSGI server, in a daemon thread of the serving process (the
+supervisor, or the worker when it runs alone). A worker process forked later must
+not keep the listening socket open (it would hold the port after the supervisor
+ended): the socket is closed in every child right after the fork.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import weakref
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from .collector import JobsCollector, QueueCollector
+from .totals import Totals
+
+__all__ = ["MetricsServer"]
+
+logger = logging.getLogger("laterite")
+
+_serving: weakref.WeakSet[MetricsServer] = weakref.WeakSet()
+
+
+class MetricsServer:
+    """Serve `totals` and the queue gauges on `port` (0: any free port, see `.port`)."""
+
+    def __init__(self, port: int, totals: Totals, *, address: str = "") -> None:
+        self.totals = totals
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(JobsCollector(totals))
+        self.registry.register(QueueCollector())
+        self._server, self._thread = start_http_server(
+            port, addr=address or "0.0.0.0", registry=self.registry)
+        self.port: int = self._server.server_address[1]
+        _serving.add(self)
+        logger.info("Serving metrics on port %d (/metrics)", self.port,
+                    extra={"action": "metrics_serving", "port": self.port})
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        _serving.discard(self)
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def _close_in_child(self) -> None:
+        with contextlib.suppress(OSError):
+            self._server.socket.close()
+
+
+def _after_fork_in_child() -> None:
+    for server in list(_serving):
+        server._close_in_child()
+    _serving.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+

@@ -1,0 +1,62 @@
+"""The admin's overview page: per queue, a chart of the last hour and what waits."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from laterite_django.minutes import Minute, minute_start
+from tests.admin.test_admin import redis_down  # noqa: F401 -- a fixture
+from tests.testapp import jobs
+
+OVERVIEW = reverse("admin:laterite_django_minutecount_changelist")
+
+
+def fact(html: str, queue: str, name: str) -> str:
+    section = html.split(f'data-queue="{queue}"', 1)[1].split("</section>", 1)[0]
+    return re.search(rf'data-fact="{name}">(.*?)</dd>', section, re.S).group(1)
+
+
+def test_the_overview_charts_each_queue(admin_client, store):
+    now = minute_start(timezone.now())
+    store.add_minutes([Minute("default", now - timedelta(minutes=5), 7, 2),
+                       Minute("default", now, 3, 0),
+                       Minute("mail", now - timedelta(minutes=90), 4, 0)])  # over an hour ago
+    jobs.record.enqueue(("waiting",), {}, at=timezone.now() - timedelta(minutes=3))
+    response = admin_client.get(OVERVIEW)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<title>Overview" in html
+    assert fact(html, "default", "waiting") == "1"
+    assert fact(html, "default", "oldest").startswith("3 min")
+    assert "10 succeeded" in fact(html, "default", "hour")
+    assert "2 failed" in fact(html, "default", "hour")
+    assert fact(html, "mail", "oldest") == "none waits"
+    assert "0 succeeded" in fact(html, "mail", "hour")
+    default = html.split('data-queue="default"', 1)[1].split("</section>", 1)[0]
+    assert default.count('class="laterite-bar-ok"') == 2
+    assert default.count('class="laterite-bar-failed"') == 1
+    assert re.search(r"[56] min ago: 7 succeeded, 2 failed", default)  # a bar's title
+    assert "9 / min" in default  # the scale: the busiest minute
+    # It is in the app's list, and read-only.
+    index = admin_client.get(reverse("admin:app_list", args=["laterite_django"])).content
+    assert OVERVIEW.encode() in index
+    assert b"Overview" in index
+
+
+@pytest.mark.django_db
+def test_the_overview_says_when_the_store_cannot_be_read(admin_client, redis_down):  # noqa: F811
+    response = admin_client.get(OVERVIEW)
+    assert response.status_code == 200
+    assert "The queue store cannot be read" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_staff_without_the_view_permission_gets_403(client, django_user_model):
+    user = django_user_model.objects.create_user("s", password="pw", is_staff=True)
+    client.force_login(user)
+    assert client.get(OVERVIEW).status_code == 403

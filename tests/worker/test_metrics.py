@@ -1,0 +1,141 @@
+"""Prometheus metrics of real workers: `queue_work --metrics-port` scraped over HTTP.
+
+The counters must equal the mix of outcomes pushed, also when worker processes are
+recycled (--max-jobs) along the way: each process hands its counts to the
+supervisor, which owns them. Runs on every store.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+from django.test import Client
+
+from tests.conftest import Stderr, wait_for
+from tests.testapp import jobs
+
+pytest.importorskip("prometheus_client")
+from prometheus_client.parser import text_string_to_metric_families
+
+INFO = {"LATERITE_TEST_LOG_LEVEL": "INFO"}
+
+# (job, outcome) -> count for the mix pushed by `push_mix`.
+MIX = {
+    ("tests.noop", "succeeded"): 6,
+    ("tests.flaky", "retried"): 3,
+    ("tests.flaky", "succeeded"): 3,
+    ("tests.fail_now", "failed"): 2,
+    ("tests.always_broken", "retried"): 2,
+    ("tests.always_broken", "failed"): 2,
+}
+ATTEMPTS = sum(MIX.values())
+
+
+def push_mix() -> None:
+    jobs.noop.push_many([(i,) for i in range(6)])
+    jobs.flaky.push_many([(f"f{i}", 2) for i in range(3)])  # fails once, then succeeds
+    jobs.fail_now.push_many([(f"n{i}",) for i in range(2)])  # Fail: no retry
+    jobs.always_broken.push_many([(f"b{i}",) for i in range(2)])  # 2 tries, both raise
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
+    """Every sample of /metrics by (name, sorted labels); None while nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except (urllib.error.URLError, ConnectionError):
+        return None
+    return samples(text)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def jobs_total(found: dict) -> dict[tuple[str, str], float]:
+    return {
+        (dict(labels)["job"], dict(labels)["outcome"]): value
+        for (name, labels), value in found.items()
+        if name == "laterite_jobs_total" and dict(labels)["queue"] == "default"
+    }
+
+
+def counted(port: int, expected: dict) -> dict | None:
+    found = scrape(port)
+    return found if found is not None and jobs_total(found) == expected else None
+
+
+@pytest.mark.slow
+def test_counters_of_two_processes_survive_recycling(workers):
+    port = free_port()
+    push_mix()
+    proc = workers.start("--processes", "2", "--max-jobs", "4", "--sleep", "0.1",
+                         "--metrics-port", str(port), env=INFO)
+    err = Stderr(proc)
+    found = wait_for(lambda: counted(port, MIX), timeout=60)
+    # The duration histograms count every attempt; the waits, every attempt per queue.
+    for job, attempts in (("tests.noop", 6), ("tests.flaky", 6), ("tests.fail_now", 2),
+                          ("tests.always_broken", 4)):
+        key = ("laterite_job_duration_seconds_count", (("job", job), ("queue", "default")))
+        assert found[key] == attempts
+    assert found[("laterite_job_wait_seconds_count", (("queue", "default"),))] == ATTEMPTS
+    # The queue gauges, read from the store at the scrape.
+    assert found[("laterite_queue_jobs", (("queue", "default"), ("state", "failed")))] == 4
+    assert found[("laterite_queue_jobs", (("queue", "default"), ("state", "waiting")))] == 0
+    assert found[("laterite_queue_oldest_waiting_seconds", (("queue", "default"),))] == 0
+
+    # More jobs after the recycling: the counts go on from where they were.
+    jobs.noop.push_many([(i,) for i in range(5)])
+    more = {**MIX, ("tests.noop", "succeeded"): 11}
+    wait_for(lambda: counted(port, more), timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert "recycled (--max-jobs)" in err.text()
+
+
+@pytest.mark.slow
+def test_one_process_serves_its_own_counts(workers):
+    port = free_port()
+    push_mix()
+    proc = workers.start("--processes", "1", "--sleep", "0.1", "--metrics-port", str(port))
+    found = wait_for(lambda: counted(port, MIX), timeout=60)
+    assert found[("laterite_queue_jobs", (("queue", "mail"), ("state", "waiting")))] == 0
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+def test_a_busy_port_is_a_clear_error(workers):
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        result = workers.run("--processes", "1", "--stop-when-empty",
+                             "--metrics-port", str(taken.getsockname()[1]))
+    assert result.returncode != 0
+    assert "cannot serve metrics" in result.stderr
+
+
+def test_the_view_serves_the_queue_gauges(store):
+    jobs.record.push("waiting")
+    jobs.fail_now.push("x")
+    response = Client().get("/metrics/")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    found = samples(response.content.decode())
+    assert found[("laterite_queue_jobs", (("queue", "default"), ("state", "waiting")))] == 2
+    assert found[("laterite_queue_oldest_waiting_seconds", (("queue", "default"),))] >= 0
+    assert found[("laterite_queue_jobs", (("queue", "mail"), ("state", "waiting")))] == 0
+    assert not any(name == "laterite_jobs_total" for name, _ in found)
