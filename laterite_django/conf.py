@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL": 1,
     "WORKERS": 2,
     "SHUTDOWN_GRACE": 5,
+    "LIMITS": {},
 }
 
 
@@ -126,6 +127,13 @@ def _shutdown_grace(value: Any) -> Problem | None:
     return None
 
 
+def _limits(value: Any) -> Problem | None:
+    from .flow.limits import limits_problem
+
+    found = limits_problem(value)
+    return None if found is None else Problem(30, found)
+
+
 RULES: dict[str, Callable[[Any], Problem | None]] = {
     "MODE": _mode,
     "STORE": _store,
@@ -137,6 +145,7 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "POLL": _poll,
     "WORKERS": _workers,
     "SHUTDOWN_GRACE": _shutdown_grace,
+    "LIMITS": _limits,
 }
 
 

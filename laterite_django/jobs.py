@@ -19,6 +19,7 @@ from .conf import settings, validate_all
 from .context import Pushed
 from .definition import check_options
 from .exceptions import JobNotRegistered
+from .flow.limits import job_concurrency_key
 from .limits import NAME_MAX, QUEUE_MAX, UNIQUE_KEY_MAX, too_long
 from .registry import registry
 
@@ -49,6 +50,8 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         retry_until: timedelta | Callable[..., datetime] | None = None,
         unique_key: Callable[..., str | None] | None = None,
         priority: int = 0,
+        concurrency: int | None = None,
+        concurrency_key: Callable[..., str | None] | None = None,
     ) -> None:
         self.func = func
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
@@ -61,6 +64,9 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         self.retry_until = retry_until
         self.unique_key = unique_key
         self.priority = priority
+        # At most `concurrency` of its jobs run at once: per key, or per job name (flow/).
+        self.concurrency = concurrency
+        self.concurrency_key = concurrency_key
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)
         self.takes_cx = "cx" in signature.parameters
@@ -215,6 +221,9 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
                     priority=self.priority if priority is None else priority,
                 )
             )
+            if self.concurrency is not None:
+                new_jobs[-1].concurrency_limit = self.concurrency
+                new_jobs[-1].concurrency_key = job_concurrency_key(self, args, kwargs)
         return new_jobs
 
     def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]:
@@ -312,8 +321,14 @@ def job(
     retry_until: timedelta | Callable[..., datetime] | None = None,
     unique_key: Callable[..., str | None] | None = None,
     priority: int = 0,
+    concurrency: int | None = None,
+    concurrency_key: Callable[..., str | None] | None = None,
 ) -> Any:
-    """Register a function as a job: `@job`, `@job("app.name")` or `@job(queue="mail")`."""
+    """Register a function as a job: `@job`, `@job("app.name")` or `@job(queue="mail")`.
+
+    With `concurrency=N`, at most N of its jobs run at once across every worker: per
+    `concurrency_key(*args, **kwargs)` if given (a key of None: per job name).
+    """
 
     def decorate(func: Callable[P, R]) -> JobFunction[P, R]:
         if isinstance(func, JobFunction):
@@ -328,6 +343,8 @@ def job(
             retry_until=retry_until,
             unique_key=unique_key,
             priority=priority,
+            concurrency=concurrency,
+            concurrency_key=concurrency_key,
         )
         registry.register(job_function)
         return job_function

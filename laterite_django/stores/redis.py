@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_alias, redis_failed, redis_outbox
+from . import redis_alias, redis_failed, redis_flow, redis_outbox
 from . import redis_scripts as scripts
 from .base import Claim, NewJob, QueueCounts, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
@@ -101,6 +101,13 @@ class RedisStore(Store):
         if script is None:
             # register_script only hashes the source; the first call loads it on a miss.
             script = self._scripts[name] = self.client.register_script(getattr(scripts, name))
+        return script
+
+    def _script_text(self, name: str, source: str):
+        """A script not in redis_scripts (flow control's), registered once by `name`."""
+        script = self._scripts.get(name)
+        if script is None:
+            script = self._scripts[name] = self.client.register_script(source)
         return script
 
     def _run(self, name: str, args: Sequence[Any], client=None) -> Any:
@@ -292,6 +299,28 @@ class RedisStore(Store):
     def forget(self, ids: Iterable[int] | None = None) -> int:
         """See Store.forget; first finishes removals a dead worker left (redis_failed)."""
         return redis_failed.after_removals(self, ids, super().forget)
+
+    # -- flow control (redis_flow) ------------------------------------------------
+
+    @guarded
+    def pause(self, queues: Sequence[str]) -> None:
+        redis_flow.pause(self, queues)
+
+    @guarded
+    def resume(self, queues: Sequence[str]) -> None:
+        redis_flow.resume(self, queues)
+
+    @guarded
+    def paused_queues(self) -> set[str]:
+        return redis_flow.paused_queues(self)
+
+    @guarded
+    def cancel(self, ids: Iterable[int]) -> dict[int, str]:
+        return redis_flow.cancel(self, ids)
+
+    @guarded
+    def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
+        return redis_flow.cancel_requested(self, claims)
 
     @guarded
     def ping(self) -> None:

@@ -22,6 +22,8 @@ from django.utils import timezone
 from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
+from ..flow.cancel import Lookout
+from ..flow.pause import PausedView
 from ..stores import Claim, Store, get_store
 from .attempt import WorkerStopped, run_claim
 from .hand import Hand
@@ -103,8 +105,13 @@ class Worker:
         self.settler = Settler(self.store, patience=SETTLE_PATIENCE,
                                stop_now=lambda: self._stop_now,
                                on_unavailable=lambda: drop_connections(self.store))
+        # Cancels of the running job, looked for by the heartbeat (flow.cancel).
+        self.lookout = Lookout(self.store)
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
-                                   slow_after=FLUSH_AFTER, relieve=self._relieve)
+                                   slow_after=FLUSH_AFTER, relieve=self._relieve,
+                                   lookout=self.lookout)
+        # The paused queues, read again at most every `sleep` seconds (flow.pause).
+        self.paused = PausedView(self.store, every=self.sleep)
         self._next_sweep = 0.0
         self.outage = Outage(self.name, self.stopping)
         self._started = time.monotonic()
@@ -195,9 +202,10 @@ class Worker:
             close_old_connections()
         self._sweep()
         finished = self.hand.take_finished()
+        queues = self.paused.active(self.queues)
         try:
             claims = self.store.settle_and_claim(
-                finished, self.queues, self.name, self._claim_limit())
+                finished, queues, self.name, self._claim_limit())
         except BaseException:
             self.hand.put_back_finished(finished)
             raise
@@ -209,7 +217,17 @@ class Worker:
             if self.stop_when_empty or self.once:
                 self.stop_reason = "empty"
                 return True
-            self.store.wait(self.queues, self.sleep, self.stopping, longest=self._idle_wait())
+            if len(queues) < len(self.queues):
+                # A queue is paused: look again within `sleep`, so its resume is seen then
+                # at the latest (a push to a queue served meanwhile still wakes it).
+                if queues:
+                    self.store.wait(queues, self.sleep, self.stopping)
+                else:
+                    self.stopping.wait(self.sleep)
+            else:
+                self.store.wait(self.queues, self.sleep, self.stopping,
+                                longest=self._idle_wait())
+            self.paused.expire()  # woken (a resume wakes too): read them again
             return False
         self.run_claims(claims)
         if self.once:

@@ -30,6 +30,7 @@ class Command(StoreCommand):
         try:
             store.ping()
             found = store.counts()
+            paused = store.paused_queues()
         except StoreUnavailable:
             raise  # one line, by StoreCommand
         except Exception as e:
@@ -37,22 +38,25 @@ class Command(StoreCommand):
         # The configured queues first, in their order, at zero if empty; then the others.
         counts = {queue: found.get(queue, QueueCounts()) for queue in settings.QUEUES}
         counts.update(sorted(found.items()))
+        counts.update((queue, QueueCounts()) for queue in sorted(paused) if queue not in counts)
         if options["json"]:
             data = {
                 queue: {"waiting": c.waiting, "delayed": c.delayed, "running": c.running,
-                        "failed": c.failed,
+                        "failed": c.failed, "paused": queue in paused,
                         # The names of 0.1, kept for one more release (see CHANGELOG).
                         "pending": c.waiting, "reserved": c.running}
                 for queue, c in counts.items()
             }
             self.stdout.write(json.dumps(data, indent=2))
             return
-        header = ("queue", "waiting", "delayed", "running", "failed")
+        header = ("queue", "waiting", "delayed", "running", "failed", "")
         rows = [
-            (queue, str(c.waiting), str(c.delayed), str(c.running), str(c.failed))
+            (queue, str(c.waiting), str(c.delayed), str(c.running), str(c.failed),
+             "paused" if queue in paused else "")
             for queue, c in counts.items()
         ]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
-            self.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+            self.stdout.write(
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         self.stdout.write(f"failed total: {sum(c.failed for c in counts.values())}")
