@@ -55,6 +55,11 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "job_names": lambda: store.job_names(Job),
         "estimated_rows": lambda: store.estimated_rows(Job),
         "tidy": store.tidy,
+        "pause": lambda: store.pause(["default"]),
+        "resume": lambda: store.resume(["default"]),
+        "paused_queues": store.paused_queues,
+        "cancel": lambda: store.cancel([1]),
+        "cancel_requested": lambda: store.cancel_requested([claim]),
     }
 
 

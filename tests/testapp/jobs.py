@@ -265,7 +265,7 @@ def _stamp(kind: str, value: str) -> None:
     Record.objects.create(kind=kind, value=value, pid=os.getpid())
 
 
-@job("tests.flow_stamp", queue="mail")
+@job("tests.flow_stamp")
 def flow_stamp(value: str, seconds: float = 0.05) -> None:
     """Record its start and end (the `at` of each Record), running `seconds` between."""
     _stamp("flow-start", value)

@@ -29,13 +29,13 @@ def test_pause_under_load_stops_every_worker_and_resume_drains(store, workers):
 
     poll = settings.LATERITE_QUEUE_POLL
     jobs.flow_stamp.push_many([(str(i), 0.1) for i in range(400)])
-    procs = [workers.start("--queue", "mail", "--processes", "2") for _ in range(2)]
+    procs = [workers.start("--queue", "default", "--processes", "2") for _ in range(2)]
     errors = [Stderr(p) for p in procs]
     wait_for(lambda: starts().count() >= 10)
-    done = workers.command("queue_pause", "mail")
+    done = workers.command("queue_pause", "default")
     assert done.returncode == 0, done.stderr
     paused_at = timezone.now()
-    assert store.paused_queues() == {"mail"}
+    assert store.paused_queues() == {"default"}
     # Every worker stops claiming within the poll interval (plus the job in hand).
     time.sleep(poll + 2)
     cutoff = paused_at + timedelta(seconds=poll + 0.5)
@@ -45,12 +45,12 @@ def test_pause_under_load_stops_every_worker_and_resume_drains(store, workers):
     # Pushes are still accepted; queue_status shows the pause.
     jobs.flow_stamp.push("late", 0.0)
     status = json.loads(workers.command("queue_status", "--json").stdout)
-    assert status["mail"]["paused"] is True and status["mail"]["waiting"] > 0
+    assert status["default"]["paused"] is True and status["default"]["waiting"] > 0
     assert "paused" in workers.command("queue_status").stdout
     time.sleep(0.5)
     assert starts().count() == before
-    done = workers.command("queue_resume", "mail")
-    assert "Resumed: mail." in done.stdout
+    done = workers.command("queue_resume", "default")
+    assert "Resumed: default." in done.stdout
     wait_for(lambda: Record.objects.filter(kind="flow-end").count() == 401, timeout=90)
     assert store.paused_queues() == set()
     for p in procs:
