@@ -1,7 +1,12 @@
 """Profile one laterite worker draining no-op jobs, on each store, with pyinstrument.
 
     python bench/profile_worker.py [--n 3000] [--store laterite_pg,laterite_redis,laterite_sqlite]
-                                   [--ref 2d1d5a0]
+                                   [--ref 2d1d5a0] [--cost [--rounds 5]]
+
+With --cost, no profiler: each round drains N jobs unprofiled (wall and CPU
+microseconds per job), then again under cProfile (Python function calls per
+job, a count the machine's load does not change); with --ref the current tree
+and the earlier commit alternate round by round, and the medians are printed.
 
 Runs the worker loop in one process (as `queue_work --processes 1` does) and
 prints, per store, where the time of a job goes: the claim, running the job,
@@ -26,8 +31,62 @@ if __package__ in (None, ""):  # `python bench/profile_worker.py`
 
 from bench.systems import REF_PATH, slug  # noqa: E402
 
+COST = """
+import cProfile, json, pstats, time, django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from laterite_django.management.commands.queue_work import keep_connections_open
+from laterite_django.stores import get_store
+from laterite_django.worker.loop import Worker
+from bench.laterite_app.jobs import noop
+keep_connections_open()
+store = get_store()
 
-def profile_one(system: str, n: int, ref: str | None = None) -> str:
+def drain(profile):
+    store.clear()
+    noop.push_many([(i,) for i in range({n})])
+    worker = Worker(["default"], stop_when_empty=True, batch=20)
+    wall, cpu = time.perf_counter(), time.process_time()
+    if profile:
+        profile.enable()
+    worker.run()
+    if profile:
+        profile.disable()
+    return worker.processed, time.perf_counter() - wall, time.process_time() - cpu
+
+done, wall, cpu = drain(None)
+profile = cProfile.Profile()
+counted, _, _ = drain(profile)
+print(json.dumps({{"wall_us": wall / done * 1e6, "cpu_us": cpu / done * 1e6,
+                  "calls": pstats.Stats(profile).total_calls / counted}}))
+"""
+
+
+def cost(system: str, n: int, rounds: int, ref: str | None) -> str:
+    """Medians over `rounds` of wall and CPU per job and calls per job (and at `ref`)."""
+    import json
+    import statistics
+
+    found: dict[str, list[dict]] = {}
+    for round_ in range(rounds):
+        order = [None, ref] if ref else [None]
+        for which in order if round_ % 2 == 0 else order[::-1]:
+            out = profile_one(system, n, which, code=COST.format(n=n))
+            line = out.strip().splitlines()[-1] if out.strip() else ""
+            try:
+                found.setdefault(which or "current", []).append(json.loads(line))
+            except ValueError:
+                return out
+    lines = ["tree | wall us/job | CPU us/job | Python calls/job", "---|---|---|---"]
+    for which, rows in found.items():
+        lines.append(" | ".join([which, *(
+            f"{statistics.median(row[key] for row in rows):.1f}"
+            for key in ("wall_us", "cpu_us", "calls"))]))
+    return "\n".join(lines)
+
+
+def profile_one(system: str, n: int, ref: str | None = None, code: str | None = None) -> str:
     """Run the profile of `system` in a fresh interpreter and return its text report.
 
     With `ref`, laterite is the package installed in bench/.venvs/laterite-<ref>,
@@ -42,7 +101,7 @@ def profile_one(system: str, n: int, ref: str | None = None) -> str:
             return f"no virtualenv for {ref}: run `python bench/run.py --ref {ref}` first"
     env = dict(os.environ, BENCH_SYSTEM=system, DJANGO_SETTINGS_MODULE="bench.djproject.settings",
                PYTHONPATH=str(path), BENCH_RECORD="/dev/null")
-    code = f"""
+    code = code or f"""
 import time, django
 django.setup()
 from django.core.management import call_command
@@ -90,7 +149,16 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=3000)
     parser.add_argument("--store", default="laterite_pg,laterite_redis,laterite_sqlite")
     parser.add_argument("--ref", help="also profile laterite at this commit (short hash)")
+    parser.add_argument("--cost", action="store_true",
+                        help="no profiler: per-job wall, CPU and call counts, medians")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds for --cost")
     args = parser.parse_args()
+    if args.cost:
+        for system in args.store.split(","):
+            print(f"## {system} ({time.strftime('%Y-%m-%d %H:%M')} UTC, N={args.n}, "
+                  f"medians of {args.rounds})\n")
+            print(cost(system, args.n, args.rounds, args.ref), "\n")
+        return
     for system in args.store.split(","):
         for ref in (None, args.ref) if args.ref else (None,):
             name = f"{system}@{ref}" if ref else system

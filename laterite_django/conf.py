@@ -1,9 +1,12 @@
-"""Every LATERITE_QUEUE_* setting: its default, its rule, and its value, checked at each access.
+"""Every LATERITE_QUEUE_* setting: its default, its rule, and its value, checked on access.
 
 Reading on access (not at import) lets `override_settings` reach them in tests.
 Checking on access too means a wrong value stops whatever reads it even where
 no system check ran (`queue_work --skip-checks`, `worker` mode under a WSGI
 server). The system checks (checks.py) report the same rules, from `problem()`.
+A value that passed its check is kept until Django says a setting changed
+(`setting_changed`, sent by `override_settings`): a push reads several, and
+checking them each time cost more than a tenth of its own work.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from numbers import Real
 from typing import Any, NamedTuple
 
 from django.conf import settings as django_settings
+from django.core.signals import setting_changed
 
 from .exceptions import LateriteConfigurationError
 
@@ -164,34 +168,50 @@ def message(name: str, value: Any, found: Problem) -> str:
     return f"LATERITE_QUEUE_{name} is {value!r}; {found.allowed}."
 
 
-_UNSET = object()
-
-
 class Settings:
     """Attribute access to LATERITE_QUEUE_<NAME>, falling back to DEFAULTS.
 
-    A value its rule refuses raises LateriteConfigurationError saying why.
+    A value its rule refuses raises LateriteConfigurationError saying why (at
+    every access); a value it accepts is kept until `forget()`.
     """
 
     def __init__(self) -> None:
-        # The value each setting last passed its rule with: the same object again
-        # (the usual case, read on every push) is not checked again.
-        self._passed: dict[str, Any] = {}
+        self._checked: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> Any:
+        checked = self._checked
+        try:
+            return checked[name]
+        except KeyError:
+            pass
         if name not in DEFAULTS:
             raise AttributeError(name)
         value = raw(name)
-        if self._passed.get(name, _UNSET) is value:
-            return value
         found = RULES[name](value)
         if found is not None:
             raise LateriteConfigurationError(message(name, value, found))
-        self._passed[name] = value
+        # Into the dict read above: if forget() ran meanwhile (another thread), the
+        # value may be the old one, and it lands in a dict no longer read.
+        checked[name] = value
         return value
+
+    def forget(self) -> None:
+        """Drop the values checked so far: the next access reads and checks again."""
+        self._checked = {}
 
 
 settings = Settings()
+
+# What the rules read besides the LATERITE_QUEUE_* settings themselves.
+_RULES_READ = frozenset({"DATABASES", "CACHES"})
+
+
+def _on_setting_changed(setting: str, **kwargs: Any) -> None:
+    if setting.startswith("LATERITE_QUEUE_") or setting in _RULES_READ:
+        settings.forget()
+
+
+setting_changed.connect(_on_setting_changed, dispatch_uid="laterite_conf_forget")
 
 
 def validate_all() -> None:

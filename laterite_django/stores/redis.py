@@ -1,7 +1,7 @@
 """Jobs kept in Redis, through a django-redis cache's raw client.
 
 Every operation that touches more than one key is one Lua script (see
-redis_scripts), registered once and run by its SHA. The raw client skips the
+redis_scripts), run by its SHA (redis_calls). The raw client skips the
 cache's key prefix and serializer, so every key lives under
 LATERITE_QUEUE_PREFIX and payloads are the JSON text the job layer wrote.
 
@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
 from . import redis_alias, redis_failed, redis_flow, redis_outbox
-from . import redis_scripts as scripts
+from . import redis_calls as calls
 from .base import Claim, NewJob, QueueCounts, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
 from .redis_values import claims as claims_from_rows
@@ -43,8 +43,15 @@ __all__ = ["RedisStore"]
 _PUSH_CHUNK = 2000
 # The longest single blocking wait, so a stop request is seen within a second.
 _MAX_BLOCK = 1.0
+
 # How late Redis may time out a blocked client (one server tick at the default hz 10).
 _SERVER_TICK = 0.1
+
+
+def _longer(timeout: float, longest: float | None) -> float:
+    """How long an idle worker may block: `longest` if given (every push, release
+    and requeue pushes to the wake-up list), else `timeout`."""
+    return timeout if longest is None else max(timeout, longest)
 
 
 class RedisStore(Store):
@@ -65,7 +72,7 @@ class RedisStore(Store):
             raise LateriteConfigurationError(f"{problem} {redis_alias.HINT}")
         self.alias = alias
         self.prefix = prefix
-        self._scripts: dict[str, Any] = {}
+        self._client: Redis | None = None
 
     def __repr__(self) -> str:
         return f"<RedisStore alias={self.alias!r} prefix={self.prefix!r}>"
@@ -74,7 +81,17 @@ class RedisStore(Store):
 
     @property
     def client(self) -> Redis:
-        """The raw redis-py client of the cache alias (pooled by django-redis)."""
+        """The raw redis-py client of the cache alias (pooled by django-redis).
+
+        Looked up once: the client is thread-safe and its pool is django-redis's,
+        shared by the process, so a lookup per call would only cost time.
+        """
+        client = self._client
+        if client is None:
+            client = self._client = self._connect()
+        return client
+
+    def _connect(self) -> Redis:
         try:
             from django_redis import get_redis_connection
         except ImportError as e:
@@ -96,23 +113,16 @@ class RedisStore(Store):
             error, self.database, store="redis"
         )
 
-    def _script(self, name: str):
-        script = self._scripts.get(name)
-        if script is None:
-            # register_script only hashes the source; the first call loads it on a miss.
-            script = self._scripts[name] = self.client.register_script(getattr(scripts, name))
-        return script
+    def _run(self, name: str, args: Sequence[Any]) -> Any:
+        """Run Lua script `name` (redis_scripts) with the prefix and `args`: one round trip."""
+        return calls.run(self.client, name, [self.prefix, *args])
 
-    def _script_text(self, name: str, source: str):
-        """A script not in redis_scripts (flow control's), registered once by `name`."""
-        script = self._scripts.get(name)
-        if script is None:
-            script = self._scripts[name] = self.client.register_script(source)
-        return script
-
-    def _run(self, name: str, args: Sequence[Any], client=None) -> Any:
-        client = client if client is not None else self.client
-        return self._script(name)(keys=[], args=[self.prefix, *args], client=client)
+    def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Run several scripts in one round trip (a pipeline, not a transaction)."""
+        pipe = self.client.pipeline(transaction=False)
+        queued = {i: calls.add(pipe, name, [self.prefix, *args])
+                  for i, (name, args) in enumerate(steps)}
+        return calls.finish(self.client, pipe.execute(raise_on_error=False), queued)
 
     def key(self, *parts: str) -> str:
         """Return the Redis key for `parts` under this store's prefix."""
@@ -125,14 +135,11 @@ class RedisStore(Store):
         if not jobs:
             return []
         now = str(us(timezone.now()))
-        chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
-        if len(chunks) == 1:
-            results = [self._run("PUSH", push_args(now, chunks[0]))]
+        if len(jobs) <= _PUSH_CHUNK:
+            results = [self._run("PUSH", push_args(now, jobs))]
         else:
-            pipe = self.client.pipeline(transaction=False)
-            for chunk in chunks:
-                self._run("PUSH", push_args(now, chunk), client=pipe)
-            results = pipe.execute()
+            chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
+            results = self._pipeline([("PUSH", push_args(now, chunk)) for chunk in chunks])
         return [int(i) or None for result in results for i in result]
 
     @guarded
@@ -162,10 +169,10 @@ class RedisStore(Store):
             self.delete(finished)
             return []
         token = uuid.uuid4().hex
-        pipe = self.client.pipeline(transaction=False)
-        self._run("DELETE", [value for c in finished for value in (c.id, c.token)], client=pipe)
-        self._run("CLAIM", self._claim_args(token, queues, worker, limit), client=pipe)
-        _, rows = pipe.execute()
+        _, rows = self._pipeline([
+            ("DELETE", [value for c in finished for value in (c.id, c.token)]),
+            ("CLAIM", self._claim_args(token, queues, worker, limit)),
+        ])
         return claims_from_rows(rows, token)
 
     @staticmethod
@@ -300,6 +307,10 @@ class RedisStore(Store):
         """See Store.forget; first finishes removals a dead worker left (redis_failed)."""
         return redis_failed.after_removals(self, ids, super().forget)
 
+    def close(self) -> None:
+        """Forget the client: the next call looks it up again (its pool stays)."""
+        self._client = None
+
     # -- flow control (redis_flow) ------------------------------------------------
 
     @guarded
@@ -343,10 +354,32 @@ class RedisStore(Store):
         """Block on the queues' wake-up lists until a push, a delayed job falls due,
         `timeout` (or `longest`: pushes, releases and requeues all wake the list)
         passes or `stop` is set."""
+        self._wait(queues, _longer(timeout, longest), stop, None)
+
+    @guarded
+    def wait_and_claim(
+        self, queues: Sequence[str], worker: str, limit: int, timeout: float,
+        stop: threading.Event, *, fresh_within: float, longest: float | None = None,
+    ) -> list[Claim]:
+        """Wait as `wait` does, with a CLAIM pipelined behind each blocking pop.
+
+        Redis runs a blocked client's next command as soon as the pop returns, so
+        a push wakes the worker with its job already claimed: one round trip from
+        the wake-up to the job instead of two. Each CLAIM is dated when its pop
+        was sent: a pop blocks at most `fresh_within` seconds (and a server tick).
+        """
+        timeout = _longer(timeout, longest)
+        if limit < 1:
+            self._wait(queues, timeout, stop, None)
+            return []
+        return self._wait(queues, timeout, stop, (worker, limit), max(0.001, fresh_within))
+
+    def _wait(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event,
+        claim: tuple[str, int] | None, fresh_within: float = _MAX_BLOCK,
+    ) -> list[Claim]:
         if stop.is_set() or not queues:
-            return
-        if longest is not None:
-            timeout = max(timeout, longest)
+            return []
         client = self.client
         pipe = client.pipeline(transaction=False)
         for queue in queues:
@@ -358,7 +391,9 @@ class RedisStore(Store):
             due_in = (min(earliest) - us(timezone.now())) / 1_000_000
             block = min(block, due_in)
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
-        limit = _MAX_BLOCK if not socket_timeout else min(_MAX_BLOCK, socket_timeout / 2)
+        limit = min(_MAX_BLOCK, fresh_within)
+        if socket_timeout:
+            limit = min(limit, socket_timeout / 2)
         keys = [self.key("queue", queue, "wake") for queue in queues]
         deadline = time.monotonic() + block
         # Redis times out blocked clients on its server clock tick (100 ms at the
@@ -368,7 +403,26 @@ class RedisStore(Store):
             left = blpop_until - time.monotonic()
             if left < 0.001:
                 stop.wait(max(0.0, deadline - time.monotonic()))
-                return
+                return []
             # BLPOP's timeout 0 means forever; `left` is at least a millisecond here.
-            if client.blpop(keys, timeout=min(left, limit)) is not None:
-                return
+            if claim is None:
+                if client.blpop(keys, timeout=min(left, limit)) is not None:
+                    return []
+                continue
+            woken, claims = self._pop_and_claim(keys, min(left, limit), queues, *claim)
+            if woken or claims:
+                return claims
+        return []
+
+    def _pop_and_claim(
+        self, keys: Sequence[str], timeout: float, queues: Sequence[str], worker: str, limit: int
+    ) -> tuple[bool, list[Claim]]:
+        """BLPOP the wake-up lists with a CLAIM behind it in one pipeline; say whether
+        the pop was woken, and return the claims."""
+        token = uuid.uuid4().hex
+        pipe = self.client.pipeline(transaction=False)
+        pipe.blpop(keys, timeout=timeout)
+        args = [self.prefix, *self._claim_args(token, queues, worker, limit)]
+        queued = {1: calls.add(pipe, "CLAIM", args)}
+        popped, rows = calls.finish(self.client, pipe.execute(raise_on_error=False), queued)
+        return popped is not None, claims_from_rows(rows, token)

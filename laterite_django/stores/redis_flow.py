@@ -1,5 +1,7 @@
 """The Redis store's flow control: paused queues, cancels (see flow/).
 
+These run rarely (an operator's command), so their scripts go by EVAL.
+
 Under the prefix `P`: `P:paused` is the set of paused queue names; a running
 job's hash gets `cancel_requested` when a cancel is asked, which its worker's
 heartbeat reads. A cancelled waiting job leaves Redis in one script, then its
@@ -71,7 +73,7 @@ def pause(store: RedisStore, queues: Sequence[str]) -> None:
 
 def resume(store: RedisStore, queues: Sequence[str]) -> None:
     if queues:
-        store._script_text("RESUME", RESUME)(keys=[], args=[store.prefix, *queues])
+        store.client.eval(RESUME, 0, store.prefix, *queues)
 
 
 def paused_queues(store: RedisStore) -> set[str]:
@@ -82,8 +84,7 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
     wanted = list(dict.fromkeys(job_ids(ids)))
     if not wanted:
         return {}
-    rows = store._script_text("CANCEL", CANCEL)(
-        keys=[], args=[store.prefix, us(store_now()), *wanted])
+    rows = store.client.eval(CANCEL, 0, store.prefix, us(store_now()), *wanted)
     result: dict[int, str] = {}
     failed: list[Any] = []
     for row in rows:

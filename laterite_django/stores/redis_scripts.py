@@ -17,6 +17,7 @@ one script serves any queue; the store therefore needs a single Redis server
     P:queue:<q>:delayed    zset of jobs not yet due: score available_at, member id
     P:queue:<q>:claimed    zset of claimed jobs: score the last heartbeat, member id
     P:queue:<q>:wake       list that idle workers block on (BLPOP); a push adds to it
+    P:paused               set of the paused queue names (flow control): CLAIM skips them
 
 Times are integer microseconds since the epoch, passed in by the caller.
 """
@@ -53,8 +54,9 @@ local function wake(q, count)
   local key = qkey(q, 'wake')
   local tokens = {}
   for i = 1, math.min(count, """ + str(WAKE_CAP) + """) do tokens[i] = '1' end
-  redis.call('RPUSH', key, unpack(tokens))
-  redis.call('LTRIM', key, -""" + str(WAKE_CAP) + """, -1)
+  if redis.call('RPUSH', key, unpack(tokens)) > """ + str(WAKE_CAP) + """ then
+    redis.call('LTRIM', key, -""" + str(WAKE_CAP) + """, -1)
+  end
 end
 
 -- A key holder is stale if its job is gone or claimed (a running job holds no key).
@@ -108,7 +110,7 @@ end
 # available_at, retry_until ('' for none), has_key ('1'/'0'), unique_key.
 # Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
 PUSH = _COMMON + """
-local now = ARGV[2]
+local now = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local ids = {}
 local pushed = {}
@@ -122,18 +124,34 @@ for i = 0, n - 1 do
     ids[i + 1] = 0
   else
     local k = jkey(id)
-    redis.call('HSET', k, 'name', name, 'queue', queue, 'payload', payload,
-      'priority', priority, 'pushed_at', pushed_at, 'available_at', avail,
-      'attempts', 0, 'last_error', '', 'claimed_by', '')
-    if retry_until ~= '' then redis.call('HSET', k, 'retry_until', retry_until) end
-    if has_key == '1' then redis.call('HSET', k, 'unique_key', key) end
-    enqueue(k, queue, id, avail, now)
-    redis.call('SADD', P .. ':queues', queue)
+    local m = member(avail, id)
+    -- One HSET with every field (enqueue() would read the priority back and
+    -- write the member separately).
+    local fields = {'name', name, 'queue', queue, 'payload', payload, 'priority', priority,
+      'pushed_at', pushed_at, 'available_at', avail, 'attempts', 0, 'last_error', '',
+      'claimed_by', '', 'member', m}
+    if retry_until ~= '' then
+      fields[#fields + 1] = 'retry_until'
+      fields[#fields + 1] = retry_until
+    end
+    if has_key == '1' then
+      fields[#fields + 1] = 'unique_key'
+      fields[#fields + 1] = key
+    end
+    redis.call('HSET', k, unpack(fields))
+    if tonumber(avail) <= now then
+      redis.call('ZADD', qkey(queue, 'ready'), -tonumber(priority), m)
+    else
+      redis.call('ZADD', qkey(queue, 'delayed'), avail, id)
+    end
     pushed[queue] = (pushed[queue] or 0) + 1
     ids[i + 1] = tonumber(id)
   end
 end
-for q, count in pairs(pushed) do wake(q, count) end
+for q, count in pairs(pushed) do
+  redis.call('SADD', P .. ':queues', q)
+  wake(q, count)
+end
 return ids
 """
 
@@ -147,6 +165,8 @@ local out = {}
 for qi = 6, #ARGV do
   if #out >= limit then break end
   local q = ARGV[qi]
+  -- A paused queue (flow control: queue_pause) is left out of every claim.
+  if redis.call('SISMEMBER', P .. ':paused', q) == 0 then
   local ready = qkey(q, 'ready')
   local due = redis.call('ZRANGEBYSCORE', qkey(q, 'delayed'), '-inf', now, 'LIMIT', 0, 1000)
   for _, id in ipairs(due) do
@@ -176,6 +196,7 @@ for qi = 6, #ARGV do
           f[8], f[9], position}
       end
     end
+  end
   end
 end
 return out

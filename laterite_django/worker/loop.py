@@ -224,11 +224,22 @@ class Worker:
                     self.store.wait(queues, self.sleep, self.stopping)
                 else:
                     self.stopping.wait(self.sleep)
-            else:
-                self.store.wait(self.queues, self.sleep, self.stopping,
-                                longest=self._idle_wait())
+                self.paused.expire()  # woken (a resume wakes too): read them again
+                return False
+            # A claim made as the wait ends may be dated a little earlier: keep that
+            # well inside retry_after, or another worker's sweep could take the job
+            # for abandoned before this worker's first heartbeat.
+            claims = self.store.wait_and_claim(
+                self.queues, self.name, self._claim_limit(), self.sleep, self.stopping,
+                fresh_within=self.retry_after / 10, longest=self._idle_wait())
             self.paused.expire()  # woken (a resume wakes too): read them again
-            return False
+            if not claims:
+                return False
+            if self.stopping.is_set() or self._limit_reached():
+                # Claimed as the stop came: return them unstarted, no attempt counted.
+                self.monitor.hold(claims)
+                self._give_back(claims)
+                return False
         self.run_claims(claims)
         if self.once:
             self.stop_reason = "once"

@@ -144,3 +144,26 @@ def test_queue_work_with_skip_checks_refuses_a_bad_setting(store, workers):
     assert store.counts()["default"].waiting == 1
     if store.__class__.__name__ == "DatabaseStore":
         assert Job.objects.get().attempts == 0
+
+
+def test_a_checked_setting_is_kept_until_a_setting_changes():
+    from django.conf import settings as django_settings
+
+    from laterite_django.conf import settings
+
+    assert settings.POLL == django_settings.LATERITE_QUEUE_POLL
+    with override_settings(LATERITE_QUEUE_POLL=7):
+        assert settings.POLL == 7
+        with override_settings(CACHES={**django_settings.CACHES, "other": {
+                "BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}):
+            assert settings.POLL == 7
+        with override_settings(LATERITE_QUEUE_DATABASE="nowhere"), pytest.raises(
+                Exception, match="LATERITE_QUEUE_DATABASE is 'nowhere'"):
+            _ = settings.DATABASE
+    assert settings.POLL == django_settings.LATERITE_QUEUE_POLL
+    # A bad value is refused at every read, never kept.
+    with override_settings(LATERITE_QUEUE_POLL=0):
+        for _ in range(2):
+            with pytest.raises(Exception, match="LATERITE_QUEUE_POLL is 0"):
+                _ = settings.POLL
+    assert settings.DATABASE == "default"

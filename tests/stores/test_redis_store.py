@@ -191,6 +191,42 @@ def test_wait_ends_after_its_timeout(store):
     assert time.monotonic() - started >= 0.19
 
 
+def test_wait_and_claim_wakes_with_the_pushed_job_claimed(store):
+    stop = threading.Event()
+    got: list = []
+    thread = threading.Thread(
+        target=lambda: got.extend(store.wait_and_claim(
+            ["mail", "default"], "w", 1, 60, stop, fresh_within=60)))
+    thread.start()
+    time.sleep(0.3)
+    assert thread.is_alive()  # blocked, not polling its way out
+    store.push([new(value="woken")])
+    thread.join(30)
+    stop.set()
+    assert not thread.is_alive()
+    (claim,) = got
+    assert claim.payload == '{"args":["woken"],"kwargs":{}}' and claim.attempts == 1
+    assert store.counts()["default"].running == 1
+    assert store.delete([claim]) == 1
+
+
+def test_wait_and_claim_takes_a_due_job_that_woke_nobody(store):
+    store.push([new(value="quiet")])
+    store.client.delete(store.key("queue", "default", "wake"))
+    # Nothing to pop: the claim behind the pop finds the job when the pop times out.
+    (claim,) = store.wait_and_claim(["default"], "w", 1, 60, threading.Event(),
+                                    fresh_within=0.1)
+    assert claim.payload == '{"args":["quiet"],"kwargs":{}}'
+
+
+def test_wait_and_claim_claims_nothing_once_stopped(store):
+    stop = threading.Event()
+    stop.set()
+    store.push([new()])
+    assert store.wait_and_claim(["default"], "w", 1, 60, stop, fresh_within=1) == []
+    assert store.counts()["default"].waiting == 1
+
+
 # -- the failed list: database row first, then Redis ------------------------------
 
 

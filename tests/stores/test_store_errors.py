@@ -69,12 +69,14 @@ DATABASE_METHODS = sorted(calls(DatabaseStore()))
 # Redis keeps no dead rows: it has nothing to tidy.
 DATABASE_ONLY = {"failed_counts", "retry", "forget", "failed_jobs", "missing_failed",
                  "job_names", "estimated_rows", "push_on_commit", "tidy"}
-REDIS_METHODS = sorted({*calls(DatabaseStore()), "wait", "queues"} - DATABASE_ONLY)
+REDIS_METHODS = sorted(
+    {*calls(DatabaseStore()), "wait", "wait_and_claim", "queues"} - DATABASE_ONLY)
 
 
 def test_every_store_method_is_covered():
     public = {name for name in dir(Store) if not name.startswith("_")}
-    assert public - {"wait", "close", "transactional_push"} == set(DATABASE_METHODS)
+    assert public - {"wait", "wait_and_claim", "close", "transactional_push"} == set(
+        DATABASE_METHODS)
 
 
 @contextlib.contextmanager
@@ -98,6 +100,10 @@ def run_store_method(store: Store, method: str) -> None:
         import threading
 
         store.wait(["default"], 0.1, threading.Event())
+    elif method == "wait_and_claim":
+        import threading
+
+        store.wait_and_claim(["default"], "w", 1, 0.1, threading.Event(), fresh_within=0.1)
     elif method == "queues":
         store.queues()  # type: ignore[attr-defined]
     else:

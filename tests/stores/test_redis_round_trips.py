@@ -1,0 +1,133 @@
+"""What the Redis store asks of its server: the commands of a push, of a claim, of a
+wait, counted by a private `redis-server` (the shared one on 6379 serves other
+clients too), and scripts the server forgot (a restart, SCRIPT FLUSH)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from laterite_django.stores import NewJob, get_store
+from laterite_django.stores.redis import RedisStore
+from laterite_django.worker.loop import Worker
+from tests.conftest import redis_store_only, wait_for
+from tests.testapp import jobs
+from tests.worker.test_redis_worker import own_redis
+
+__all__ = ["own_redis"]
+
+PREFIX = f"laterite-test-rtrips-{os.getpid()}"
+# Commands that only read the counts, or reset them.
+_BOOKKEEPING = {"info", "config|resetstat"}
+
+
+@pytest.fixture
+def store_kind() -> Iterator[str]:
+    with redis_store_only(PREFIX) as kind:
+        yield kind
+
+
+@pytest.fixture
+def private(store_kind, own_redis):
+    """The Redis store on a private server, and a client of that server's own."""
+    server = own_redis()
+    store = get_store()
+    assert isinstance(store, RedisStore)
+    store.ping()  # the store's connection is made before anything is counted
+    return store, server.client()
+
+
+def commands(admin) -> Counter:
+    """The commands the server ran since the last reset, scripts' own calls included."""
+    counts = Counter()
+    for name, stats in admin.info("commandstats").items():
+        command = name.removeprefix("cmdstat_")
+        if command not in _BOOKKEEPING:
+            counts[command] = stats["calls"]
+    admin.config_resetstat()
+    return counts
+
+
+def new(value: str = "x") -> NewJob:
+    now = timezone.now()
+    return NewJob(name="tests.record", queue="default", payload=f'{{"args":["{value}"],'
+                  f'"kwargs":{{}}}}', available_at=now, pushed_at=now)
+
+
+def test_a_push_is_one_script_call_and_nothing_else(private):
+    store, admin = private
+    jobs.record.push("first")  # the first push loads the script
+    commands(admin)
+    jobs.record.push("second")
+    # One round trip (EVALSHA); in it, one write per key the job lives in.
+    assert commands(admin) == Counter(
+        {"evalsha": 1, "incr": 1, "hset": 1, "zadd": 1, "sadd": 1, "rpush": 1})
+    assert store.counts()["default"].waiting == 2
+
+
+def test_settling_and_claiming_is_one_round_trip(private):
+    store, admin = private
+    store.push([new("a"), new("b"), new("c")])
+    # The first settle_and_claim loads the DELETE script.
+    (first,) = store.settle_and_claim(store.claim(["default"], "w"), ["default"], "w")
+    commands(admin)
+    (second,) = store.settle_and_claim([first], ["default"], "w")
+    ran = commands(admin)
+    # DELETE and CLAIM in one pipeline, without asking SCRIPT EXISTS first.
+    assert ran["evalsha"] == 2
+    assert not [command for command in ran if command.startswith("script")]
+    assert second.payload == '{"args":["c"],"kwargs":{}}'
+
+
+def test_scripts_the_server_forgot_are_loaded_again(private):
+    store, admin = private
+    store.push([new("a"), new("b"), new("c")])
+    admin.script_flush()
+    assert store.push([new("d")]) != [None]
+    admin.script_flush()
+    (claim,) = store.claim(["default"], "w")
+    admin.script_flush()
+    # In a pipeline: DELETE and CLAIM both refused, then each run on its own, in order.
+    (after,) = store.settle_and_claim([claim], ["default"], "w")
+    assert {claim.payload, after.payload} == {'{"args":["a"],"kwargs":{}}',
+                                              '{"args":["b"],"kwargs":{}}'}
+    admin.script_flush()
+    # A push bigger than one script call: several calls in one pipeline.
+    ids = store.push([new(str(i)) for i in range(2001)])
+    assert len(ids) == 2001 and None not in ids
+    assert store.counts()["default"].waiting == 2 + 2001  # c, d and the big push
+    assert store.counts()["default"].running == 1
+
+
+def test_a_worker_stopped_while_it_waits_leaves_the_job_pushed_then_unstarted(private):
+    store, admin = private
+    worker = Worker(["default"], store=store, sleep=60, manage_connections=False)
+
+    def work() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()  # this thread's own (its sweep reads the outbox)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    try:
+        # Blocked on the wake-up list, its claim queued behind the pop.
+        wait_for(lambda: admin.info("clients")["blocked_clients"] == 1, timeout=30)
+        worker.stop()
+        jobs.record.push("too late")
+        thread.join(30)
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert worker.processed == 0
+    # Claimed by the pop's claim or not, it waits again with no attempt counted.
+    (claim,) = store.claim(["default"], "other")
+    assert claim.attempts == 1 and claim.payload == '{"args":["too late"],"kwargs":{}}'
