@@ -12,7 +12,7 @@ from .conf import DEFAULTS, message, problem, raw
 from .registry import registry
 from .stores.redis_alias import HINT, shared_alias_problem
 
-__all__ = ["check_jobs", "check_limits", "check_settings"]
+__all__ = ["check_jobs", "check_settings"]
 
 
 def _setting(name: str) -> str:
@@ -137,22 +137,3 @@ def check_jobs(app_configs: Any = None, **kwargs: Any) -> list:
         if job.queue not in queues
     ]
 
-
-@register()
-def check_limits(app_configs: Any = None, **kwargs: Any) -> list:
-    """Warn that the Redis store does not enforce limits yet (the database store does)."""
-    if raw("STORE") != "redis" or raw("MODE") == "inline":
-        return []
-    limits = raw("LIMITS")
-    limited = sorted(job.name for job in registry if getattr(job, "concurrency", None))
-    if not limits and not limited:
-        return []
-    what = ", ".join([*(["LATERITE_QUEUE_LIMITS"] if limits else []),
-                      *(f"job {name!r} (concurrency)" for name in limited)])
-    return [
-        Warning(
-            f"The Redis store does not enforce limits yet: {what} will not hold.",
-            hint="Use the database store (PostgreSQL or SQLite) for queues that need limits.",
-            id="laterite.W030",
-        )
-    ]

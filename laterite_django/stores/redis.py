@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from . import redis_alias, redis_failed, redis_flow, redis_outbox
+from ..flow.limits import any_job_limited, queue_limits
+from . import redis_alias, redis_failed, redis_flow, redis_limits, redis_outbox
 from . import redis_calls as calls
 from .base import Claim, NewJob, QueueCounts, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
@@ -135,6 +136,11 @@ class RedisStore(Store):
         if not jobs:
             return []
         now = str(us(timezone.now()))
+        if any(job.concurrency_limit for job in jobs):
+            # Jobs with a concurrency limit carry its key (redis_limits).
+            return [int(i) or None for i in redis_limits.run(
+                self.client, redis_limits.PUSH_LIMITED,
+                [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
         if len(jobs) <= _PUSH_CHUNK:
             results = [self._run("PUSH", push_args(now, jobs))]
         else:
@@ -154,6 +160,8 @@ class RedisStore(Store):
     def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
         if not queues or limit < 1:
             return []
+        if self._limited(queues):
+            return self.settle_and_claim((), queues, worker, limit)
         token = uuid.uuid4().hex
         rows = self._run("CLAIM", self._claim_args(token, queues, worker, limit))
         return claims_from_rows(rows, token)
@@ -163,6 +171,17 @@ class RedisStore(Store):
         self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
     ) -> list[Claim]:
         """Delete the finished jobs and claim the next ones in one round trip (a pipeline)."""
+        limits = self._limited(queues) if queues and limit >= 1 else None
+        if limits is not None:
+            # A limit may apply: the limited claim (redis_limits), after the deletions.
+            if finished:
+                self.delete(finished)
+            token = uuid.uuid4().hex
+            rows = redis_limits.run(self.client, redis_limits.CLAIM_LIMITED, [
+                self.prefix,
+                *redis_limits.claim_args(us(timezone.now()), token, worker, limit, queues,
+                                         limits)])
+            return claims_from_rows(rows, token)
         if not finished:
             return self.claim(queues, worker, limit)
         if not queues or limit < 1:
@@ -174,6 +193,12 @@ class RedisStore(Store):
             ("CLAIM", self._claim_args(token, queues, worker, limit)),
         ])
         return claims_from_rows(rows, token)
+
+    @staticmethod
+    def _limited(queues: Sequence[str]) -> dict | None:
+        """The limits of `queues` if a limit may apply to their claim, else None."""
+        limits = queue_limits(queues)
+        return limits if limits or any_job_limited() else None
 
     @staticmethod
     def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:
@@ -369,7 +394,8 @@ class RedisStore(Store):
         was sent: a pop blocks at most `fresh_within` seconds (and a server tick).
         """
         timeout = _longer(timeout, longest)
-        if limit < 1:
+        if limit < 1 or self._limited(queues) is not None:
+            # A limited claim does not ride behind the pop: the worker claims next.
             self._wait(queues, timeout, stop, None)
             return []
         return self._wait(queues, timeout, stop, (worker, limit), max(0.001, fresh_within))

@@ -1,7 +1,6 @@
 """Limits enforced inside the claim, through real worker processes racing for jobs:
 a per-key concurrency, a queue's concurrency and a queue's rate, each measured from
-the jobs' own start and end records (issue 12). The database store (SQLite or
-PostgreSQL, per the test leg); the Redis claim has no limits yet."""
+the jobs' own start and end records (issue 12), on every store."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from tests.conftest import Stderr, wait_for
 from tests.testapp.models import Record
 
 pytestmark = pytest.mark.django_db(transaction=True)
-database_only = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
 
 FLOW = {"LATERITE_TEST_FLOW": "1"}
 
@@ -84,7 +82,6 @@ def records():
         "kind", "value", "at")
 
 
-@database_only
 def test_a_per_key_limit_of_one_holds_across_worker_processes(store, workers):
     store.push(keyed_jobs(150, keys=10, seconds=0.02))
     procs = run_workers(workers, 2, 3, "default", FLOW)
@@ -97,7 +94,6 @@ def test_a_per_key_limit_of_one_holds_across_worker_processes(store, workers):
     assert all(c.total == 0 for c in store.counts().values())
 
 
-@database_only
 def test_a_key_at_its_limit_does_not_hold_up_other_keys(store, workers):
     # 40 slow jobs of one key first in line, then 10 quick ones of other keys.
     store.push(keyed_jobs(40, keys=1, seconds=0.2))
@@ -112,7 +108,6 @@ def test_a_key_at_its_limit_does_not_hold_up_other_keys(store, workers):
     assert most_running(records())["k0"] == 1
 
 
-@database_only
 def test_a_queue_concurrency_of_three_holds_across_worker_processes(store, workers):
     store.push(rated_jobs(60, seconds=0.05))
     env = {**FLOW, "LATERITE_TEST_LIMITS": json.dumps({"low": {"concurrency": 3}})}
@@ -123,7 +118,6 @@ def test_a_queue_concurrency_of_three_holds_across_worker_processes(store, worke
     assert not FailedJob.objects.exists()
 
 
-@database_only
 def test_a_queue_rate_of_twenty_a_second_holds_across_worker_processes(store, workers):
     store.push(rated_jobs(70, seconds=0.0))
     env = {**FLOW, "LATERITE_TEST_LIMITS": json.dumps({"low": {"rate": "20/s"}})}
