@@ -6,11 +6,13 @@ to import from settings-time code.
 """
 
 from .context import JobContext, Pushed
-from .exceptions import Fail, JobNotRegistered, PushFromEventLoop, Retry
+from .exceptions import Cancelled, Fail, JobNotRegistered, PushFromEventLoop, Retry
+from .flow import cancel, pause_queue, resume_queue
 from .jobs import JobFunction, job
 from .registry import registry
 
 __all__ = [
+    "Cancelled",
     "Fail",
     "JobContext",
     "JobFunction",
@@ -18,8 +20,11 @@ __all__ = [
     "PushFromEventLoop",
     "Pushed",
     "Retry",
+    "cancel",
     "job",
+    "pause_queue",
     "registry",
+    "resume_queue",
 ]
 
 __version__ = "0.2.0.dev0"

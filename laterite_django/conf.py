@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "WORKERS": 2,
     "SHUTDOWN_GRACE": 5,
     "SCHEDULES": {},
+    "LIMITS": {},
 }
 
 
@@ -136,6 +137,11 @@ def _schedules(value: Any) -> Problem | None:
     if not isinstance(value, dict):
         return Problem(20, "it must be a dict of schedule names to definitions")
     return None
+def _limits(value: Any) -> Problem | None:
+    from .flow.limits import limits_problem
+
+    found = limits_problem(value)
+    return None if found is None else Problem(30, found)
 
 
 RULES: dict[str, Callable[[Any], Problem | None]] = {
@@ -150,6 +156,7 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "WORKERS": _workers,
     "SHUTDOWN_GRACE": _shutdown_grace,
     "SCHEDULES": _schedules,
+    "LIMITS": _limits,
 }
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .flow.cancel import CancelWatch
 
 __all__ = ["JobContext", "Pushed"]
 
@@ -34,6 +37,20 @@ class JobContext:
         reported = check(done, total, note)
         if self.report_progress is not None:
             self.report_progress(reported)
+    # Set by the worker: tells the job a cancel was asked (flow.cancel).
+    cancel_watch: CancelWatch | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once someone asked to cancel this job (`laterite_django.cancel`)."""
+        return self.cancel_watch is not None and self.cancel_watch.asked.is_set()
+
+    def check(self) -> None:
+        """Raise Cancelled if this job was cancelled; call it where stopping is safe."""
+        if self.cancelled:
+            from .exceptions import Cancelled
+
+            raise Cancelled("cancelled")
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,3 +39,15 @@ def check_options(job: JobFunction) -> None:
         )
     if isinstance(job.priority, bool) or not isinstance(job.priority, int):
         raise TypeError(f"{label}: priority must be an integer, got {job.priority!r}.")
+    concurrency = job.concurrency
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise ValueError(
+            f"{label}: concurrency must be an integer >= 1 or None, got {concurrency!r}.")
+    if job.concurrency_key is not None and (concurrency is None or not callable(
+            job.concurrency_key)):
+        raise TypeError(
+            f"{label}: concurrency_key must be callable(*args, **kwargs) -> str or None, "
+            f"and goes with concurrency=N; got {job.concurrency_key!r}."
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
 
 __all__ = [
+    "Cancelled",
     "DuplicateJobName",
     "Fail",
     "InvalidPayload",
@@ -32,6 +33,14 @@ class Fail(Exception):
     def __init__(self, message: str = "") -> None:
         super().__init__(message)
         self.message = message
+
+
+class Cancelled(BaseException):
+    """Raised in a job that was cancelled: by `cx.check()`, or by the worker after a grace.
+
+    A BaseException, as JobTimeout is, so a job's own `except Exception` cannot
+    swallow it. The job lands on the failed list as cancelled, never retried by itself.
+    """
 
 
 class JobNotRegistered(LookupError):

@@ -19,6 +19,7 @@ from .conf import settings, validate_all
 from .context import Pushed
 from .definition import check_options
 from .exceptions import JobNotRegistered
+from .flow.limits import job_concurrency_key
 from .limits import NAME_MAX, QUEUE_MAX, UNIQUE_KEY_MAX, too_long
 from .registry import registry
 
@@ -50,6 +51,8 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         unique_key: Callable[..., str | None] | None = None,
         priority: int = 0,
         schedule: str | float | timedelta | None = None,
+        concurrency: int | None = None,
+        concurrency_key: Callable[..., str | None] | None = None,
     ) -> None:
         self.func = func
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
@@ -65,6 +68,9 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         # A recurring schedule named after the job: a cron expression, or an interval
         # (seconds or a timedelta); checked with the other schedules (laterite.E02x).
         self.schedule = schedule
+        # At most `concurrency` of its jobs run at once: per key, or per job name (flow/).
+        self.concurrency = concurrency
+        self.concurrency_key = concurrency_key
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)
         self.takes_cx = "cx" in signature.parameters
@@ -220,6 +226,9 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
                     priority=self.priority if priority is None else priority,
                 )
             )
+            if self.concurrency is not None:
+                new_jobs[-1].concurrency_limit = self.concurrency
+                new_jobs[-1].concurrency_key = job_concurrency_key(self, args, kwargs)
         return new_jobs
 
     def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]:
@@ -318,11 +327,15 @@ def job(
     unique_key: Callable[..., str | None] | None = None,
     priority: int = 0,
     schedule: str | float | timedelta | None = None,
+    concurrency: int | None = None,
+    concurrency_key: Callable[..., str | None] | None = None,
 ) -> Any:
     """Register a function as a job: `@job`, `@job("app.name")` or `@job(queue="mail")`.
 
     `schedule` pushes it with no arguments at each tick of a cron expression
     ("0 3 * * *") or every so many seconds (or a timedelta): see the README's Schedules.
+    With `concurrency=N`, at most N of its jobs run at once across every worker: per
+    `concurrency_key(*args, **kwargs)` if given (a key of None: per job name).
     """
 
     def decorate(func: Callable[P, R]) -> JobFunction[P, R]:
@@ -339,6 +352,8 @@ def job(
             unique_key=unique_key,
             priority=priority,
             schedule=schedule,
+            concurrency=concurrency,
+            concurrency_key=concurrency_key,
         )
         registry.register(job_function)
         return job_function

@@ -5,7 +5,10 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-__all__ = ["FailedJob", "Job", "OutboxJob", "ScheduleRecord", "TaskResultRecord"]
+__all__ = [
+    "FailedJob", "FlowStart", "Job", "MinuteCount", "OutboxJob", "PausedQueue",
+    "ScheduleRecord", "TaskResultRecord",
+]
 
 
 class Job(models.Model):
@@ -43,6 +46,16 @@ class Job(models.Model):
         blank=True, default="", db_default="",
         help_text="JSON: what the running attempt last said of its progress (cx.progress).",
     )
+    # Flow control (flow/): the job's concurrency key and limit, set at push for a job
+    # declared with `concurrency`; a cancel asked while it runs.
+    concurrency_key = models.CharField(  # noqa: DJ001 -- NULL: no per-key limit
+        max_length=255, null=True, blank=True,
+        help_text="At most `concurrency_limit` jobs with this key run at once.",
+    )
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="A cancel was asked while it ran."
+    )
 
     class Meta:
         db_table = "laterite_job"
@@ -60,6 +73,12 @@ class Job(models.Model):
                 name="laterite_job_claimed",
             ),
             models.Index(fields=["name"], name="laterite_job_name"),
+            # The limited claim: how many jobs of a concurrency key run now.
+            models.Index(
+                fields=["concurrency_key"],
+                condition=Q(token__isnull=False, concurrency_key__isnull=False),
+                name="laterite_job_running_key",
+            ),
         ]
         constraints = [
             # At most one *waiting* job per unique key; a running one does not count.
@@ -236,3 +255,32 @@ class MinuteCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} at {self.minute:%H:%M}"
+
+
+class PausedQueue(models.Model):
+    """A queue the workers do not claim from (`queue_pause`), until resumed."""
+
+    queue = models.CharField(max_length=100, primary_key=True)
+    paused_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "laterite_paused_queue"
+
+    def __str__(self) -> str:
+        return f"{self.queue} (paused)"
+
+
+class FlowStart(models.Model):
+    """When a job of a queue with a `rate` limit was claimed: the limited claim counts
+    those of the last period. Rows older than the longest period are pruned."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=100)
+    started_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "laterite_flow_start"
+        indexes = [models.Index(fields=["queue", "started_at"], name="laterite_flow_start_q")]
+
+    def __str__(self) -> str:
+        return f"{self.queue} at {self.started_at}"

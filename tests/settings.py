@@ -101,6 +101,8 @@ LATERITE_QUEUE_WORKERS = int(os.environ.get("LATERITE_TEST_WORKERS", "1"))
 LATERITE_QUEUE_RETRY_AFTER = float(os.environ.get("LATERITE_TEST_RETRY_AFTER", "90"))
 # Web servers started by the tests (tests/wsgi.py, tests/asgi.py) run in the `worker` mode.
 LATERITE_QUEUE_MODE = os.environ.get("LATERITE_TEST_MODE", "external")
+# The limit tests give their workers limits as JSON.
+LATERITE_QUEUE_LIMITS = json.loads(os.environ.get("LATERITE_TEST_LIMITS", "{}"))
 LATERITE_QUEUE_SHUTDOWN_GRACE = float(os.environ.get("LATERITE_TEST_SHUTDOWN_GRACE", "5"))
 # Recurring schedules of the worker subprocesses a test starts, as JSON.
 LATERITE_QUEUE_SCHEDULES = json.loads(os.environ.get("LATERITE_TEST_SCHEDULES", "{}"))

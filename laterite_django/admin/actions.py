@@ -19,6 +19,7 @@ from django.utils.translation import ngettext
 from ..stores import get_store
 
 __all__ = [
+    "cancel_selected",
     "forget", "forget_selected", "make_due", "report_retried", "retry", "retry_selected",
     "run_now", "selected_ids",
 ]
@@ -128,3 +129,29 @@ def forget_selected(
         messages.SUCCESS if count else messages.WARNING,
     )
     return None
+
+
+@admin.action(description="Cancel selected jobs", permissions=["change"])
+def cancel_selected(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> None:
+    """Cancel jobs (flow control): waiting ones go to the failed list, running ones are
+    told and interrupted after a grace, finished ones are left alone."""
+    from ..flow.cancel import Outcome
+
+    ids = selected_ids(request, queryset)
+    outcomes: dict[int, str] = {}
+    for start in range(0, len(ids), CHUNK):
+        outcomes.update(get_store().cancel(ids[start : start + CHUNK]))
+    said = {
+        Outcome.CANCELLED: ("%(n)d waiting job cancelled: on the failed list now.",
+                            "%(n)d waiting jobs cancelled: on the failed list now."),
+        Outcome.ASKED: ("%(n)d running job told to stop.", "%(n)d running jobs told to stop."),
+        Outcome.FINISHED: ("%(n)d job was no longer waiting or running: nothing changed.",
+                           "%(n)d jobs were no longer waiting or running: nothing changed."),
+    }
+    for outcome, (one, many) in said.items():
+        n = sum(1 for value in outcomes.values() if value == outcome)
+        if n:
+            level = messages.WARNING if outcome == Outcome.FINISHED else messages.SUCCESS
+            modeladmin.message_user(request, ngettext(one, many, n) % {"n": n}, level)

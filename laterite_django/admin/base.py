@@ -103,6 +103,19 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
         except NoReverseMatch:
             return None
 
+    def pause_url(self, request: HttpRequest) -> str | None:
+        """Return the URL that pauses and resumes queues (the Jobs admin's), or None if
+        this user may not change jobs."""
+        from ..models import Job
+
+        model_admin = self.admin_site._registry.get(Job)
+        if model_admin is None or not model_admin.has_change_permission(request):
+            return None
+        try:
+            return reverse(f"{self.admin_site.name}:laterite_django_job_pause")
+        except NoReverseMatch:
+            return None
+
     def object_url(self, view: str, obj: Any) -> str:
         """Return the URL of this admin's `view` (change, retry, ...) for `obj`."""
         opts = self.model._meta
@@ -132,6 +145,8 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
             "queue_summary": summary,
             "summary_job_url": self.list_url(request, Job),
             "summary_failed_url": self.list_url(request, FailedJob),
+            "summary_shows_pause": True,
+            "summary_pause_url": self.pause_url(request),
             "summary_store_note": (
                 "" if summary.store == "database" or self.model is not Job else
                 f"Jobs wait in {summary.store.capitalize()} with this store: the summary "

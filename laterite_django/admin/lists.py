@@ -6,18 +6,27 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.shortcuts import get_object_or_404
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.http import urlencode
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
+from ..conf import settings
 from ..models import FailedJob, Job
 from ..progress import Progress
+from ..stores import get_store
 from .actions import (
+    cancel_selected,
     forget,
     forget_selected,
     make_due,
@@ -43,8 +52,8 @@ class JobAdmin(ReadOnlyQueueAdmin):
     list_filter = (QueueFilter, NameFilter, StateFilter)
     search_fields = ("name", "payload")
     list_defer = ("payload", "last_error")
-    actions = (run_now, "delete_selected")
-    guarded_actions = ("run_now", "delete_selected")
+    actions = (run_now, cancel_selected, "delete_selected")
+    guarded_actions = ("run_now", "cancel_selected", "delete_selected")
     change_form_template = "laterite_django/admin/job_change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "state", "attempts", "priority")}),
@@ -121,8 +130,37 @@ class JobAdmin(ReadOnlyQueueAdmin):
                 self.admin_site.admin_view(self.run_now_view),
                 name=f"{opts.app_label}_{opts.model_name}_run_now",
             ),
+            path(
+                "pause/",
+                self.admin_site.admin_view(self.pause_view),
+                name=f"{opts.app_label}_{opts.model_name}_pause",
+            ),
             *super().get_urls(),
         ]
+
+    def pause_view(self, request: HttpRequest) -> HttpResponse:
+        """Pause or resume one queue (the summary's buttons); needs the change permission."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied("Pausing a queue needs the change permission on jobs.")
+        queue, do = request.POST.get("queue", ""), request.POST.get("do")
+        if not queue or do not in ("pause", "resume"):
+            return HttpResponseBadRequest("Name a queue, and pause or resume.")
+        store = get_store()
+        if do == "pause":
+            store.pause([queue])
+            self.message_user(request, f"Queue {queue!r} paused: workers stop claiming its "
+                              f"jobs within {settings.POLL:g} s.", messages.SUCCESS)
+        else:
+            store.resume([queue])
+            self.message_user(request, f"Queue {queue!r} resumed.", messages.SUCCESS)
+        back = request.POST.get("next") or request.META.get("HTTP_REFERER") or ""
+        if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+            back = ""
+        return HttpResponseRedirect(back or reverse(
+            f"{self.admin_site.name}:{self.model._meta.app_label}_"
+            f"{self.model._meta.model_name}_changelist"))
 
     def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Make one waiting or delayed job due now (the detail page's button)."""

@@ -31,6 +31,7 @@ class QueueRow:
     delayed: int
     running: int
     failed: int
+    paused: bool = False  # flow control: queue_pause
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +57,9 @@ class Summary:
         )
 
 
-def _row(queue: str, counts: QueueCounts) -> QueueRow:
-    return QueueRow(queue, counts.waiting, counts.delayed, counts.running, counts.failed)
+def _row(queue: str, counts: QueueCounts, paused: bool = False) -> QueueRow:
+    return QueueRow(queue, counts.waiting, counts.delayed, counts.running, counts.failed,
+                    paused)
 
 
 def queue_summary(request: HttpRequest) -> Summary:
@@ -71,14 +73,19 @@ def queue_summary(request: HttpRequest) -> Summary:
         return cached
     kind = str(settings.STORE)
     try:
-        counts = get_store().counts()
+        store = get_store()
+        counts = store.counts()
+        paused = store.paused_queues()
     except Exception as e:
         logger.warning("The admin could not read the queue counts: %s", e,
                        extra={"action": "admin_counts_failed"})
         summary = Summary(rows=(), store=kind, error=f"The queue counts cannot be read: {e}")
     else:
+        # A paused queue is listed even with no jobs, so it can be resumed here.
+        counts.update((queue, QueueCounts()) for queue in paused if queue not in counts)
         summary = Summary(
-            rows=tuple(_row(queue, c) for queue, c in sorted(counts.items())), store=kind
+            rows=tuple(_row(queue, c, queue in paused) for queue, c in sorted(counts.items())),
+            store=kind,
         )
     setattr(request, _CACHE_ATTR, summary)
     return summary

@@ -41,6 +41,10 @@ class NewJob:
     retry_until: datetime | None = None
     unique_key: str | None = None
     priority: int = 0
+    # A job declared with `concurrency` (flow/limits): at most `concurrency_limit` jobs
+    # with this key run at once.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
 
 @dataclass(slots=True)
@@ -285,6 +289,33 @@ class Store(abc.ABC):
         """
         self.wait(queues, timeout, stop, longest=longest)
         return []
+
+    # -- flow control (flow/) -----------------------------------------------------
+
+    @abc.abstractmethod
+    def pause(self, queues: Sequence[str]) -> None:
+        """Mark `queues` paused: workers leave them out of their claims."""
+
+    @abc.abstractmethod
+    def resume(self, queues: Sequence[str]) -> None:
+        """Unmark paused `queues` and wake the workers waiting on them."""
+
+    @abc.abstractmethod
+    def paused_queues(self) -> set[str]:
+        """Return the names of the paused queues."""
+
+    @abc.abstractmethod
+    def cancel(self, ids: Iterable[int]) -> dict[int, str]:
+        """Cancel jobs; return each id's `flow.cancel.Outcome` word.
+
+        A waiting or delayed job moves to the failed list now ("cancelled"); a
+        running one is marked, for its worker's heartbeat to see ("asked"); an id
+        no job has any more is left alone ("finished").
+        """
+
+    @abc.abstractmethod
+    def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
+        """Return the ids of those held `claims` whose cancel was asked."""
 
     def close(self) -> None:  # noqa: B027 -- an optional hook
         """Release whatever connections this store holds for the calling thread."""

@@ -29,9 +29,10 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from ..flow.limits import any_job_limited, queue_limits
 from ..minutes import KEEP, Minute, minute_start
 from ..progress import Progress
-from . import database_schedules, sql, sql_postgres, sql_sqlite
+from . import database_flow, database_schedules, sql, sql_limits, sql_postgres, sql_sqlite
 from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
 from .errors import guarded
 from .schedule_state import Fired, ScheduleFire, ScheduleState
@@ -138,6 +139,16 @@ class DatabaseStore(Store):
     def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
         if not jobs:
             return []
+        if any(job.concurrency_limit for job in jobs):
+            # Jobs with a concurrency limit carry its key (sql_limits), set in the same
+            # transaction, so no worker sees them without it.
+            with transaction.atomic(using=self.database):
+                ids = self._push(jobs)
+                sql_limits.set_keys(self, jobs, ids)
+            return ids
+        return self._push(jobs)
+
+    def _push(self, jobs: Sequence[NewJob]) -> list[int | None]:
         # Within one batch the first job with a key wins, as if pushed one by one.
         seen: set[str] = set()
         keep: list[bool] = []
@@ -173,6 +184,12 @@ class DatabaseStore(Store):
         if not queues or limit < 1:
             self.delete(finished)
             return []
+        limits = queue_limits(queues)
+        if limits or any_job_limited():
+            # A limit may apply: the limited claim (sql_limits); else the plain one below.
+            rows = sql_limits.claim(self, finished, uuid.uuid4().hex, timezone.now(), worker,
+                                    queues, limit, limits)
+            return sorted(map(_claim_from_row, rows), key=attrgetter("position"))
         now = self._ts(timezone.now())
         statements = self.dialect.claim(finished, uuid.uuid4().hex, now, worker, queues, limit)
         claims = [_claim_from_row(row) for row in self._run_all(statements)]
@@ -462,6 +479,28 @@ class DatabaseStore(Store):
     @guarded
     def ping(self) -> None:
         self._execute(sql.PING, [])
+
+    # -- flow control (database_flow) ------------------------------------------------
+
+    @guarded
+    def pause(self, queues: Sequence[str]) -> None:
+        database_flow.pause(self, queues)
+
+    @guarded
+    def resume(self, queues: Sequence[str]) -> None:
+        database_flow.resume(self, queues)
+
+    @guarded
+    def paused_queues(self) -> set[str]:
+        return database_flow.paused_queues(self)
+
+    @guarded
+    def cancel(self, ids: Iterable[int]) -> dict[int, str]:
+        return database_flow.cancel(self, ids)
+
+    @guarded
+    def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
+        return database_flow.cancel_requested(self, claims)
 
     @guarded
     def close(self) -> None:

@@ -25,10 +25,13 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
+from ..flow.limits import any_job_limited, queue_limits
 from ..minutes import Minute
 from . import (
     redis_alias,
     redis_failed,
+    redis_flow,
+    redis_limits,
     redis_minutes,
     redis_outbox,
     redis_progress,
@@ -144,6 +147,11 @@ class RedisStore(Store):
         if not jobs:
             return []
         now = str(us(timezone.now()))
+        if any(job.concurrency_limit for job in jobs):
+            # Jobs with a concurrency limit carry its key (redis_limits).
+            return [int(i) or None for i in redis_limits.run(
+                self.client, redis_limits.PUSH_LIMITED,
+                [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
         if len(jobs) <= _PUSH_CHUNK:
             results = [self._run("PUSH", push_args(now, jobs))]
         else:
@@ -163,6 +171,8 @@ class RedisStore(Store):
     def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
         if not queues or limit < 1:
             return []
+        if self._limited(queues):
+            return self.settle_and_claim((), queues, worker, limit)
         token = uuid.uuid4().hex
         rows = self._run("CLAIM", self._claim_args(token, queues, worker, limit))
         return claims_from_rows(rows, token)
@@ -172,6 +182,17 @@ class RedisStore(Store):
         self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
     ) -> list[Claim]:
         """Delete the finished jobs and claim the next ones in one round trip (a pipeline)."""
+        limits = self._limited(queues) if queues and limit >= 1 else None
+        if limits is not None:
+            # A limit may apply: the limited claim (redis_limits), after the deletions.
+            if finished:
+                self.delete(finished)
+            token = uuid.uuid4().hex
+            rows = redis_limits.run(self.client, redis_limits.CLAIM_LIMITED, [
+                self.prefix,
+                *redis_limits.claim_args(us(timezone.now()), token, worker, limit, queues,
+                                         limits)])
+            return claims_from_rows(rows, token)
         if not finished:
             return self.claim(queues, worker, limit)
         if not queues or limit < 1:
@@ -183,6 +204,12 @@ class RedisStore(Store):
             ("CLAIM", self._claim_args(token, queues, worker, limit)),
         ])
         return claims_from_rows(rows, token)
+
+    @staticmethod
+    def _limited(queues: Sequence[str]) -> dict | None:
+        """The limits of `queues` if a limit may apply to their claim, else None."""
+        limits = queue_limits(queues)
+        return limits if limits or any_job_limited() else None
 
     @staticmethod
     def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:
@@ -411,6 +438,28 @@ class RedisStore(Store):
         """Forget the client: the next call looks it up again (its pool stays)."""
         self._client = None
 
+    # -- flow control (redis_flow) ------------------------------------------------
+
+    @guarded
+    def pause(self, queues: Sequence[str]) -> None:
+        redis_flow.pause(self, queues)
+
+    @guarded
+    def resume(self, queues: Sequence[str]) -> None:
+        redis_flow.resume(self, queues)
+
+    @guarded
+    def paused_queues(self) -> set[str]:
+        return redis_flow.paused_queues(self)
+
+    @guarded
+    def cancel(self, ids: Iterable[int]) -> dict[int, str]:
+        return redis_flow.cancel(self, ids)
+
+    @guarded
+    def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
+        return redis_flow.cancel_requested(self, claims)
+
     @guarded
     def ping(self) -> None:
         from redis.exceptions import RedisError
@@ -447,7 +496,8 @@ class RedisStore(Store):
         was sent: a pop blocks at most `fresh_within` seconds (and a server tick).
         """
         timeout = _longer(timeout, longest)
-        if limit < 1:
+        if limit < 1 or self._limited(queues) is not None:
+            # A limited claim does not ride behind the pop: the worker claims next.
             self._wait(queues, timeout, stop, None)
             return []
         return self._wait(queues, timeout, stop, (worker, limit), max(0.001, fresh_within))

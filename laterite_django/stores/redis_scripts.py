@@ -17,6 +17,7 @@ one script serves any queue; the store therefore needs a single Redis server
     P:queue:<q>:delayed    zset of jobs not yet due: score available_at, member id
     P:queue:<q>:claimed    zset of claimed jobs: score the last heartbeat, member id
     P:queue:<q>:wake       list that idle workers block on (BLPOP); a push adds to it
+    P:paused               set of the paused queue names (flow control): CLAIM skips them
 
 Times are integer microseconds since the epoch, passed in by the caller.
 """
@@ -164,6 +165,8 @@ local out = {}
 for qi = 6, #ARGV do
   if #out >= limit then break end
   local q = ARGV[qi]
+  -- A paused queue (flow control: queue_pause) is left out of every claim.
+  if redis.call('SISMEMBER', P .. ':paused', q) == 0 then
   local ready = qkey(q, 'ready')
   local due = redis.call('ZRANGEBYSCORE', qkey(q, 'delayed'), '-inf', now, 'LIMIT', 0, 1000)
   for _, id in ipairs(due) do
@@ -193,6 +196,7 @@ for qi = 6, #ARGV do
           f[8], f[9], position}
       end
     end
+  end
   end
 end
 return out

@@ -22,7 +22,9 @@ from django.utils import timezone
 
 from .. import payload
 from ..context import JobContext
-from ..exceptions import Fail, JobNotRegistered, Retry
+from ..exceptions import Cancelled, Fail, JobNotRegistered, Retry
+from ..flow.cancel import CancelWatch
+from ..flow.cancel import reason as cancel_reason
 from ..registry import registry
 from ..signals import job_started, job_succeeded
 from ..stores import Claim
@@ -98,13 +100,21 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
         decision = rules.before_run(claim, options)
     if attempt is None and decision is None:
         assert job is not None
-        ran = _run(worker, job, claim, args, kwargs, options)
+        watch = CancelWatch()
+        ran = _run(worker, job, claim, args, kwargs, options, watch)
         raised = ran.error
         if span is not None and raised is not None:
             span.raised(raised)
         stopped = isinstance(ran.error, WorkerStopped) or (
             ran.error is not None and worker.stopped_now)
-        attempt = Attempt(Ending.STOPPED) if stopped else ending_of(ran, options)
+        if stopped:
+            attempt = Attempt(Ending.STOPPED)
+        elif isinstance(ran.error, Cancelled) or (
+                watch.asked.is_set() and (ran.error is not None or ran.timed_out)):
+            attempt = Attempt(Ending.CANCELLED, f"{cancel_reason(True)}\n\n"
+                              f"{_traceback(ran.error) if ran.error is not None else ''}")
+        else:
+            attempt = ending_of(ran, options)
         if attempt.ending is Ending.SUCCEEDED:
             worker.hand.succeeded(claim)  # deleted with the next claim, or soon
             worker.monitor.succeeded(claim)
@@ -158,7 +168,7 @@ def options_of(claim: Claim) -> JobOptions:
 
 def _run(
     worker: Worker, job: JobFunction, claim: Claim, args: Any, kwargs: Any,
-    options: JobOptions,
+    options: JobOptions, watch: CancelWatch | None = None,
 ) -> Ran:
     """Tell the signals, run the job under its limit, and leave connections fit for use."""
     if job_started.receivers:
@@ -168,7 +178,7 @@ def _run(
                        claim.attempts, extra={"action": "job_started", **_logged(claim)})
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                     attempt=claim.attempts, pushed_at=claim.pushed_at,
-                    report_progress=partial(worker.progress.report, claim))
+                    report_progress=partial(worker.progress.report, claim), cancel_watch=watch)
     scheduled = payload.schedule_of(claim.payload)
     if scheduled is not None:
         cx = replace(cx, schedule=scheduled[0], scheduled_at=scheduled[1])
@@ -179,9 +189,13 @@ def _run(
         return Ran(error=e)
     worker.monitor.start(claim, options.timeout)
     worker.in_job = True
+    lookout = worker.lookout
+    if watch is not None:
+        lookout.current = (claim, watch, time.monotonic())
     try:
         ran = run_job(job, args, kwargs, cx, options.timeout)
     finally:
+        lookout.current = None
         worker.in_job = False
         worker.progress.forget(claim)
     try:

@@ -18,11 +18,14 @@ from asgiref.sync import ThreadSensitiveContext, async_to_sync, sync_to_async
 from django.db import connections
 
 from ..context import JobContext
+from ..exceptions import Cancelled
 
 if TYPE_CHECKING:
     from ..jobs import JobFunction
 
-__all__ = ["JobTimeout", "Ran", "call_job", "in_this_thread", "run_job", "time_limit_passed"]
+__all__ = [
+    "JobTimeout", "Ran", "call_job", "in_this_thread", "interrupt", "run_job", "time_limit_passed",
+]
 
 
 class JobTimeout(BaseException):
@@ -141,12 +144,20 @@ class _Alarm:
 
     seconds: float | None = None
     fired = False
+    cx: JobContext | None = None  # the running job's, while it runs (a cancel reads it)
 
 
 _alarm = _Alarm()
 
 
 def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    cx = _alarm.cx
+    if cx is not None and cx.cancel_watch is not None and cx.cancel_watch.interrupt:
+        if frame is not None and frame.f_code in _SHIELDED:
+            signal.setitimer(signal.ITIMER_REAL, DEFER)
+            return
+        signal.setitimer(signal.ITIMER_REAL, REPEAT)
+        raise Cancelled("cancelled, and did not stop within its grace")
     if _alarm.seconds is None:
         return
     if frame is not None and frame.f_code in _SHIELDED:
@@ -173,24 +184,51 @@ def run_job(
     if threading.current_thread() is not threading.main_thread():
         return _run_in_thread(job, args, kwargs, cx, timeout)
     ran = Ran()
+    # The handler stays installed between jobs (swapping it twice per job costs more
+    # than many a job); it raises only while a limit is armed or a cancel is due.
+    if (timeout or cx.cancel_watch is not None) and signal.getsignal(
+            signal.SIGALRM) is not _on_alarm:
+        signal.signal(signal.SIGALRM, _on_alarm)
     if timeout:
-        # The handler stays installed between jobs (swapping it twice per job
-        # costs more than many a job); it raises only while a limit is armed.
-        if signal.getsignal(signal.SIGALRM) is not _on_alarm:
-            signal.signal(signal.SIGALRM, _on_alarm)
         _alarm.fired = False
         _alarm.seconds = timeout
         signal.setitimer(signal.ITIMER_REAL, timeout)
+    _alarm.cx = cx
     try:
         ran.result = call_job(job, args, kwargs, cx)
     except BaseException as error:
         ran.error = error
     finally:
-        if timeout:
+        _alarm.cx = None
+        watch = cx.cancel_watch
+        if watch is not None:
+            watch.running = False
+        if timeout or (watch is not None and watch.interrupt):
             signal.setitimer(signal.ITIMER_REAL, 0)
+        if timeout:
             _alarm.seconds = None
             ran.timed_out = _alarm.fired
     return ran
+
+
+def interrupt(watch: Any) -> None:
+    """Raise Cancelled in the job `watch` belongs to (a `flow.cancel.CancelWatch`): it was
+    cancelled and did not stop within its grace. Called from the heartbeat thread.
+
+    In the main thread this goes through SIGALRM as a timeout does (and repeats
+    every REPEAT seconds); in another thread (the `worker` mode) the exception is
+    set in that thread. Code stuck in C is not interrupted either way.
+    """
+    watch.interrupt = True
+    if watch.thread_id == threading.main_thread().ident:
+        cx = _alarm.cx
+        if cx is not None and cx.cancel_watch is watch:
+            signal.setitimer(signal.ITIMER_REAL, DEFER)
+        return
+    frame = sys._current_frames().get(watch.thread_id)
+    if watch.running and frame is not None and frame.f_code not in _SHIELDED:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(watch.thread_id), ctypes.py_object(Cancelled))
 
 
 def _run_in_thread(
@@ -237,6 +275,8 @@ def _run_in_thread(
     except BaseException as error:
         ran.error = error
     finally:
+        if cx.cancel_watch is not None:
+            cx.cancel_watch.running = False
         if timeout:
             # A JobTimeout set just before disarming is delivered here, in our
             # frame (the loop's backward jumps let it in), not later in the worker.

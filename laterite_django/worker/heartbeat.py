@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
+from ..flow.cancel import Lookout
 from ..progress import ProgressDesk
 from ..stores import Store
 from .hand import Hand
@@ -27,6 +28,9 @@ logger = logging.getLogger("laterite")
 
 # How often the heartbeat looks at a running job while others wait in hand.
 LOOK = 0.02
+# The longest the heartbeat sleeps while no job runs, so a job that starts meanwhile
+# is asked about cancels about a second after its start (flow.cancel).
+LOOKOUT_IDLE = 1.0
 
 
 class Heartbeat:
@@ -41,6 +45,7 @@ class Heartbeat:
         slow_after: float,
         relieve: Callable[[], None],
         progress: ProgressDesk | None = None,
+        lookout: Lookout | None = None,
     ) -> None:
         self.store = store
         self.hand = hand
@@ -48,6 +53,7 @@ class Heartbeat:
         self.slow_after = slow_after
         self.relieve = relieve
         self.progress = progress
+        self.lookout = lookout  # cancels of the running job (flow.cancel)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -71,6 +77,11 @@ class Heartbeat:
                 progress_in = self.progress.wait() if self.progress is not None else None
                 if progress_in is not None:
                     wait = min(wait, progress_in)
+                due = self.lookout.due_in() if self.lookout is not None else None
+                if due is not None:
+                    wait = min(wait, max(due, 0.01))
+                elif self.lookout is not None:
+                    wait = min(wait, LOOKOUT_IDLE)  # a job may start meanwhile
                 if wait > 0:
                     self.hand.changed.wait(wait)
                     self.hand.changed.clear()
@@ -78,6 +89,9 @@ class Heartbeat:
                     return
                 if self.hand.slow_job(self.slow_after):
                     self._guarded(self.relieve, "Could not relieve a slow batch")
+                if self.lookout is not None and self.lookout.due_in() == 0.0:
+                    close_old_connections()
+                    self._guarded(self.lookout.look, "Could not look for cancels")
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + self.interval
                     self._guarded(self._beat, "Heartbeat failed; will try again")

@@ -23,6 +23,8 @@ from django.utils import timezone
 from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
+from ..flow.cancel import Lookout
+from ..flow.pause import PausedView
 from ..minutes import MinuteCounts
 from ..progress import ProgressDesk
 from ..stores import Claim, Store, get_store
@@ -115,9 +117,13 @@ class Worker:
         self.settler = Settler(self.store, patience=SETTLE_PATIENCE,
                                stop_now=lambda: self._stop_now,
                                on_unavailable=lambda: drop_connections(self.store))
+        # Cancels of the running job, looked for by the heartbeat (flow.cancel).
+        self.lookout = Lookout(self.store)
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
                                    slow_after=FLUSH_AFTER, relieve=self._relieve,
-                                   progress=self.progress)
+                                   progress=self.progress, lookout=self.lookout)
+        # The paused queues, read again at most every `sleep` seconds (flow.pause).
+        self.paused = PausedView(self.store, every=self.sleep)
         self._next_sweep = 0.0
         self.outage = Outage(self.name, self.stopping)
         self._started = time.monotonic()
@@ -208,9 +214,10 @@ class Worker:
             close_old_connections()
         self._sweep()
         finished = self.hand.take_finished()
+        queues = self.paused.active(self.queues)
         try:
             claims = self.store.settle_and_claim(
-                finished, self.queues, self.name, self._claim_limit())
+                finished, queues, self.name, self._claim_limit())
         except BaseException:
             self.hand.put_back_finished(finished)
             raise
@@ -225,12 +232,22 @@ class Worker:
             if self.stop_when_empty or self.once:
                 self.stop_reason = "empty"
                 return True
+            if len(queues) < len(self.queues):
+                # A queue is paused: look again within `sleep`, so its resume is seen then
+                # at the latest (a push to a queue served meanwhile still wakes it).
+                if queues:
+                    self.store.wait(queues, self.sleep, self.stopping)
+                else:
+                    self.stopping.wait(self.sleep)
+                self.paused.expire()  # woken (a resume wakes too): read them again
+                return False
             # A claim made as the wait ends may be dated a little earlier: keep that
             # well inside retry_after, or another worker's sweep could take the job
             # for abandoned before this worker's first heartbeat.
             claims = self.store.wait_and_claim(
                 self.queues, self.name, self._claim_limit(), self.sleep, self.stopping,
                 fresh_within=self.retry_after / 10, longest=self._idle_wait())
+            self.paused.expire()  # woken (a resume wakes too): read them again
             if not claims:
                 return False
             if self.stopping.is_set() or self._limit_reached():

@@ -52,6 +52,7 @@ class Ending(enum.Enum):
     LOST = "lost"  # its worker died while running it
     STOPPED = "stopped"  # cut off by a shutdown: not an attempt
     UNRUNNABLE = "unrunnable"  # unknown name, a payload that does not decode, bad options
+    CANCELLED = "cancelled"  # cancelled while it ran: failed list, never retried by itself
 
 
 class Action(enum.Enum):
@@ -132,7 +133,7 @@ def after_attempt(
         return Decision(Action.DELETE)
     if ending is Ending.STOPPED:
         return Decision(Action.GIVE_BACK, claim.last_error)
-    if ending in (Ending.FAIL, Ending.UNRUNNABLE):
+    if ending in (Ending.FAIL, Ending.UNRUNNABLE, Ending.CANCELLED):
         return Decision(Action.FAIL, attempt.error)
     # RAISED, RETRY, TIMED_OUT, LOST: a failed attempt, retried while allowed.
     try:

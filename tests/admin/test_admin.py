@@ -608,7 +608,7 @@ def test_retry_needs_change_and_forget_needs_delete(staff):
 def test_run_now_needs_change_on_job(staff):
     client = staff("view_job", "change_job", "view_failedjob", "change_failedjob")
     job = make_job("delayed")
-    assert action_names(client.get(JOBS)) == {"run_now"}
+    assert action_names(client.get(JOBS)) == {"run_now", "cancel_selected"}
     assert client.post(job_url("run_now", job.pk)).status_code == 302
     assert Job.objects.get(pk=job.pk).available_at <= timezone.now()
 

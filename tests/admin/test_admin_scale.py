@@ -21,8 +21,8 @@ from tests.admin.test_admin import FAILED, JOBS, make_failed, make_job
 pytestmark = pytest.mark.django_db
 
 BIG = 100_000
-# session, user, job counts, failed counts, row count, page rows, filter names
-PAGE_QUERIES = 7
+# session, user, job counts, failed counts, paused queues, row count, page rows, filter names
+PAGE_QUERIES = 8
 
 
 def postgres() -> bool:

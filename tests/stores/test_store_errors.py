@@ -67,6 +67,11 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "fire_schedule": lambda: store.fire_schedule(ScheduleFire("nightly", now, job)),
         "pause_schedule": lambda: store.pause_schedule("nightly", True, now),
         "job_states": lambda: store.job_states([1]),
+        "pause": lambda: store.pause(["default"]),
+        "resume": lambda: store.resume(["default"]),
+        "paused_queues": store.paused_queues,
+        "cancel": lambda: store.cancel([1]),
+        "cancel_requested": lambda: store.cancel_requested([claim]),
     }
 
 

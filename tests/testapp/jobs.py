@@ -280,3 +280,42 @@ def progressing(total: int, cx: JobContext) -> None:
         time.sleep(0.05)
     cx.progress(total, total, "done")
     _record("progressed", str(total), cx.attempt)
+
+
+# -- flow control (tests/worker/test_flow*.py) ------------------------------------------
+
+
+def _stamp(kind: str, value: str) -> None:
+    Record.objects.create(kind=kind, value=value, pid=os.getpid())
+
+
+@job("tests.flow_stamp")
+def flow_stamp(value: str, seconds: float = 0.05) -> None:
+    """Record its start and end (the `at` of each Record), running `seconds` between."""
+    _stamp("flow-start", value)
+    time.sleep(seconds)
+    _stamp("flow-end", value)
+
+
+@job("tests.flow_coop", timeout=None)
+def flow_coop(value: str, cx: JobContext) -> None:
+    """Run until cancelled, looking at cx.cancelled; then record it and stop."""
+    _stamp("coop-start", value)
+    while not cx.cancelled:
+        time.sleep(0.05)
+    _stamp("coop-saw", value)
+    cx.check()
+
+
+@job("tests.flow_spin", timeout=None)
+def flow_spin(value: str) -> None:
+    """Never look at a cancel: only the interruption after the grace stops it."""
+    _stamp("spin-start", value)
+    while True:
+        pass
+
+
+if os.environ.get("LATERITE_TEST_FLOW"):
+    # Jobs with a concurrency limit make every claim the limited one: only the workers
+    # of the flow tests register them (tests/worker/test_flow_limits.py).
+    from . import flow_jobs  # noqa: F401

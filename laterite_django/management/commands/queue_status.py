@@ -55,6 +55,7 @@ class Command(StoreCommand):
             store.ping()
             found = store.counts()
             running = store.running(RUNNING_SHOWN)
+            paused = store.paused_queues()
         except StoreUnavailable:
             raise  # one line, by StoreCommand
         except Exception as e:
@@ -62,10 +63,11 @@ class Command(StoreCommand):
         # The configured queues first, in their order, at zero if empty; then the others.
         counts = {queue: found.get(queue, QueueCounts()) for queue in settings.QUEUES}
         counts.update(sorted(found.items()))
+        counts.update((queue, QueueCounts()) for queue in sorted(paused) if queue not in counts)
         if options["json"]:
             data = {
                 queue: {"waiting": c.waiting, "delayed": c.delayed, "running": c.running,
-                        "failed": c.failed,
+                        "failed": c.failed, "paused": queue in paused,
                         # The names of 0.1, kept for one more release (see CHANGELOG).
                         "pending": c.waiting, "reserved": c.running,
                         "running_jobs": [_running_json(r) for r in running if r.queue == queue]}
@@ -73,14 +75,16 @@ class Command(StoreCommand):
             }
             self.stdout.write(json.dumps(data, indent=2))
             return
-        header = ("queue", "waiting", "delayed", "running", "failed")
+        header = ("queue", "waiting", "delayed", "running", "failed", "")
         rows = [
-            (queue, str(c.waiting), str(c.delayed), str(c.running), str(c.failed))
+            (queue, str(c.waiting), str(c.delayed), str(c.running), str(c.failed),
+             "paused" if queue in paused else "")
             for queue, c in counts.items()
         ]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
-            self.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+            self.stdout.write(
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         self.stdout.write(f"failed total: {sum(c.failed for c in counts.values())}")
         said = [r for r in running if r.progress is not None]
         if said:

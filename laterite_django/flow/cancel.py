@@ -1,0 +1,96 @@
+"""Cancelling a job: the words of its outcome, and how a running one learns of it.
+
+A waiting or delayed job is moved to the failed list by the store at once. A
+running one is marked in the store; the worker's heartbeat thread looks for that
+mark about once a second while a job runs (`Lookout`), sets the job's
+`cx.cancelled`, and if the job is still running `GRACE` seconds later,
+interrupts it with `Cancelled` as a timeout would (`execute.interrupt`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..stores import Claim, Store
+
+__all__ = ["GRACE", "LOOK_EVERY", "CancelWatch", "Lookout", "Outcome", "reason"]
+
+# Seconds a running job has, once told, to stop by itself before it is interrupted.
+GRACE = 3.0
+# How often the heartbeat asks the store about the running job (and how long a job
+# runs before it is first asked about: shorter jobs are never asked).
+LOOK_EVERY = 1.0
+# The first word of a cancelled job's error on the failed list.
+CANCELLED = "Cancelled"
+
+
+class Outcome:
+    """What a cancel did to one job."""
+
+    CANCELLED = "cancelled"  # it was waiting or delayed: on the failed list now
+    ASKED = "asked"  # it runs: told now, interrupted after the grace
+    FINISHED = "finished"  # no such job waits or runs (finished, or never was)
+
+
+def reason(running: bool) -> str:
+    """The error a cancelled job carries on the failed list."""
+    return f"{CANCELLED}: {'while it ran' if running else 'before it ran'}"
+
+
+class CancelWatch:
+    """One running job's cancel state, shared by the worker's thread and its heartbeat."""
+
+    def __init__(self) -> None:
+        self.thread_id = threading.get_ident()
+        self.asked = threading.Event()
+        self.asked_at: float | None = None
+        self.interrupt = False  # set when the grace ran out: execute raises Cancelled
+        self.running = True
+
+    def ask(self) -> None:
+        if self.asked_at is None:
+            self.asked_at = time.monotonic()
+            self.asked.set()
+
+    def overdue(self) -> bool:
+        """Whether the job was told and is past its grace."""
+        return self.asked_at is not None and time.monotonic() - self.asked_at >= GRACE
+
+
+class Lookout:
+    """The heartbeat's look for cancels of the running job (see the module docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        # (claim, watch, started) of the running job, or None: set by the worker's thread.
+        self.current: tuple[Claim, CancelWatch, float] | None = None
+        self._next = 0.0
+
+    def due_in(self) -> float | None:
+        """Seconds until the next look, or None while no job runs."""
+        current = self.current
+        if current is None:
+            return None
+        started = current[2]
+        first = started + LOOK_EVERY
+        return max(0.0, max(first, self._next) - time.monotonic())
+
+    def look(self) -> None:
+        """Ask the store about the running job; tell it, or interrupt it, as due."""
+        current = self.current
+        if current is None:
+            return
+        claim, watch, started = current
+        now = time.monotonic()
+        if now - started < LOOK_EVERY or now < self._next:
+            return
+        self._next = now + LOOK_EVERY
+        if not watch.asked.is_set() and claim.id in self.store.cancel_requested([claim]):
+            watch.ask()
+        if watch.overdue() and watch.running and self.current is current:
+            from ..worker.execute import interrupt
+
+            interrupt(watch)

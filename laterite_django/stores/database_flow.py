@@ -1,0 +1,89 @@
+"""The database store's flow control: paused queues, cancels (see flow/).
+
+Pauses are rows of `laterite_paused_queue`; a resume on PostgreSQL notifies the
+workers' channel as a push does (on SQLite the waiting workers read the paused
+set again within LATERITE_QUEUE_POLL). A cancel deletes a waiting job into the
+failed list in one transaction, or marks a running one (`cancel_requested_at`),
+which its worker's heartbeat reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..flow.cancel import Outcome, reason
+from . import sql
+from .base import Claim, job_ids
+
+if TYPE_CHECKING:
+    from .database import DatabaseStore
+
+__all__ = ["cancel", "cancel_requested", "pause", "paused_queues", "resume"]
+
+PAUSED_TABLE = "laterite_paused_queue"
+
+
+def pause(store: DatabaseStore, queues: Sequence[str]) -> None:
+    now = store._ts(timezone.now())
+    for queue in dict.fromkeys(queues):
+        store._execute(
+            f"INSERT INTO {PAUSED_TABLE} (queue, paused_at) VALUES (%s, %s) "
+            f"ON CONFLICT (queue) DO NOTHING", [queue, now])
+
+
+def resume(store: DatabaseStore, queues: Sequence[str]) -> None:
+    if not queues:
+        return
+    marks = ", ".join(["%s"] * len(queues))
+    store._execute(f"DELETE FROM {PAUSED_TABLE} WHERE queue IN ({marks})", list(queues))
+    if store.postgres:
+        # Wake the idle workers as a push would (delivered at commit).
+        for queue in dict.fromkeys(queues):
+            store._execute("SELECT pg_notify(%s, %s)", [sql.CHANNEL, queue])
+
+
+def paused_queues(store: DatabaseStore) -> set[str]:
+    rows, _ = store._execute(f"SELECT queue FROM {PAUSED_TABLE}", [], fetch=True)
+    return {row[0] for row in rows}
+
+
+def cancel(store: DatabaseStore, ids: Iterable[int]) -> dict[int, str]:
+    wanted = list(dict.fromkeys(job_ids(ids)))
+    result = dict.fromkeys(wanted, Outcome.FINISHED)
+    if not wanted:
+        return result
+    marks = ", ".join(["%s"] * len(wanted))
+    now = store._ts(timezone.now())
+    with transaction.atomic(using=store.database):
+        rows, _ = store._execute(
+            f"DELETE FROM {sql.TABLE} WHERE token IS NULL AND id IN ({marks}) "
+            f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at, "
+            f"retried_from_id, retried_from_error",
+            wanted, fetch=True,
+        )
+        for row in rows:
+            store._execute(sql.FAIL_INSERT, [*row, now, reason(False)])
+            result[row[0]] = Outcome.CANCELLED
+        running, _ = store._execute(
+            f"UPDATE {sql.TABLE} SET cancel_requested_at = %s "
+            f"WHERE token IS NOT NULL AND id IN ({marks}) RETURNING id",
+            [now, *wanted], fetch=True,
+        )
+        for (job_id,) in running:
+            result[job_id] = Outcome.ASKED
+    return result
+
+
+def cancel_requested(store: DatabaseStore, claims: Sequence[Claim]) -> set[int]:
+    if not claims:
+        return set()
+    pairs = " OR ".join(["(id = %s AND token = %s)"] * len(claims))
+    rows, _ = store._execute(
+        f"SELECT id FROM {sql.TABLE} WHERE cancel_requested_at IS NOT NULL AND ({pairs})",
+        [value for c in claims for value in (c.id, c.token)], fetch=True,
+    )
+    return {row[0] for row in rows}

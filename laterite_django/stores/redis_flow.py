@@ -1,0 +1,126 @@
+"""The Redis store's flow control: paused queues, cancels (see flow/).
+
+These run rarely (an operator's command), so their scripts go by EVAL.
+
+Under the prefix `P`: `P:paused` is the set of paused queue names; a running
+job's hash gets `cancel_requested` when a cancel is asked, which its worker's
+heartbeat reads. A cancelled waiting job leaves Redis in one script, then its
+row is written to the failed list in the database (a crash between the two
+loses that one job's row: it was being cancelled anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..flow.cancel import Outcome, reason
+from .base import Claim, job_ids
+from .redis_failed import failed_row
+from .redis_scripts import _COMMON
+from .redis_values import dt, text, us
+
+if TYPE_CHECKING:
+    from .redis import RedisStore
+
+__all__ = ["CANCEL", "RESUME", "cancel", "cancel_requested", "pause", "paused_queues",
+           "resume"]
+
+# ARGV: prefix, then queue names. Unpauses them and wakes their idle workers.
+RESUME = _COMMON + """
+for i = 2, #ARGV do
+  redis.call('SREM', P .. ':paused', ARGV[i])
+  wake(ARGV[i], 32)
+end
+return 1
+"""
+
+# ARGV: prefix, now, then job ids. Per id: {id, 'asked'} for a running job (marked),
+# {id, 'cancelled', name, queue, payload, priority, unique_key, attempts, pushed_at,
+# retried_from_id, retried_from_error} for a waiting or delayed one (removed), or
+# {id, 'finished'} for none.
+CANCEL = _COMMON + """
+local now = ARGV[2]
+local out = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local k = jkey(id)
+  if redis.call('EXISTS', k) == 0 then
+    out[#out + 1] = {id, 'finished'}
+  elseif redis.call('HEXISTS', k, 'token') == 1 then
+    redis.call('HSET', k, 'cancel_requested', now)
+    out[#out + 1] = {id, 'asked'}
+  else
+    local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'priority', 'unique_key',
+      'attempts', 'pushed_at', 'retried_from_id', 'retried_from_error', 'member')
+    local q = f[2]
+    if f[10] then redis.call('ZREM', qkey(q, 'ready'), f[10]) end
+    redis.call('ZREM', qkey(q, 'delayed'), id)
+    drop_key(k, id)
+    redis.call('DEL', k)
+    out[#out + 1] = {id, 'cancelled', f[1], f[2], f[3], f[4], f[5] or '', f[6], f[7],
+      f[8] or '', f[9] or ''}
+  end
+end
+return out
+"""
+
+
+def pause(store: RedisStore, queues: Sequence[str]) -> None:
+    if queues:
+        store.client.sadd(store.key("paused"), *queues)
+
+
+def resume(store: RedisStore, queues: Sequence[str]) -> None:
+    if queues:
+        store.client.eval(RESUME, 0, store.prefix, *queues)
+
+
+def paused_queues(store: RedisStore) -> set[str]:
+    return {text(q) for q in store.client.smembers(store.key("paused"))}
+
+
+def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
+    wanted = list(dict.fromkeys(job_ids(ids)))
+    if not wanted:
+        return {}
+    rows = store.client.eval(CANCEL, 0, store.prefix, us(store_now()), *wanted)
+    result: dict[int, str] = {}
+    failed: list[Any] = []
+    for row in rows:
+        job_id, outcome = int(row[0]), text(row[1])
+        result[job_id] = outcome
+        if outcome == Outcome.CANCELLED:
+            name, queue, payload, priority, key, attempts, pushed_at, link_id, link_error = row[2:]
+            claim = Claim(id=job_id, name=text(name), queue=text(queue), payload=text(payload),
+                          attempts=int(attempts or 0), pushed_at=dt(pushed_at), token="",
+                          unique_key=text(key) or None, priority=int(priority or 0))
+            fields = failed_row(claim, reason(False))
+            if text(link_id):
+                fields.update(retried_from_id=int(link_id), retried_from_error=text(link_error))
+            failed.append(fields)
+    if failed:
+        from ..models import FailedJob
+
+        FailedJob.objects.using(store.database).bulk_create(
+            [FailedJob(**fields) for fields in failed])
+    return result
+
+
+def cancel_requested(store: RedisStore, claims: Sequence[Claim]) -> set[int]:
+    if not claims:
+        return set()
+    pipe = store.client.pipeline(transaction=False)
+    for claim in claims:
+        pipe.hmget(store.key("job", str(claim.id)), "token", "cancel_requested")
+    found = set()
+    for claim, (token, asked) in zip(claims, pipe.execute(), strict=True):
+        if asked is not None and token is not None and text(token) == claim.token:
+            found.add(claim.id)
+    return found
+
+
+def store_now():
+    from django.utils import timezone
+
+    return timezone.now()

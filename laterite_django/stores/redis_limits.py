@@ -1,0 +1,169 @@
+"""The Redis store's limited push and claim: LATERITE_QUEUE_LIMITS and
+`@job(concurrency=...)` enforced inside the claim script (see flow/limits.py).
+
+Used only when a limit may apply (a limited queue among the worker's, a
+registered job with `concurrency`, or a pushed job that carries a limit);
+otherwise the store's plain PUSH and CLAIM run, untouched.
+
+Under the prefix `P`: a limited job's hash holds `ck` (its concurrency key) and
+`cl` (its limit); `P:running:<key>` is the set of ids of that key's claimed
+jobs, added to by the limited claim and cleaned there too (an id whose job is
+gone or no longer claimed leaves the set), so no other script has to know of
+it; `P:queue:<q>:starts` is a sorted set of the claims of a queue with a rate
+(score: the claim's time), pruned past the period.
+
+Why racing workers can never together exceed a limit: Redis runs one script
+at a time, and the limited claim counts (running per key, the queue's claimed
+set, its recent starts) and claims in the same script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..flow.limits import QueueLimit
+from .base import NewJob
+from .redis_scripts import _COMMON, PUSH
+from .redis_values import push_args
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+__all__ = ["CLAIM_LIMITED", "PUSH_LIMITED", "claim_args", "push_limited_args", "run"]
+
+# Candidates the claim looks at per queue past the jobs of keys at their limit.
+CANDIDATES = 200
+
+# PUSH with two more values per job: the concurrency key and limit ('' for none).
+PUSH_LIMITED = (
+    PUSH.replace("local b = 3 + i * 9", "local b = 3 + i * 11")
+    .replace(
+        "local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]",
+        "local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]\n"
+        "  local ck, cl = ARGV[b + 10], ARGV[b + 11]",
+    )
+    .replace(
+        "    redis.call('HSET', k, unpack(fields))",
+        "    if ck ~= '' then\n"
+        "      fields[#fields + 1] = 'ck'\n      fields[#fields + 1] = ck\n"
+        "      fields[#fields + 1] = 'cl'\n      fields[#fields + 1] = cl\n"
+        "    end\n"
+        "    redis.call('HSET', k, unpack(fields))",
+    )
+)
+assert PUSH_LIMITED.count("ARGV[b + 11]") == 1 and PUSH_LIMITED.count("'ck'") == 1
+
+# ARGV: prefix, now, token, worker, limit, then per queue in priority order: name,
+# concurrency, rate, period in microseconds ('' where none). Returns rows as CLAIM.
+CLAIM_LIMITED = _COMMON + """
+local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local out = {}
+-- Claimed jobs of a concurrency key, after dropping those no longer claimed.
+local function running(ck)
+  local set = P .. ':running:' .. ck
+  for _, id in ipairs(redis.call('SMEMBERS', set)) do
+    local k = jkey(id)
+    if redis.call('EXISTS', k) == 0 or redis.call('HEXISTS', k, 'token') == 0 then
+      redis.call('SREM', set, id)
+    end
+  end
+  return redis.call('SCARD', set)
+end
+for qi = 6, #ARGV, 4 do
+  if #out >= limit then break end
+  local q, conc, rate, period = ARGV[qi], ARGV[qi + 1], ARGV[qi + 2], ARGV[qi + 3]
+  if redis.call('SISMEMBER', P .. ':paused', q) == 0 then
+  local ready = qkey(q, 'ready')
+  local due = redis.call('ZRANGEBYSCORE', qkey(q, 'delayed'), '-inf', now, 'LIMIT', 0, 1000)
+  for _, id in ipairs(due) do
+    local k = jkey(id)
+    local f = redis.call('HMGET', k, 'priority', 'member')
+    if f[2] then redis.call('ZADD', ready, -tonumber(f[1] or '0'), f[2]) end
+    redis.call('ZREM', qkey(q, 'delayed'), id)
+  end
+  local room = 1000000
+  if conc ~= '' then
+    room = math.min(room, tonumber(conc) - redis.call('ZCARD', qkey(q, 'claimed')))
+  end
+  local starts = qkey(q, 'starts')
+  if rate ~= '' then
+    redis.call('ZREMRANGEBYSCORE', starts, '-inf', tonumber(now) - tonumber(period))
+    room = math.min(room, tonumber(rate) - redis.call('ZCARD', starts))
+  end
+  local offset, scanned = 0, 0
+  while #out < limit and room > 0 and scanned < """ + str(CANDIDATES) + """ do
+    local members = redis.call('ZRANGE', ready, offset, offset)
+    if #members == 0 then break end
+    scanned = scanned + 1
+    local m = members[1]
+    local id = member_id(m)
+    local k = jkey(id)
+    if redis.call('EXISTS', k) == 0 then
+      redis.call('ZREM', ready, m)
+    else
+      local lim = redis.call('HMGET', k, 'ck', 'cl')
+      if lim[1] and running(lim[1]) >= tonumber(lim[2]) then
+        offset = offset + 1  -- its key is at its limit: it keeps waiting, the next one may go
+      else
+        redis.call('ZREM', ready, m)
+        if lim[1] then redis.call('SADD', P .. ':running:' .. lim[1], id) end
+        if rate ~= '' then redis.call('ZADD', starts, now, token .. ':' .. id) end
+        room = room - 1
+        local position = #out
+        redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', worker,
+          'position', position)
+        redis.call('HDEL', k, 'failing')
+        local attempts = redis.call('HINCRBY', k, 'attempts', 1)
+        redis.call('ZADD', qkey(q, 'claimed'), now, id)
+        drop_key(k, id)
+        local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
+          'retry_until', 'unique_key', 'priority', 'last_error', 'available_at')
+        out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
+          f[8], f[9], position}
+      end
+    end
+  end
+  end
+end
+return out
+"""
+
+_SHAS = {source: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+         for source in (PUSH_LIMITED, CLAIM_LIMITED)}
+
+
+def run(client: Redis, source: str, args: Sequence[Any]) -> Any:
+    """Run one of these scripts by its SHA, loading it on a miss."""
+    from redis.exceptions import NoScriptError
+
+    try:
+        return client.execute_command("EVALSHA", _SHAS[source], 0, *args)
+    except NoScriptError:
+        return client.execute_command("EVAL", source, 0, *args)
+
+
+def push_limited_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
+    """PUSH_LIMITED's arguments after the prefix: PUSH's, two more per job."""
+    plain = push_args(now, jobs)
+    args: list[Any] = plain[:2]
+    for index, job in enumerate(jobs):
+        args += plain[2 + index * 9 : 2 + (index + 1) * 9]
+        args += [job.concurrency_key or "", job.concurrency_limit or ""]
+    return args
+
+
+def claim_args(now: int, token: str, worker: str, limit: int, queues: Sequence[str],
+               limits: dict[str, QueueLimit]) -> list[Any]:
+    """CLAIM_LIMITED's arguments after the prefix."""
+    args: list[Any] = [now, token, worker, int(limit)]
+    for queue in queues:
+        lim = limits.get(queue, QueueLimit())
+        args += [
+            queue,
+            "" if lim.concurrency is None else lim.concurrency,
+            "" if lim.rate is None else lim.rate,
+            "" if lim.period is None else int(lim.period * 1_000_000),
+        ]
+    return args

@@ -1,0 +1,31 @@
+"""Jobs with a concurrency limit, registered only in the workers of the limit tests
+(LATERITE_TEST_FLOW=1): a registered one makes every database claim the limited one."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from laterite_django import job
+
+from .models import Record
+
+
+def _stamp(kind: str, value: str) -> None:
+    Record.objects.create(kind=kind, value=value, pid=os.getpid())
+
+
+@job("tests.flow_keyed", concurrency=1, concurrency_key=lambda key, i, seconds=0.02: key)
+def flow_keyed(key: str, i: int, seconds: float = 0.02) -> None:
+    """At most one of a key at a time: record its start and end under `key`."""
+    _stamp("flow-start", key)
+    time.sleep(seconds)
+    _stamp("flow-end", key)
+
+
+@job("tests.flow_rated", queue="low")
+def flow_rated(i: int, seconds: float = 0.0) -> None:
+    """A job of the `low` queue, limited by LATERITE_QUEUE_LIMITS in the limit tests."""
+    _stamp("flow-start", "low")
+    time.sleep(seconds)
+    _stamp("flow-end", "low")
