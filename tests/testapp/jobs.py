@@ -236,7 +236,18 @@ async def async_blocked(seconds: float, cx: JobContext) -> None:
 
 @job("tests.chaos_once", tries=1, backoff=0)
 def chaos_once(i: int, seconds: float, cx: JobContext) -> None:
-    """Record its start and end; with tries=1 a lost attempt that counted fails it."""
+    """Record its start and end; with tries=1 a lost attempt that counted fails it.
+
+    Its start is also a line appended to $LATERITE_TEST_STARTS at once: the start
+    record may wait for the database's write lock, and a kill in that wait is a
+    kill of a job that had started."""
+    starts = os.environ.get("LATERITE_TEST_STARTS")
+    if starts:
+        fd = os.open(starts, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, f"{i}\n".encode())
+        finally:
+            os.close(fd)
     _record("once-start", str(i), cx.attempt)
     time.sleep(seconds)
     _record("once-end", str(i), cx.attempt)
