@@ -10,103 +10,24 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db import transaction
-from django.utils import timezone
 
 from ..exceptions import StoreUnavailable
 from .errors import database_outage, guarded
+from .failed_list import FailedList
+from .values import Claim, NewJob, QueueCounts, Running, job_ids
 
 if TYPE_CHECKING:
     from ..minutes import Minute
-    from ..models import FailedJob, Job
-    from ..progress import Progress
     from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 __all__ = ["Claim", "NewJob", "QueueCounts", "Running", "Store", "job_ids"]
 
 
-@dataclass(slots=True)
-class NewJob:
-    """A job about to be stored."""
-
-    name: str
-    queue: str
-    payload: str
-    available_at: datetime
-    pushed_at: datetime
-    retry_until: datetime | None = None
-    unique_key: str | None = None
-    priority: int = 0
-    # A job declared with `concurrency` (flow/limits): at most `concurrency_limit` jobs
-    # with this key run at once.
-    concurrency_key: str | None = None
-    concurrency_limit: int | None = None
-
-
-@dataclass(slots=True)
-class Claim:
-    """A job a worker has claimed: the job's data plus the claim's token."""
-
-    id: int
-    name: str
-    queue: str
-    payload: str
-    attempts: int  # including this claim
-    pushed_at: datetime
-    token: str
-    retry_until: datetime | None = None
-    unique_key: str | None = None
-    priority: int = 0
-    last_error: str = ""
-    available_at: datetime | None = None
-    # Its place in the batch it was claimed with: 0 starts at once; a later one
-    # may never start if the worker dies, so a lost claim at position > 0 is
-    # returned without counting the attempt (see requeue_abandoned).
-    position: int = 0
-
-
-@dataclass(slots=True)
-class Running:
-    """A running job, as `queue_status` shows it."""
-
-    id: int
-    name: str
-    queue: str
-    attempts: int
-    claimed_by: str
-    progress: Progress | None = None
-
-
-@dataclass(slots=True)
-class QueueCounts:
-    """How many jobs of one queue are waiting (due), delayed (not yet due),
-    running (claimed) and failed: the four states used everywhere."""
-
-    waiting: int = 0
-    delayed: int = 0
-    running: int = 0
-    failed: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return self.waiting + self.delayed + self.running
-
-    # The names of 0.1 (`queue_status --json` still prints them, see CHANGELOG).
-    @property
-    def pending(self) -> int:
-        return self.waiting
-
-    @property
-    def reserved(self) -> int:
-        return self.running
-
-
-class Store(abc.ABC):
+class Store(FailedList, abc.ABC):
     """Where jobs wait; subclasses keep them in the database or in Redis.
 
     The failed list lives in the database (`FailedJob`) for every store, so
@@ -317,7 +238,7 @@ class Store(abc.ABC):
     def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
         """Return the ids of those held `claims` whose cancel was asked."""
 
-    def close(self) -> None:  # noqa: B027 -- an optional hook
+    def close(self) -> None:
         """Release whatever connections this store holds for the calling thread."""
 
     # -- shared by the stores ---------------------------------------------------
@@ -332,146 +253,3 @@ class Store(abc.ABC):
         for queue, failed in self.failed_counts().items():
             result.setdefault(queue, QueueCounts()).failed = failed
         return dict(sorted(result.items()))
-
-    # -- the failed list (in the database for every store) --------------------
-
-    def _failed_rows(self, ids: Iterable[int] | None):
-        from ..models import FailedJob
-
-        rows = FailedJob.objects.using(self.database)
-        return rows.all() if ids is None else rows.filter(pk__in=list(ids))
-
-    @guarded
-    def failed_counts(self) -> dict[str, int]:
-        """Return the number of failed jobs per queue."""
-        from django.db.models import Count
-
-        return dict(
-            self._failed_rows(None)
-            .values_list("queue")
-            .annotate(n=Count("id"))
-            .values_list("queue", "n")
-        )
-
-    @guarded
-    def retry(self, ids: Iterable[int] | None = None) -> int:
-        """Put failed jobs (these ids, or all) back on their queues, due now, attempts afresh.
-
-        Return how many were put back; a retried job whose unique key already
-        waits is dropped as a duplicate but still leaves the failed list. Each new
-        job records the failed job it came from (`_link_retried`).
-        """
-        now = timezone.now()
-        moved = 0
-        with transaction.atomic(using=self.database):
-            rows = list(self._failed_rows(ids).select_for_update().order_by("id"))
-            if not rows:
-                return 0
-            pushed = self.push(
-                [
-                    NewJob(
-                        name=row.name,
-                        queue=row.queue,
-                        payload=row.payload,
-                        available_at=now,
-                        pushed_at=now,
-                        unique_key=row.unique_key,
-                        priority=row.priority,
-                    )
-                    for row in rows
-                ]
-            )
-            self._link_retried(
-                [(job_id, row) for job_id, row in zip(pushed, rows, strict=True) if job_id]
-            )
-            moved = len(rows)
-            self._failed_rows([row.pk for row in rows]).delete()
-        return moved
-
-    def _link_retried(self, links: Sequence[tuple[int, FailedJob]]) -> None:
-        """Record on each retried job (its new id) the failed job it came from and
-        that one's error, as its `Job` row's `retried_from_*` columns. The Redis
-        store keeps them in the job's data instead."""
-        from ..models import Job
-
-        rows = [
-            Job(pk=job_id, retried_from_id=failed.pk, retried_from_error=failed.error_summary)
-            for job_id, failed in links
-        ]
-        Job.objects.using(self.database).bulk_update(
-            rows, ["retried_from_id", "retried_from_error"], batch_size=500
-        )
-
-    @guarded
-    def forget(self, ids: Iterable[int] | None = None) -> int:
-        """Delete failed jobs (these ids, or all); return how many."""
-        deleted, _ = self._failed_rows(ids).delete()
-        return deleted
-
-    def _failed_states(self, ids: Sequence[int]) -> dict[int, str]:
-        """"failed" for each of `ids` whose job is in the failed list (job_states)."""
-        from ..models import FailedJob
-
-        found = FailedJob.objects.using(self.database).filter(job_id__in=list(ids))
-        return {job_id: "failed" for job_id in found.values_list("job_id", flat=True)
-                if job_id is not None}
-
-    # -- reads for the admin and the commands -----------------------------------
-    # The failed list and the tables behind the admin's lists are in the
-    # database for every store, so these are implemented here once.
-
-    @guarded
-    def failed_jobs(
-        self,
-        ids: Iterable[int] | None = None,
-        *,
-        queue: str | None = None,
-        name: str | None = None,
-        limit: int | None = None,
-    ) -> list[FailedJob]:
-        """Return failed jobs (these ids, or all) of `queue` and `name` if given,
-        newest first, at most `limit` of them."""
-        if limit is not None and limit < 1:
-            raise ValueError(f"limit must be 1 or more, got {limit!r}.")
-        rows = self._failed_rows(ids)
-        if queue is not None:
-            rows = rows.filter(queue=queue)
-        if name is not None:
-            rows = rows.filter(name=name)
-        rows = rows.order_by("-failed_at", "-id")
-        return list(rows if limit is None else rows[:limit])
-
-    @guarded
-    def missing_failed(self, ids: Iterable[int]) -> list[int]:
-        """Return those of `ids` that no failed job has, in the order given, once each."""
-        wanted = list(dict.fromkeys(ids))
-        found = set(self._failed_rows(wanted).values_list("pk", flat=True))
-        return [i for i in wanted if i not in found]
-
-    @guarded
-    def job_names(self, model: type[Job | FailedJob], limit: int = 500) -> list[str]:
-        """Return the first `limit` distinct job names in `model`'s table, sorted,
-        reading the name index rather than every row."""
-        from .estimates import distinct_names
-
-        return distinct_names(self.database, model, limit)
-
-    @guarded
-    def estimated_rows(self, model: type[Job | FailedJob]) -> int | None:
-        """Return the database's estimate of the rows in `model`'s table without
-        counting them, or None where it has none (SQLite, a table never analyzed)."""
-        from .estimates import estimated_rows
-
-        return estimated_rows(self.database, model)
-
-def job_ids(ids: Iterable[int]) -> list[int]:
-    """Return `ids` as a list of ints; a value that is not a job id is a clear error."""
-    result = []
-    for value in ids:
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise TypeError(f"A job id must be an integer, not {value!r}.")
-        try:
-            result.append(int(value))
-        except ValueError:
-            raise ValueError(f"A job id must be an integer, not {value!r}.") from None
-    return result

@@ -14,7 +14,6 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.db import close_old_connections
@@ -31,10 +30,10 @@ from ..stores import Claim, Store, get_store
 from .attempt import WorkerStopped, run_claim
 from .hand import Hand
 from .heartbeat import Heartbeat
+from .held import HeldJobs
 from .memory import limit_reached
 from .outage import Outage, drop_connections
 from .reports import Monitor
-from .rules import lost_reason
 from .settle import Settler
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Worker:
+class Worker(HeldJobs):
     """Claim, run and settle jobs from `queues` until told to stop or a limit is hit."""
 
     def __init__(
@@ -341,92 +340,3 @@ class Worker:
             self._limit = min(self.batch, self._limit * 2)
         elif len(claims) < asked or per_batch > SLOW_BATCH:
             self._limit = max(1, self._limit // 2)
-
-    # -- settling many ----------------------------------------------------------------
-
-    def _flush(self) -> None:
-        """Delete the finished jobs now."""
-        finished = self.hand.take_finished()
-        if not finished:
-            return
-        try:
-            deleted = self.settler.patiently(lambda: self.store.delete(finished))
-        except BaseException:
-            self.hand.put_back_finished(finished)
-            raise
-        if deleted < len(finished):
-            lost = len(finished) - deleted
-            logger.warning("%d finished job%s lost %s; not settled again", lost,
-                           "" if lost == 1 else "s", "its claim" if lost == 1 else "their claims",
-                           extra={"action": "claim_lost"})
-        self._deleted(finished)
-
-    def _deleted(self, finished: list[Claim]) -> None:
-        for claim in finished:
-            self.monitor.done(claim)
-
-    def ended(self, claim: Claim, settled: str, duration: float) -> None:
-        """An attempt was settled as `settled` (a `Settled` word): count it."""
-        self.minutes.count(claim.queue, settled)
-        if self.tally is not None:
-            self.tally.ended(claim, settled, duration)
-
-    def _write_minutes(self) -> None:
-        """Add the per-minute counts to the store; kept for the next try if it fails."""
-        taken = self.minutes.take()
-        if not taken:
-            return
-        try:
-            self.store.add_minutes(taken)
-        except Exception as e:
-            self.minutes.put_back(taken)
-            logger.warning("Could not write the overview's counts: %s", e,
-                           extra={"action": "minutes_failed"})
-
-    def job_raised(self, claim: Claim, error: BaseException) -> None:
-        """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""
-
-    def give_back(self, claim: Claim) -> bool:
-        """Return `claim` to its queue, due now, its attempt not counted; False if the
-        claim was no longer this worker's. (Also used from another thread: the
-        `worker` mode's shutdown gives back the job of a thread stuck in C.)"""
-        try:
-            return self.store.release(claim, timezone.now(), claim.last_error, undo_attempt=True)
-        finally:
-            self.monitor.done(claim)
-
-    def _give_back(self, claims: list[Claim]) -> None:
-        """Return claims not started to their queues; they lose no attempt."""
-        for claim in claims:
-            try:
-                self.give_back(claim)
-            except Exception:
-                logger.exception("Could not return job %s to its queue", claim.id)
-
-    def _relieve(self) -> None:
-        """A job runs long: delete the finished jobs, give back those not started.
-
-        Called by the heartbeat thread, on its own connection.
-        """
-        self._flush()
-        self._give_back(self.hand.take_unstarted())
-
-    def _sweep(self) -> None:
-        """Every few seconds, return the claims of workers that stopped beating, and let
-        the store tidy itself (vacuum the dead rows of its table, on PostgreSQL).
-
-        This worker's own finished jobs are deleted first: after an outage longer
-        than retry_after, they would otherwise be taken for abandoned and run again.
-        """
-        now = time.monotonic()
-        if now < self._next_sweep:
-            return
-        self._next_sweep = now + min(5.0, self.retry_after / 3)
-        self._flush()
-        self.store.tidy()
-        older_than = timezone.now() - timedelta(seconds=self.retry_after)
-        count = self.store.requeue_abandoned(older_than, lost_reason(self.retry_after))
-        if count:
-            logger.warning("Returned %d abandoned job%s to %s", count,
-                           "" if count == 1 else "s", "its queue" if count == 1 else "their queues",
-                           extra={"action": "requeued_abandoned", "count": count})

@@ -1,0 +1,158 @@
+"""The failed list, which lives in the database for every store, and the admin's and
+the commands' reads of it: counts, retry, forget, listing, names, row estimates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.utils import timezone
+
+from .errors import guarded
+from .values import NewJob
+
+if TYPE_CHECKING:
+    from ..models import FailedJob, Job
+
+__all__ = ["FailedList"]
+
+
+class FailedList:
+    """The Store methods that read and change the failed list (a mixin of Store)."""
+
+    database: str
+
+    if TYPE_CHECKING:  # the store's own
+        def push(self, jobs: Sequence[NewJob]) -> list[int | None]: ...
+
+    # -- the failed list (in the database for every store) --------------------
+
+    def _failed_rows(self, ids: Iterable[int] | None):
+        from ..models import FailedJob
+
+        rows = FailedJob.objects.using(self.database)
+        return rows.all() if ids is None else rows.filter(pk__in=list(ids))
+
+    @guarded
+    def failed_counts(self) -> dict[str, int]:
+        """Return the number of failed jobs per queue."""
+        from django.db.models import Count
+
+        return dict(
+            self._failed_rows(None)
+            .values_list("queue")
+            .annotate(n=Count("id"))
+            .values_list("queue", "n")
+        )
+
+    @guarded
+    def retry(self, ids: Iterable[int] | None = None) -> int:
+        """Put failed jobs (these ids, or all) back on their queues, due now, attempts afresh.
+
+        Return how many were put back; a retried job whose unique key already
+        waits is dropped as a duplicate but still leaves the failed list. Each new
+        job records the failed job it came from (`_link_retried`).
+        """
+        now = timezone.now()
+        moved = 0
+        with transaction.atomic(using=self.database):
+            rows = list(self._failed_rows(ids).select_for_update().order_by("id"))
+            if not rows:
+                return 0
+            pushed = self.push(
+                [
+                    NewJob(
+                        name=row.name,
+                        queue=row.queue,
+                        payload=row.payload,
+                        available_at=now,
+                        pushed_at=now,
+                        unique_key=row.unique_key,
+                        priority=row.priority,
+                    )
+                    for row in rows
+                ]
+            )
+            self._link_retried(
+                [(job_id, row) for job_id, row in zip(pushed, rows, strict=True) if job_id]
+            )
+            moved = len(rows)
+            self._failed_rows([row.pk for row in rows]).delete()
+        return moved
+
+    def _link_retried(self, links: Sequence[tuple[int, FailedJob]]) -> None:
+        """Record on each retried job (its new id) the failed job it came from and
+        that one's error, as its `Job` row's `retried_from_*` columns. The Redis
+        store keeps them in the job's data instead."""
+        from ..models import Job
+
+        rows = [
+            Job(pk=job_id, retried_from_id=failed.pk, retried_from_error=failed.error_summary)
+            for job_id, failed in links
+        ]
+        Job.objects.using(self.database).bulk_update(
+            rows, ["retried_from_id", "retried_from_error"], batch_size=500
+        )
+
+    @guarded
+    def forget(self, ids: Iterable[int] | None = None) -> int:
+        """Delete failed jobs (these ids, or all); return how many."""
+        deleted, _ = self._failed_rows(ids).delete()
+        return deleted
+
+    def _failed_states(self, ids: Sequence[int]) -> dict[int, str]:
+        """"failed" for each of `ids` whose job is in the failed list (job_states)."""
+        from ..models import FailedJob
+
+        found = FailedJob.objects.using(self.database).filter(job_id__in=list(ids))
+        return {job_id: "failed" for job_id in found.values_list("job_id", flat=True)
+                if job_id is not None}
+
+    # -- reads for the admin and the commands -----------------------------------
+    # The failed list and the tables behind the admin's lists are in the
+    # database for every store, so these are implemented here once.
+
+    @guarded
+    def failed_jobs(
+        self,
+        ids: Iterable[int] | None = None,
+        *,
+        queue: str | None = None,
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> list[FailedJob]:
+        """Return failed jobs (these ids, or all) of `queue` and `name` if given,
+        newest first, at most `limit` of them."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be 1 or more, got {limit!r}.")
+        rows = self._failed_rows(ids)
+        if queue is not None:
+            rows = rows.filter(queue=queue)
+        if name is not None:
+            rows = rows.filter(name=name)
+        rows = rows.order_by("-failed_at", "-id")
+        return list(rows if limit is None else rows[:limit])
+
+    @guarded
+    def missing_failed(self, ids: Iterable[int]) -> list[int]:
+        """Return those of `ids` that no failed job has, in the order given, once each."""
+        wanted = list(dict.fromkeys(ids))
+        found = set(self._failed_rows(wanted).values_list("pk", flat=True))
+        return [i for i in wanted if i not in found]
+
+    @guarded
+    def job_names(self, model: type[Job | FailedJob], limit: int = 500) -> list[str]:
+        """Return the first `limit` distinct job names in `model`'s table, sorted,
+        reading the name index rather than every row."""
+        from .estimates import distinct_names
+
+        return distinct_names(self.database, model, limit)
+
+    @guarded
+    def estimated_rows(self, model: type[Job | FailedJob]) -> int | None:
+        """Return the database's estimate of the rows in `model`'s table without
+        counting them, or None where it has none (SQLite, a table never analyzed)."""
+        from .estimates import estimated_rows
+
+        return estimated_rows(self.database, model)

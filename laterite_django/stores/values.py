@@ -1,0 +1,104 @@
+"""What travels between the worker and a store: a job to store, a claim, a running
+job, a queue's counts; and job ids checked as the stores take them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..progress import Progress
+
+__all__ = ["Claim", "NewJob", "QueueCounts", "Running", "job_ids"]
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A job about to be stored."""
+
+    name: str
+    queue: str
+    payload: str
+    available_at: datetime
+    pushed_at: datetime
+    retry_until: datetime | None = None
+    unique_key: str | None = None
+    priority: int = 0
+    # A job declared with `concurrency` (flow/limits): at most `concurrency_limit` jobs
+    # with this key run at once.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+
+
+@dataclass(slots=True)
+class Claim:
+    """A job a worker has claimed: the job's data plus the claim's token."""
+
+    id: int
+    name: str
+    queue: str
+    payload: str
+    attempts: int  # including this claim
+    pushed_at: datetime
+    token: str
+    retry_until: datetime | None = None
+    unique_key: str | None = None
+    priority: int = 0
+    last_error: str = ""
+    available_at: datetime | None = None
+    # Its place in the batch it was claimed with: 0 starts at once; a later one
+    # may never start if the worker dies, so a lost claim at position > 0 is
+    # returned without counting the attempt (see requeue_abandoned).
+    position: int = 0
+
+
+@dataclass(slots=True)
+class Running:
+    """A running job, as `queue_status` shows it."""
+
+    id: int
+    name: str
+    queue: str
+    attempts: int
+    claimed_by: str
+    progress: Progress | None = None
+
+
+@dataclass(slots=True)
+class QueueCounts:
+    """How many jobs of one queue are waiting (due), delayed (not yet due),
+    running (claimed) and failed: the four states used everywhere."""
+
+    waiting: int = 0
+    delayed: int = 0
+    running: int = 0
+    failed: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.waiting + self.delayed + self.running
+
+    # The names of 0.1 (`queue_status --json` still prints them, see CHANGELOG).
+    @property
+    def pending(self) -> int:
+        return self.waiting
+
+    @property
+    def reserved(self) -> int:
+        return self.running
+
+
+def job_ids(ids: Iterable[int]) -> list[int]:
+    """Return `ids` as a list of ints; a value that is not a job id is a clear error."""
+    result = []
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError(f"A job id must be an integer, not {value!r}.")
+        try:
+            result.append(int(value))
+        except ValueError:
+            raise ValueError(f"A job id must be an integer, not {value!r}.") from None
+    return result
