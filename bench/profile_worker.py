@@ -1,12 +1,15 @@
 """Profile one laterite worker draining no-op jobs, on each store, with pyinstrument.
 
     python bench/profile_worker.py [--n 3000] [--store laterite_pg,laterite_redis,laterite_sqlite]
-                                   [--ref 2d1d5a0] [--cost [--rounds 5]]
+                                   [--ref 2d1d5a0] [--cost [--rounds 5] [--metrics]]
 
 With --cost, no profiler: each round drains N jobs unprofiled (wall and CPU
 microseconds per job), then again under cProfile (Python function calls per
 job, a count the machine's load does not change); with --ref the current tree
 and the earlier commit alternate round by round, and the medians are printed.
+With --metrics, the current tree with its metrics off and on (the worker's
+counts handed to a metrics server's totals, as `queue_work --metrics-port`
+does) alternate instead, and the ratio of their wall times is printed.
 
 Runs the worker loop in one process (as `queue_work --processes 1` does) and
 prints, per store, where the time of a job goes: the claim, running the job,
@@ -47,6 +50,10 @@ def drain(profile):
     store.clear()
     noop.push_many([(i,) for i in range({n})])
     worker = Worker(["default"], stop_when_empty=True, batch=20)
+    if {metrics}:
+        from laterite_django.metrics.tally import Tally
+        from laterite_django.metrics.totals import Totals
+        worker.tally = Tally(Totals().add)
     wall, cpu = time.perf_counter(), time.process_time()
     if profile:
         profile.enable()
@@ -63,26 +70,40 @@ print(json.dumps({{"wall_us": wall / done * 1e6, "cpu_us": cpu / done * 1e6,
 """
 
 
-def cost(system: str, n: int, rounds: int, ref: str | None) -> str:
-    """Medians over `rounds` of wall and CPU per job and calls per job (and at `ref`)."""
+def cost(system: str, n: int, rounds: int, ref: str | None, metrics: bool = False) -> str:
+    """Medians over `rounds` of wall and CPU per job and calls per job (and at `ref`,
+    or with the metrics on)."""
     import json
     import statistics
 
+    # (label, commit or None, metrics on): the variants alternate round by round.
+    variants = [("current", None, False)]
+    if ref:
+        variants.append((ref, ref, False))
+    if metrics:
+        variants.append(("current, metrics on", None, True))
     found: dict[str, list[dict]] = {}
     for round_ in range(rounds):
-        order = [None, ref] if ref else [None]
-        for which in order if round_ % 2 == 0 else order[::-1]:
-            out = profile_one(system, n, which, code=COST.format(n=n))
+        for label, which, on in variants if round_ % 2 == 0 else variants[::-1]:
+            out = profile_one(system, n, which, code=COST.format(n=n, metrics=on))
             line = out.strip().splitlines()[-1] if out.strip() else ""
             try:
-                found.setdefault(which or "current", []).append(json.loads(line))
+                found.setdefault(label, []).append(json.loads(line))
             except ValueError:
                 return out
     lines = ["tree | wall us/job | CPU us/job | Python calls/job", "---|---|---|---"]
-    for which, rows in found.items():
-        lines.append(" | ".join([which, *(
-            f"{statistics.median(row[key] for row in rows):.1f}"
-            for key in ("wall_us", "cpu_us", "calls"))]))
+    medians = {}
+    for label, rows in found.items():
+        medians[label] = {key: statistics.median(row[key] for row in rows)
+                          for key in ("wall_us", "cpu_us", "calls")}
+        lines.append(" | ".join([label, *(f"{medians[label][key]:.1f}"
+                                          for key in ("wall_us", "cpu_us", "calls"))]))
+    if metrics:
+        on, off = medians["current, metrics on"], medians["current"]
+        lines.append(f"\nrate with metrics on / off: {off['wall_us'] / on['wall_us']:.3f} "
+                     f"(per-round ratios: " + ", ".join(
+                         f"{a['wall_us'] / b['wall_us']:.3f}" for a, b in
+                         zip(found["current"], found["current, metrics on"], strict=True)) + ")")
     return "\n".join(lines)
 
 
@@ -152,12 +173,14 @@ def main() -> None:
     parser.add_argument("--cost", action="store_true",
                         help="no profiler: per-job wall, CPU and call counts, medians")
     parser.add_argument("--rounds", type=int, default=5, help="rounds for --cost")
+    parser.add_argument("--metrics", action="store_true",
+                        help="with --cost: the metrics off and on, alternating")
     args = parser.parse_args()
     if args.cost:
         for system in args.store.split(","):
             print(f"## {system} ({time.strftime('%Y-%m-%d %H:%M')} UTC, N={args.n}, "
                   f"medians of {args.rounds})\n")
-            print(cost(system, args.n, args.rounds, args.ref), "\n")
+            print(cost(system, args.n, args.rounds, args.ref, args.metrics), "\n")
         return
     for system in args.store.split(","):
         for ref in (None, args.ref) if args.ref else (None,):

@@ -19,6 +19,7 @@ from typing import Any
 
 from .base import Claim, NewJob
 from .sql import COLUMNS, INSERT_COLUMNS, ROW, TABLE, execute
+from .sqlite_watch import open_watch
 
 __all__ = [
     "Waiter", "claim", "delete", "execute_hot", "make_due", "open_waiter", "push", "wait",
@@ -112,8 +113,13 @@ execute_hot = execute
 # costs a thread wake-up and one PRAGMA (two fcntl calls on the WAL index in WAL
 # mode), some 60-130 us of CPU on a shared 2-core VM: every 20 ms an idle
 # `queue_work` used 0.6-0.7% of a core there (0.05% when it slept out
-# LATERITE_QUEUE_POLL); every 10 ms it used 1.2%.
+# LATERITE_QUEUE_POLL); every 10 ms it used 1.2%. Where the kernel can tell of
+# writes to the file (sqlite_watch), the waiter sleeps until one instead, and this
+# is only the shortest time between two looks, should the file be written nonstop.
 WAKE_CHECK_EVERY = 0.02
+# With a watch, the longest sleep between two looks: a write the watch missed, and
+# a stop, are seen within this.
+WATCHED_LOOK_EVERY = 1.0
 
 
 class Waiter:
@@ -135,13 +141,23 @@ class Waiter:
     def __init__(self, database: str, *, uri: bool) -> None:
         self.database = database
         self.pid = os.getpid()
+        # Made before the first look, so no write after that look goes unseen.
+        self._watch = None if uri else open_watch(database)
         # timeout=0: a look that finds the file locked says "no change" and the
         # next one, a tick later, tries again; it never waits on a writer.
         self._connection = sqlite3.connect(database, uri=uri, timeout=0, isolation_level=None)
         self._version: int | None = None
+        self._quiet_until = 0.0
+        self.looks = 0  # how often data_version was read (for tests)
+
+    @property
+    def watched(self) -> bool:
+        """Whether the kernel tells of writes to the file (else: a look every 20 ms)."""
+        return self._watch is not None
 
     def changed(self) -> bool:
         """True if another connection committed since the previous call (and on the first)."""
+        self.looks += 1
         try:
             version = self._connection.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.OperationalError:
@@ -150,8 +166,24 @@ class Waiter:
         self._version = version
         return changed
 
+    def pause(self, seconds: float) -> None:
+        """Sleep until the next look is due: WAKE_CHECK_EVERY, or with a watch until
+        the file is written (never sooner than WAKE_CHECK_EVERY after the previous
+        write woke it) or WATCHED_LOOK_EVERY passes; at most `seconds`."""
+        if self._watch is None:
+            time.sleep(min(WAKE_CHECK_EVERY, seconds))
+            return
+        now = time.monotonic()
+        if now < self._quiet_until:
+            time.sleep(min(self._quiet_until - now, seconds))
+            return
+        if self._watch.wait(min(WATCHED_LOOK_EVERY, seconds)):
+            self._quiet_until = time.monotonic() + WAKE_CHECK_EVERY
+
     def close(self) -> None:
         self._connection.close()
+        if self._watch is not None:
+            self._watch.close()
 
 
 def open_waiter(connection: Any) -> Waiter | None:
@@ -174,7 +206,7 @@ def wait(
 ) -> None:
     """Return when a job may be due, `timeout` passes or `stop` is set.
 
-    Every WAKE_CHECK_EVERY seconds the waiter looks at data_version; when another
+    At each look the waiter reads data_version; when another
     connection committed, one read (`seconds_to_due`: seconds until the next
     unclaimed job of the worker's queues is due, None if there is none) tells
     whether that commit made work: a job due now ends the wait, a job due later
@@ -184,8 +216,10 @@ def wait(
     before the waiter existed is not missed. If that read fails, the wait ends and
     the worker's claim meets the error.
 
-    Between looks it sleeps rather than waiting on `stop` (an Event wait costs a
-    lock and a condition each time); `stop` is seen at the next look.
+    Between looks it sleeps (`Waiter.pause`: until the file is written, where
+    the kernel tells, else WAKE_CHECK_EVERY) rather than waiting on `stop` (an
+    Event wait costs a lock and a condition each time); `stop` is seen at the
+    next look.
     """
     deadline = time.monotonic() + timeout
     while not stop.is_set():
@@ -201,4 +235,4 @@ def wait(
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        time.sleep(min(WAKE_CHECK_EVERY, left))
+        waiter.pause(left)

@@ -1,9 +1,11 @@
 """How an idle worker's wait ends on SQLite: a commit by another connection that makes
-a job due (PRAGMA data_version), and nothing else."""
+a job due (PRAGMA data_version), and nothing else; woken by the kernel where it tells
+of writes to the file (inotify), else looking every 20 ms: each test runs both ways."""
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +16,7 @@ from django.db import connection, connections
 from django.test import override_settings
 from django.utils import timezone
 
-from laterite_django.stores import get_store, reset_store
+from laterite_django.stores import get_store, reset_store, sql_sqlite
 from laterite_django.stores.database import DatabaseStore
 from tests.conftest import Workers
 from tests.testapp import jobs
@@ -22,10 +24,12 @@ from tests.testapp import jobs
 LONG = 30.0  # a wait that ends before this was ended by something, not its timeout
 
 
-@pytest.fixture
-def sqlite_store(transactional_db: None) -> Iterator[DatabaseStore]:
+@pytest.fixture(params=["watched", "polled"])
+def sqlite_store(request, transactional_db: None, monkeypatch) -> Iterator[DatabaseStore]:
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's wake-up (LATERITE_TEST_DB=sqlite)")
+    if request.param == "polled":  # as where the kernel cannot tell of writes
+        monkeypatch.setattr(sql_sqlite, "open_watch", lambda path: None)
     with override_settings(LATERITE_QUEUE_STORE="database"):
         reset_store()
         store = get_store()
@@ -120,3 +124,38 @@ def test_stop_ends_the_wait(sqlite_store):
     sqlite_store.wait(["default"], LONG, stop)
     assert time.monotonic() - started < LONG
     thread.join(30)
+
+
+def test_an_idle_wait_looks_only_when_the_database_is_written(sqlite_store, tmp_path):
+    waited(sqlite_store, 0.05)
+    waiter = sqlite_store._waiter()
+    assert waiter is not None
+    if not waiter.watched:
+        pytest.skip("the polled waiter looks every 20 ms by design")
+    # Other files of the directory are written all along: they are not the database.
+    directory = connection.settings_dict["NAME"].rsplit("/", 1)[0]
+    stop_writing = threading.Event()
+
+    def write_beside() -> None:
+        other = f"{directory}/beside-{tmp_path.name}.txt"
+        try:
+            while not stop_writing.wait(0.01):
+                with open(other, "a") as f:
+                    f.write("x")
+        finally:
+            os.remove(other)
+
+    writer = threading.Thread(target=write_beside)
+    writer.start()
+    try:
+        before = waiter.looks
+        waited(sqlite_store, 2.5)
+        # One look a second (WATCHED_LOOK_EVERY) and one at the end, not one every 20 ms.
+        assert waiter.looks - before <= 4
+        # A push still ends the wait.
+        thread = in_thread(lambda: jobs.record.push("now"), after=0.2)
+        assert waited(sqlite_store) < LONG
+        thread.join(30)
+    finally:
+        stop_writing.set()
+        writer.join(30)
