@@ -23,6 +23,7 @@ from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
+from ..flow.limits import any_job_limited, queue_limits
 from ..flow.pause import PausedView
 from ..minutes import MinuteCounts
 from ..progress import ProgressDesk
@@ -263,8 +264,14 @@ class Worker(HeldJobs):
     def _idle_wait(self) -> float:
         """How long an idle worker waits on a store that wakes it: until the next
         sweep would be due, so jobs of a dead worker come back in good time, and no
-        longer than its --max-seconds leave."""
-        wait = max(self.sleep, min(IDLE_WAIT, self.retry_after / 3))
+        longer than its --max-seconds leave. Where a limit may apply to its claims,
+        only `sleep` (LATERITE_QUEUE_POLL): a job held back by a rate or concurrency
+        limit becomes claimable as time passes or a running job ends, which wakes
+        no one."""
+        if queue_limits(self.queues) or any_job_limited():
+            wait = self.sleep
+        else:
+            wait = max(self.sleep, min(IDLE_WAIT, self.retry_after / 3))
         if self.max_seconds is not None:
             left = self.max_seconds - (time.monotonic() - self._started)
             wait = min(wait, max(left, 0.0))

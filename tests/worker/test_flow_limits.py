@@ -122,7 +122,11 @@ def test_a_queue_rate_of_twenty_a_second_holds_across_worker_processes(store, wo
     store.push(rated_jobs(70, seconds=0.0))
     env = {**FLOW, "LATERITE_TEST_LIMITS": json.dumps({"low": {"rate": "20/s"}})}
     procs = run_workers(workers, 2, 2, "low", env)
-    wait_for(lambda: Record.objects.filter(kind="flow-end").count() == 70, timeout=120)
+    # A job held back by the rate is claimable again a second later, which wakes no
+    # idle worker: they look again every LATERITE_QUEUE_POLL while a limit applies.
+    # The 70 jobs take about 4 s; a worker that slept out its idle wait (30 s) between
+    # two windows took 90 s and more.
+    wait_for(lambda: Record.objects.filter(kind="flow-end").count() == 70, timeout=45)
     stop(procs)
     starts = sorted(Record.objects.filter(kind="flow-start").values_list("at", flat=True))
     # The claim counts claims over any second; a job starts a moment after its claim,
