@@ -39,7 +39,7 @@ from . import (
 from . import redis_calls as calls
 from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
-from .redis_values import EPOCH, dt, push_args, text, us
+from .redis_values import EPOCH, dt, push_packed, text, us
 from .redis_values import claims as claims_from_rows
 from .redis_wait import RedisWaiting
 from .schedule_state import Fired, ScheduleFire, ScheduleState
@@ -139,10 +139,10 @@ class RedisStore(RedisWaiting, Store):
                 self.client, redis_limits.PUSH_LIMITED,
                 [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
         if len(jobs) <= _PUSH_CHUNK:
-            results = [self._run("PUSH", push_args(now, jobs))]
+            results = [self._run("PUSH", push_packed(now, jobs))]
         else:
             chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
-            results = self._pipeline([("PUSH", push_args(now, chunk)) for chunk in chunks])
+            results = self._pipeline([("PUSH", push_packed(now, chunk)) for chunk in chunks])
         return [int(i) or None for result in results for i in result]
 
     @guarded

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..flow.limits import QueueLimit
 from .base import NewJob
 from .redis_scripts import _COMMON, PUSH
-from .redis_values import push_args
+from .redis_values import job_fields, pack
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -38,11 +38,12 @@ CANDIDATES = 200
 
 # PUSH with two more values per job: the concurrency key and limit ('' for none).
 PUSH_LIMITED = (
-    PUSH.replace("local b = 3 + i * 9", "local b = 3 + i * 11")
+    PUSH.replace("local n = #A / 9", "local n = #A / 11")
+    .replace("local b = i * 9", "local b = i * 11")
     .replace(
-        "local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]",
-        "local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]\n"
-        "  local ck, cl = ARGV[b + 10], ARGV[b + 11]",
+        "local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]",
+        "local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]\n"
+        "  local ck, cl = A[b + 10], A[b + 11]",
     )
     .replace(
         "    redis.call('HSET', k, unpack(fields))",
@@ -53,7 +54,8 @@ PUSH_LIMITED = (
         "    redis.call('HSET', k, unpack(fields))",
     )
 )
-assert PUSH_LIMITED.count("ARGV[b + 11]") == 1 and PUSH_LIMITED.count("'ck'") == 1
+assert PUSH_LIMITED.count("A[b + 11]") == 1 and PUSH_LIMITED.count("#A / 11") == 1 \
+    and PUSH_LIMITED.count("i * 11") == 1 and PUSH_LIMITED.count("'ck'") == 1
 
 # ARGV: prefix, now, token, worker, limit, then per queue in priority order: name,
 # concurrency, rate, period in microseconds ('' where none). Returns rows as CLAIM.
@@ -145,13 +147,11 @@ def run(client: Redis, source: str, args: Sequence[Any]) -> Any:
 
 
 def push_limited_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
-    """PUSH_LIMITED's arguments after the prefix: PUSH's, two more per job."""
-    plain = push_args(now, jobs)
-    args: list[Any] = plain[:2]
-    for index, job in enumerate(jobs):
-        args += plain[2 + index * 9 : 2 + (index + 1) * 9]
-        args += [job.concurrency_key or "", job.concurrency_limit or ""]
-    return args
+    """PUSH_LIMITED's arguments after the prefix: PUSH's, two more values per job."""
+    return [now, pack(
+        value for job in jobs for value in (
+            *job_fields(job), job.concurrency_key or "",
+            "" if job.concurrency_limit is None else str(job.concurrency_limit)))]
 
 
 def claim_args(now: int, token: str, worker: str, limit: int, queues: Sequence[str],

@@ -106,19 +106,22 @@ local function unclaim(k, q, id, avail, now, err, undo)
 end
 """
 
-# ARGV: prefix, now, n, then per job: name, queue, payload, priority, pushed_at,
-# available_at, retry_until ('' for none), has_key ('1'/'0'), unique_key.
+# ARGV: prefix, now, then one JSON array of strings (redis_values.push_packed): per
+# job name, queue, payload, priority, pushed_at, available_at, retry_until ('' for
+# none), has_key ('1'/'0'), unique_key. One argument rather than nine per job: each
+# argument costs the client more to send than the script to decode.
 # Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
 PUSH = _COMMON + """
 local now = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
+local A = cjson.decode(ARGV[3])
+local n = #A / 9
 local ids = {}
 local pushed = {}
 for i = 0, n - 1 do
-  local b = 3 + i * 9
-  local name, queue, payload = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
-  local priority, pushed_at, avail = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
-  local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]
+  local b = i * 9
+  local name, queue, payload = A[b + 1], A[b + 2], A[b + 3]
+  local priority, pushed_at, avail = A[b + 4], A[b + 5], A[b + 6]
+  local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]
   local id = tostring(redis.call('INCR', P .. ':id'))
   if has_key == '1' and not take_key(key, id) then
     ids[i + 1] = 0

@@ -6,13 +6,16 @@ Lua); text comes back as bytes; a claimed job comes back as one flat array.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
 from .base import Claim, NewJob
 
-__all__ = ["EPOCH", "claims", "dt", "push_args", "text", "us"]
+__all__ = [
+    "EPOCH", "claims", "dt", "job_fields", "pack", "push_args", "push_packed", "text", "us",
+]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -45,21 +48,40 @@ def text(value: Any) -> str | None:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
+def job_fields(job: NewJob) -> tuple[str, ...]:
+    """A job's nine values as the push scripts take them, all strings."""
+    return (
+        job.name,
+        job.queue,
+        job.payload,
+        str(int(job.priority)),
+        str(us(job.pushed_at)),
+        str(us(job.available_at)),
+        "" if job.retry_until is None else str(us(job.retry_until)),
+        "0" if job.unique_key is None else "1",
+        job.unique_key or "",
+    )
+
+
+def pack(values: Iterable[str]) -> str:
+    """Strings as one JSON array, for a script that decodes them with cjson."""
+    return _PACK(list(values))
+
+
+_PACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def push_packed(now: str, jobs: Sequence[NewJob]) -> list[Any]:
     """The PUSH script's arguments after the prefix (see redis_scripts.PUSH)."""
+    return [now, pack(value for job in jobs for value in job_fields(job))]
+
+
+def push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
+    """The arguments of a script that takes a job's values one by one (the schedules'
+    FIRE), after the prefix: now, the number of jobs, nine values per job."""
     args: list[Any] = [now, len(jobs)]
     for job in jobs:
-        args += [
-            job.name,
-            job.queue,
-            job.payload,
-            int(job.priority),
-            us(job.pushed_at),
-            us(job.available_at),
-            "" if job.retry_until is None else us(job.retry_until),
-            "0" if job.unique_key is None else "1",
-            job.unique_key or "",
-        ]
+        args += job_fields(job)
     return args
 
 

@@ -48,6 +48,24 @@ def test_claim_takes_oldest_first_and_counts_the_attempt(store):
     assert store.claim(["default"], "w3") == []
 
 
+def test_every_value_comes_back_as_it_was_pushed(store):
+    # Quotes, backslashes, escapes, accents, a character outside the BMP, U+2028 and
+    # an empty string survive the store's own encoding of a push (Redis: JSON).
+    payload = '{"args":["\\"q\\" \\\\ \\n \\u0000 é 😀 \u2028",""],"kwargs":{"k":"v"}}'
+    later = timezone.now() + timedelta(seconds=0.2)
+    ids = store.push([
+        new("tests.récord", "qué", key="clé 😀", priority=-3, payload=payload),
+        new(at=later, key=None),
+    ])
+    assert all(ids)
+    (claim,) = store.claim(["qué"], "w")
+    assert (claim.name, claim.queue, claim.payload) == ("tests.récord", "qué", payload)
+    assert (claim.unique_key, claim.priority, claim.id) == ("clé 😀", -3, ids[0])
+    assert store.claim(["default"], "w") == []  # the other is not due yet
+    time.sleep(0.3)
+    assert [c.id for c in store.claim(["default"], "w")] == [ids[1]]
+
+
 def test_claim_follows_queue_order_then_priority(store):
     low = store.push([new(queue="low")])[0]
     plain = store.push([new(queue="mail")])[0]
