@@ -164,6 +164,16 @@ class Stderr:
         return "".join(self.lines)
 
 
+# The long runs (rounds of kills and signals, schedules run for many ticks) are cut
+# short in a normal run; LATERITE_TEST_FULL=1 runs them whole.
+FULL = os.environ.get("LATERITE_TEST_FULL") == "1"
+
+
+def short_or_full(short: float, full: float) -> float:
+    """`full` under LATERITE_TEST_FULL=1, else `short`."""
+    return full if FULL else short
+
+
 def wait_for(predicate: Callable[[], object], timeout: float = 30, every: float = 0.05) -> object:
     """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout

@@ -18,7 +18,7 @@ from django.db import connection
 
 from laterite_django.management.console import add_console, handled_by_project, version
 from tests.commands.test_commands import store_down
-from tests.conftest import ROOT, Stderr, wait_for
+from tests.conftest import ROOT, Stderr, short_or_full, wait_for
 from tests.testapp import jobs
 
 # tests/settings.py then leaves LOGGING out, like a new project's settings.
@@ -301,7 +301,7 @@ def test_ctrl_c_to_the_process_group_while_idle_is_never_a_crash(workers, store_
     round the supervisor hears it only after its workers are gone."""
     if store_kind != "database":
         pytest.skip("the supervisor's signals do not depend on the store")
-    for attempt in range(15):
+    for attempt in range(int(short_or_full(6, 15))):
         code, text = ctrl_c(workers, wait=0.1 * (attempt % 4), paused=attempt % 3 == 2)
         assert "starting another" not in text, f"round {attempt}:\n{text}"
         assert code == 0, f"round {attempt}:\n{text}"

@@ -27,7 +27,7 @@ from django.db import connection
 
 from laterite_django.management.commands.queue_work import DEFAULT_BATCH
 from laterite_django.models import FailedJob
-from tests.conftest import ROOT, Stderr, wait_for
+from tests.conftest import ROOT, Stderr, short_or_full, wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record
 from tests.worker.test_processes import kill_tree, waiting, worker_pids
@@ -131,7 +131,7 @@ def test_whole_group_kills_with_one_process_and_batches(store, workers, tmp_path
            "LATERITE_TEST_STARTS": str(started_file)}
     args = ("--processes", "1", "--batch", "20")
     kills: list[float] = []
-    for _ in range(12):
+    for _ in range(int(short_or_full(6, 12))):
         if not waiting(store):
             break
         proc, _ = start(workers, *args, env=env)
