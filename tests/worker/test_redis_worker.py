@@ -100,8 +100,14 @@ def need_redis_server() -> None:
 
 
 @pytest.fixture
-def own_redis(tmp_path: Path, transactional_db: None) -> Iterator[callable]:
-    """Start a private Redis server and point this process's `redis` cache at it."""
+def own_redis(tmp_path: Path, transactional_db: None, store_kind: str) -> Iterator[callable]:
+    """Start a private Redis server and point this process's `redis` cache at it.
+
+    It asks for `store_kind` so that fixture's settings are made before these and
+    restored after them: settings overrides must be undone in the reverse order, or
+    the last one undone brings back the settings it saw (the Redis store's, for
+    every later test).
+    """
     need_redis_server()
     servers: list[RedisServer] = []
     overrides: list[override_settings] = []
