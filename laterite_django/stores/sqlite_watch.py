@@ -50,7 +50,7 @@ def open_watch(path: str) -> FileWatch | None:
     """A watch on the database file `path` (and its -wal and -journal), or None where
     inotify cannot serve (see the module docstring)."""
     try:
-        from inotify_simple import INotify, flags
+        from inotify_simple import INotify, flags  # type: ignore[import-untyped, unused-ignore]
     except ImportError:
         return None
     directory, name = os.path.split(os.path.abspath(path))
