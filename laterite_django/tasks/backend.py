@@ -277,6 +277,14 @@ class LateriteBackend(BaseTaskBackend):
                 if pushed.status == "duplicate":
                     return self._waiting(key) or result
                 record(pushed.id)
+        elif key is None and transaction.get_connection(database).in_atomic_block:
+            # The store cannot join the transaction (Redis): the push goes to its
+            # outbox in this transaction, with the result, and moves at the commit, or
+            # at a worker's sweep if the store is down then. (A unique task needs the
+            # store's answer at once: it is pushed at the commit, below.)
+            with transaction.atomic(using=database):
+                record()
+                push()
         else:
             # The result first, so the worker finds it; the job once it is committed.
             saved = record()
