@@ -43,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
     "SHUTDOWN_GRACE": 5,
     "SCHEDULES": {},
     "LIMITS": {},
+    "LISTEN_DATABASE": None,
+    "REDIS_WAIT": None,
 }
 
 
@@ -144,6 +146,32 @@ def _limits(value: Any) -> Problem | None:
     return None if found is None else Problem(30, found)
 
 
+def _listen_database(value: Any) -> Problem | None:
+    """None (LISTEN on LATERITE_QUEUE_DATABASE's own connection), or a PostgreSQL alias."""
+    if value is None:
+        return None
+    databases = django_settings.DATABASES
+    if not isinstance(value, str) or value not in databases:
+        return Problem(
+            40, f"it must be None or name a database in DATABASES ({', '.join(databases)})")
+    engine = str(databases[value].get("ENGINE", ""))
+    if engine.rsplit(".", 1)[-1] not in ("postgresql", "postgis"):
+        return Problem(40, "it must name a PostgreSQL database (idle workers LISTEN there)",
+                       hint=f"Its ENGINE is {engine!r}.")
+    return None
+
+
+def _redis_wait(value: Any) -> Problem | None:
+    """None (a push returns once the primary has it), or seconds to wait for a replica."""
+    if value is None:
+        return None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        return Problem(41, "it must be None or seconds > 0 (how long a push waits for "
+                       "one replica to have it)")
+    return None
+
+
 RULES: dict[str, Callable[[Any], Problem | None]] = {
     "MODE": _mode,
     "STORE": _store,
@@ -157,6 +185,8 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "SHUTDOWN_GRACE": _shutdown_grace,
     "SCHEDULES": _schedules,
     "LIMITS": _limits,
+    "LISTEN_DATABASE": _listen_database,
+    "REDIS_WAIT": _redis_wait,
 }
 
 

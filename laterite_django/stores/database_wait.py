@@ -1,10 +1,19 @@
 """How an idle worker waits on the database store: on PostgreSQL for a NOTIFY on a
 listening connection of its thread's own, on SQLite for another connection's
-commit (`sql_sqlite.Waiter`), never past the next delayed job's time."""
+commit (`sql_sqlite.Waiter`), never past the next delayed job's time.
+
+A LISTEN through a transaction pooler (PgBouncer in `pool_mode = transaction`)
+listens on a server connection the listener gives back at once: no notification
+ever reaches it. The listening connection is opened on LATERITE_QUEUE_LISTEN_DATABASE
+when set (an alias that reaches PostgreSQL directly), else on the store's own
+database; a listener found behind a pooler (`pooler.behind_pooler`) is closed and
+the worker polls every LATERITE_QUEUE_POLL seconds instead, saying so once.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import threading
@@ -13,13 +22,23 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, overload
 
+from django.db import connections
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from ..conf import settings
 from . import sql_sqlite
+from .pooler import behind_pooler
 from .sql import CHANNEL
 
-__all__ = ["DatabaseWaiting", "aware"]
+__all__ = ["LISTEN_HINT", "DatabaseWaiting", "aware"]
+
+logger = logging.getLogger("laterite")
+
+LISTEN_HINT = (
+    "Set LATERITE_QUEUE_LISTEN_DATABASE to a database alias that reaches the same "
+    "PostgreSQL directly (not through the pooler), so pushes wake idle workers at once."
+)
 
 
 @overload
@@ -41,6 +60,9 @@ class DatabaseWaiting:
     """DatabaseStore's `wait` (a mixin of DatabaseStore)."""
 
     _local: threading.local
+    # Set once a listening connection was found behind a pooler: poll from then on.
+    _listen_refused = False
+    database: str
 
     if TYPE_CHECKING:  # the store's own
         @property
@@ -69,7 +91,12 @@ class DatabaseWaiting:
             self._wait_sqlite(queues, timeout, stop, longest)
             return
         try:
-            listener, new = self._listen()
+            found = self._listen()
+            if found is None:
+                # No connection that can LISTEN: poll.
+                stop.wait(timeout)
+                return
+            listener, new = found
             if new:
                 # A push before LISTEN went unheard: the claim that follows sees it,
                 # and every later one is heard.
@@ -144,19 +171,34 @@ class DatabaseWaiting:
                 waiter.close()
 
 
-    def _listen(self) -> tuple[Any, bool]:
-        """This thread's listening connection, and whether it was made just now."""
+    def _listen(self) -> tuple[Any, bool] | None:
+        """This thread's listening connection, and whether it was made just now; None
+        when the listening connection goes through a pooler (the worker polls)."""
+        if self._listen_refused:
+            return None
         listener = getattr(self._local, "listener", None)
         if listener is not None and not listener.closed:
             return listener, False
         import psycopg
 
         self.connection.ensure_connection()
-        params = self.connection.get_connection_params()
+        alias = settings.LISTEN_DATABASE or self.database
+        params = connections[alias].get_connection_params()
         for unused in ("cursor_factory", "context", "prepare_threshold", "pool"):
             params.pop(unused, None)
-        listener = self._local.listener = psycopg.connect(**params, autocommit=True)
+        listener = psycopg.connect(**params, autocommit=True)
+        if behind_pooler(listener):
+            listener.close()
+            self._listen_refused = True
+            logger.warning(
+                "The database %r reaches PostgreSQL through a pooler, where LISTEN hears "
+                "nothing: idle workers look for jobs every %g s (LATERITE_QUEUE_POLL) "
+                "instead of being woken by a push. %s", alias, settings.POLL,
+                LISTEN_HINT, extra={"action": "listen_through_pooler", "database": alias},
+            )
+            return None
         listener.execute(f"LISTEN {CHANNEL}")
+        self._local.listener = listener
         return listener, True
 
     def _close_listener(self) -> None:

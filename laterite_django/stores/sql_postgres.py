@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .base import Claim, NewJob
+from .pooler import behind_pooler
 from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
 
 __all__ = ["claim", "delete", "execute_hot", "make_due", "push", "waking"]
@@ -138,15 +139,19 @@ def execute_hot(
 
     It runs on the very connection (and transaction) Django holds, through a
     plain psycopg cursor: arrays travel as arrays, and the plan of each
-    statement is made once per connection. Statements are not prepared when
-    the database's OPTIONS say `"prepare_threshold": None` (for a pooler that
-    cannot keep them, such as PgBouncer before 1.21 in transaction mode).
+    statement is made once per connection. Statements are not prepared on a
+    connection that goes through a pooler (`pooler.behind_pooler`: a transaction
+    pooler such as PgBouncer hands each transaction any server connection, where
+    the statement was never prepared), nor when the database's OPTIONS say
+    `"prepare_threshold": None`.
     """
     import psycopg
 
     connection.ensure_connection()
     options = connection.settings_dict.get("OPTIONS", {})
-    prepare = options.get("prepare_threshold", 0) is not None
+    with connection.wrap_database_errors:
+        prepare = options.get("prepare_threshold", 0) is not None and not behind_pooler(
+            connection.connection)
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=prepare)
         return (cursor.fetchall() if fetch else []), cursor.rowcount

@@ -7,10 +7,17 @@ cleared, a claim took four times as long. Autovacuum removes them in time when
 it runs at its defaults and nothing holds it back; where it is off, lags behind
 a burst, or runs rarely on a big database, the workers do it themselves: when
 the table's dead rows pass `DEAD_ROWS` and a fifth of its live ones, one worker
-at a time (an advisory lock) runs a plain VACUUM of the table. It takes no lock
-that stops a push or a claim. It is not tried while a transaction has been open
-on the database for more than `LONG_TRANSACTION` seconds, as that transaction
-would keep VACUUM from removing anything.
+at a time runs a plain VACUUM of the table. It takes no lock that stops a push
+or a claim. It is not tried while a transaction has been open on the database
+for more than `LONG_TRANSACTION` seconds, as that transaction would keep VACUUM
+from removing anything.
+
+One at a time, without session state: `VACUUM (SKIP_LOCKED)` passes over the
+table while another vacuum (a worker's, autovacuum's) holds it. A session
+advisory lock would not do behind a transaction pooler (PgBouncer): each
+statement may run on another server connection, so the lock taken on one is
+never released by the unlock sent on the next, and stays held by whichever
+client gets that server connection afterwards.
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ DEAD_ROWS = 20_000
 LONG_TRANSACTION = 60.0
 # After a vacuum that could not be run or removed too little, wait this long.
 BACK_OFF = 300.0
-# One key for the whole cluster: vacuums of the same table never run side by side.
-_LOCK_KEY = 0x6C61_7465_7269_7465  # "laterite"
+# The SQLSTATE of VACUUM's "skipping vacuum of ... --- lock not available" warning.
+_LOCK_NOT_AVAILABLE = "55P03"
 
 _DEAD = (
     "SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables "
@@ -65,15 +72,9 @@ class Vacuum:
             dead = _dead_rows(cursor)
             if dead is None:
                 return 0
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [_LOCK_KEY])
-            if not cursor.fetchone()[0]:
-                return 0  # another worker vacuums now
-            try:
-                return self._vacuum(cursor, dead)
-            finally:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])
+            return self._vacuum(connection, cursor, dead)
 
-    def _vacuum(self, cursor: Any, dead: int) -> int:
+    def _vacuum(self, connection: Any, cursor: Any, dead: int) -> int:
         cursor.execute(_LONG_TRANSACTIONS, [LONG_TRANSACTION])
         if cursor.fetchone()[0]:
             logger.info(
@@ -84,7 +85,20 @@ class Vacuum:
             self._not_before = time.monotonic() + BACK_OFF
             return 0
         started = time.monotonic()
-        cursor.execute(f"VACUUM {TABLE}")
+        skipped: list[object] = []
+
+        def on_notice(diagnostic: Any) -> None:
+            if diagnostic.sqlstate == _LOCK_NOT_AVAILABLE:
+                skipped.append(diagnostic)
+
+        raw = connection.connection
+        raw.add_notice_handler(on_notice)
+        try:
+            cursor.execute(f"VACUUM (SKIP_LOCKED) {TABLE}")
+        finally:
+            raw.remove_notice_handler(on_notice)
+        if skipped:
+            return 0  # another vacuum holds the table now
         left = _dead_rows(cursor, at_least=0) or 0
         removed = max(0, dead - left)
         logger.info(
