@@ -7,12 +7,13 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.checks import Error, Tags, Warning, register
+from django.db import connections
 
 from .conf import DEFAULTS, message, problem, raw
 from .registry import registry
 from .stores.redis_alias import HINT, shared_alias_problem
 
-__all__ = ["check_jobs", "check_schedules", "check_settings"]
+__all__ = ["check_jobs", "check_listen", "check_schedules", "check_settings"]
 
 
 def _setting(name: str) -> str:
@@ -147,3 +148,47 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list:
 
     return [Error(found.message, hint=found.hint, id=f"laterite.E{found.code:03d}")
             for found in problems()]
+
+
+@register(Tags.database)
+def check_listen(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """Warn when idle workers cannot LISTEN: their connection goes through a pooler.
+
+    A database check (it connects): `manage.py check --database default` and
+    `migrate` run it. Idle workers then poll every LATERITE_QUEUE_POLL seconds
+    (and say so in their log) instead of being woken by each push.
+    """
+    if not databases or raw("STORE") != "database" or raw("MODE") == "inline":
+        return []
+    named = raw("LISTEN_DATABASE")
+    alias = named or raw("DATABASE")
+    if problem("DATABASE", raw("DATABASE")) is not None or problem("LISTEN_DATABASE", named):
+        return []  # reported by check_settings
+    if connections[alias].vendor != "postgresql":
+        return []
+    from .stores.database_wait import LISTEN_HINT
+    from .stores.pooler import behind_pooler
+
+    try:
+        import psycopg
+
+        params = connections[alias].get_connection_params()
+        for unused in ("cursor_factory", "context", "prepare_threshold", "pool"):
+            params.pop(unused, None)
+        with psycopg.connect(**params, autocommit=True) as listener:
+            pooled = behind_pooler(listener)
+    except Exception:
+        return []  # a database that is down is said by the commands, in one line
+    if not pooled:
+        return []
+    setting = (f"LATERITE_QUEUE_LISTEN_DATABASE ({named!r})" if named
+               else f"LATERITE_QUEUE_DATABASE ({alias!r})")
+    return [
+        Warning(
+            f"The database {setting} reaches PostgreSQL through a pooler, where LISTEN "
+            f"hears nothing: idle workers will look for jobs every LATERITE_QUEUE_POLL "
+            f"seconds instead of being woken by a push.",
+            hint=LISTEN_HINT,
+            id="laterite.W040",
+        )
+    ]

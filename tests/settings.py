@@ -27,6 +27,11 @@ if DB == "postgres":
             "TEST": {"NAME": os.environ.get("LATERITE_PG_TEST_NAME")},
         }
     }
+    if os.environ.get("LATERITE_TEST_LISTEN_PORT"):
+        # Through a pooler (tests/hosts): idle workers LISTEN on a direct connection.
+        DATABASES["listen"] = {**DATABASES["default"],
+                               "PORT": os.environ["LATERITE_TEST_LISTEN_PORT"]}
+        LATERITE_QUEUE_LISTEN_DATABASE = "listen"
 elif DB == "sqlite":
     sqlite_file = os.environ.get("LATERITE_SQLITE_FILE", str(BASE_DIR / "test.sqlite3"))
     Path(sqlite_file).parent.mkdir(parents=True, exist_ok=True)

@@ -73,12 +73,26 @@ class PgBouncer:
 
     def _ready(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"pgbouncer exited: {self.proc.stderr.read() if self.proc.stderr else ''}"
-                               f"{self.log()}")
+            said = self.proc.stderr.read() if self.proc.stderr else ""
+            raise RuntimeError(f"pgbouncer exited: {said}{self.log()}")
         import socket
 
         with socket.create_connection((self.listen, self.port), timeout=1):
             return True
+
+    def warm(self, dbname: str, servers: int) -> None:
+        """Make the pool of `dbname` hold `servers` server connections now: as many
+        clients each hold a transaction open at once."""
+        import psycopg
+
+        clients = [psycopg.connect(host=self.listen, port=self.port, user="postgres",
+                                   dbname=dbname) for _ in range(servers)]
+        try:
+            for client in clients:
+                client.execute("SELECT 1")  # a transaction stays open: a server each
+        finally:
+            for client in clients:
+                client.close()
 
     def log(self) -> str:
         path = self.dir / "pgbouncer.log"

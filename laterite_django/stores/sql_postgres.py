@@ -139,19 +139,39 @@ def execute_hot(
 
     It runs on the very connection (and transaction) Django holds, through a
     plain psycopg cursor: arrays travel as arrays, and the plan of each
-    statement is made once per connection. Statements are not prepared on a
-    connection that goes through a pooler (`pooler.behind_pooler`: a transaction
-    pooler such as PgBouncer hands each transaction any server connection, where
-    the statement was never prepared), nor when the database's OPTIONS say
-    `"prepare_threshold": None`.
+    statement is made once per connection (see `prepares`).
     """
     import psycopg
 
     connection.ensure_connection()
-    options = connection.settings_dict.get("OPTIONS", {})
+    raw = connection.connection
     with connection.wrap_database_errors:
-        prepare = options.get("prepare_threshold", 0) is not None and not behind_pooler(
-            connection.connection)
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        prepare = prepares(connection, raw)
+    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         cursor.execute(sql, params, prepare=prepare)
         return (cursor.fetchall() if fetch else []), cursor.rowcount
+
+
+# A count of executions no statement reaches: psycopg prepares nothing by itself.
+_NEVER = 2**62
+
+
+def prepares(connection: Any, raw: Any) -> bool:
+    """Whether the hot statements are prepared on `raw` (Django's `connection`'s own).
+
+    Not behind a pooler (`pooler.behind_pooler`: a transaction pooler such as
+    PgBouncer hands each transaction any server connection, where the statement
+    was never prepared), nor when the database's OPTIONS say
+    `"prepare_threshold": None`. Django turns psycopg's preparing off by default
+    (a threshold of None, for the poolers' sake), and psycopg then ignores
+    `prepare=True`: a threshold no count reaches keeps the automatic preparing of
+    every other statement off while ours are prepared on request.
+    """
+    options = connection.settings_dict.get("OPTIONS", {})
+    if "prepare_threshold" in options and options["prepare_threshold"] is None:
+        return False
+    if behind_pooler(raw):
+        return False
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = _NEVER
+    return True
