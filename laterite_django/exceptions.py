@@ -12,6 +12,7 @@ __all__ = [
     "JobNotRegistered",
     "LateriteConfigurationError",
     "PushFromEventLoop",
+    "PushNotReplicated",
     "Retry",
     "StoreNotMigrated",
     "StoreUnavailable",
@@ -65,6 +66,18 @@ class StoreUnavailable(RuntimeError):
     Raised by every store method for a lost, refused or timed-out connection;
     the message names the store and where it is (never a password).
     """
+
+
+class PushNotReplicated(StoreUnavailable):
+    """No Redis replica confirmed a push in time (LATERITE_QUEUE_REDIS_WAIT).
+
+    The jobs are on the primary (their ids in `ids`, None for a duplicate) and
+    will run unless the primary fails before a replica copies them.
+    """
+
+    def __init__(self, message: str, ids: list[int | None]) -> None:
+        super().__init__(message)
+        self.ids = ids
 
 
 class StoreNotMigrated(StoreUnavailable):

@@ -61,6 +61,23 @@ CACHES = {
     },
 }
 
+if os.environ.get("LATERITE_TEST_SENTINEL"):
+    # tests/hosts: the queue's cache finds its Redis primary through a Sentinel.
+    _sentinel_host, _sentinel_port = os.environ["LATERITE_TEST_SENTINEL"].rsplit(":", 1)
+    CACHES["redis"] = {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": f"redis://{os.environ.get('LATERITE_TEST_SENTINEL_SERVICE', 'laterite')}/0",
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.SentinelClient",
+            "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+            "SENTINELS": [(_sentinel_host, int(_sentinel_port))],
+            "SOCKET_CONNECT_TIMEOUT": 2,
+            "SOCKET_TIMEOUT": 5,
+        },
+    }
+if os.environ.get("LATERITE_TEST_REDIS_WAIT"):
+    LATERITE_QUEUE_REDIS_WAIT = float(os.environ["LATERITE_TEST_REDIS_WAIT"])
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ..exceptions import LateriteConfigurationError, StoreUnavailable
+from ..conf import settings
+from ..exceptions import LateriteConfigurationError, PushNotReplicated, StoreUnavailable
 from ..flow.limits import any_job_limited, queue_limits
 from ..minutes import Minute
 from . import (
@@ -133,6 +134,9 @@ class RedisStore(RedisWaiting, Store):
         if not jobs:
             return []
         now = str(us(timezone.now()))
+        wait = settings.REDIS_WAIT
+        if wait is not None:
+            return self._push_replicated(now, jobs, wait)
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key (redis_limits).
             return [int(i) or None for i in redis_limits.run(
@@ -144,6 +148,32 @@ class RedisStore(RedisWaiting, Store):
             chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
             results = self._pipeline([("PUSH", push_packed(now, chunk)) for chunk in chunks])
         return [int(i) or None for result in results for i in result]
+
+    def _push_replicated(self, now: str, jobs: Sequence[NewJob], wait: float
+                         ) -> list[int | None]:
+        """Push, then wait up to `wait` seconds for one replica to have the jobs.
+
+        Redis replicates asynchronously: a push the primary acknowledged is lost if
+        the primary fails before a replica copied it. With LATERITE_QUEUE_REDIS_WAIT
+        a push returns once a replica has it, and raises PushNotReplicated if none
+        confirmed it in time (the jobs are on the primary all the same).
+        """
+        if any(job.concurrency_limit for job in jobs):
+            source = redis_limits.PUSH_LIMITED
+            steps = [(redis_limits.sha(source), source,
+                      [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
+        else:
+            steps = [(calls.SHAS["PUSH"], calls.SOURCES["PUSH"],
+                      [self.prefix, *push_args(now, jobs[i : i + _PUSH_CHUNK])])
+                     for i in range(0, len(jobs), _PUSH_CHUNK)]
+        results, replicas = calls.run_replicated(self.client, steps, wait)
+        ids = [int(i) or None for result in results for i in result]
+        if replicas < 1:
+            raise PushNotReplicated(
+                f"The redis store pushed {len(jobs)} job(s) to {describe_redis(self.alias)}, "
+                f"but no replica confirmed them within {wait:g} s "
+                f"(LATERITE_QUEUE_REDIS_WAIT): a failover now would lose them.", ids)
+        return ids
 
     @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:

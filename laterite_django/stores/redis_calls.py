@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - the redis store then refuses to start
         """Stands in for redis-py's, which is not installed."""
 
 
-__all__ = ["SHAS", "SOURCES", "add", "finish", "register", "run"]
+__all__ = ["SHAS", "SOURCES", "add", "finish", "register", "run", "run_replicated"]
 
 # Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
 SOURCES: dict[str, str] = {
@@ -81,3 +81,36 @@ def finish(
         elif isinstance(result, Exception):
             raise result
     return results
+
+
+def run_replicated(
+    client: Redis, steps: Sequence[tuple[str, str, Sequence[Any]]], timeout: float
+) -> tuple[list[Any], int]:
+    """Run scripts (each a SHA, its source and its arguments) then `WAIT 1`, on one
+    connection; return their results and how many replicas confirmed the writes.
+
+    WAIT counts the replicas that have every write made on its own connection, so
+    the scripts and the WAIT go in one pipeline (one connection). A script Redis
+    did not know did not run: those run again with their source (EVAL), followed
+    by another WAIT, in a second pipeline.
+    """
+    milliseconds = max(1, round(timeout * 1000))
+    pipe = client.pipeline(transaction=False)
+    for sha, _, args in steps:
+        pipe.execute_command("EVALSHA", sha, 0, *args)
+    pipe.execute_command("WAIT", 1, milliseconds)
+    *results, replicas = pipe.execute(raise_on_error=False)
+    missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
+    if missing:
+        pipe = client.pipeline(transaction=False)
+        for index in missing:
+            _, source, args = steps[index]
+            pipe.execute_command("EVAL", source, 0, *args)
+        pipe.execute_command("WAIT", 1, milliseconds)
+        *again, replicas = pipe.execute(raise_on_error=False)
+        for index, result in zip(missing, again, strict=True):
+            results[index] = result
+    for result in (*results, replicas):
+        if isinstance(result, Exception):
+            raise result
+    return results, int(replicas)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
+from ..exceptions import PushNotReplicated
 from .base import NewJob
 
 if TYPE_CHECKING:
@@ -101,21 +102,24 @@ def _move_batch(store: RedisStore, chosen) -> int:
         if deleted != len(rows):  # another mover got there first: leave it to them
             transaction.set_rollback(True, using=store.database)
             return 0
-        store.push(
-            [
-                NewJob(
-                    name=row.name,
-                    queue=row.queue,
-                    payload=row.payload,
-                    available_at=row.available_at,
-                    pushed_at=row.pushed_at,
-                    retry_until=row.retry_until,
-                    unique_key=row.unique_key,
-                    priority=row.priority,
-                )
-                for row in rows
-            ]
-        )
+        jobs = [
+            NewJob(
+                name=row.name,
+                queue=row.queue,
+                payload=row.payload,
+                available_at=row.available_at,
+                pushed_at=row.pushed_at,
+                retry_until=row.retry_until,
+                unique_key=row.unique_key,
+                priority=row.priority,
+            )
+            for row in rows
+        ]
+        try:
+            store.push(jobs)
+        except PushNotReplicated as e:
+            # On the primary all the same: moved. Pushing them again would double them.
+            logger.warning("%s", e, extra={"action": "push_not_replicated"})
     return len(rows)
 
 
