@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "laterite_django",
     "tests.testapp",
+    "tests.hosts",  # the multi-host tests' job (tests/hosts/jobs.py)
 ]
 
 MIDDLEWARE = [

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
+from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
 from ..progress import ProgressDesk
 from ..stores import Store
@@ -115,7 +116,12 @@ class Heartbeat:
             self.store.save_progress(items)
 
     def _guarded(self, action: Callable[[], None], message: str) -> None:
+        """Run `action`; log its failure and go on. A store that cannot be reached is
+        said in one line (it says where and why): a partition of a minute would
+        otherwise write a traceback at every beat."""
         try:
             action()
+        except StoreUnavailable as e:
+            logger.warning("%s: %s", message, e, extra={"action": "heartbeat_failed"})
         except Exception:
             logger.exception(message, extra={"action": "heartbeat_failed"})
