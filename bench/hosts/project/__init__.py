@@ -1,0 +1,1 @@
+"""The Django project the simulated hosts run: its settings and its two jobs."""

@@ -1,0 +1,43 @@
+"""Settings of every process of the multi-host runs, from the environment:
+HOSTS_STORE (database or redis), HOSTS_PG_HOST / HOSTS_PG_PORT, HOSTS_REDIS_URL,
+HOSTS_RETRY_AFTER, HOSTS_RUN_DIR (where each process writes the jobs it ran)."""
+
+import os
+
+SECRET_KEY = "bench-hosts-not-secret"
+DEBUG = False
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "laterite_django",
+    "bench.hosts.project",
+]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ.get("HOSTS_PG_NAME", "laterite_hosts"),
+        "USER": "postgres",
+        "HOST": os.environ.get("HOSTS_PG_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("HOSTS_PG_PORT", "5432"),
+    }
+}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "queue": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": os.environ.get("HOSTS_REDIS_URL", "redis://127.0.0.1:6379/9"),
+        "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 5, "SOCKET_TIMEOUT": 30},
+    },
+}
+LATERITE_QUEUE_STORE = os.environ.get("HOSTS_STORE", "database")
+LATERITE_QUEUE_REDIS = "queue"
+LATERITE_QUEUE_PREFIX = "hosts"
+LATERITE_QUEUE_RETRY_AFTER = float(os.environ.get("HOSTS_RETRY_AFTER", "90"))
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"laterite": {"handlers": ["console"], "level": "WARNING"}},
+}
