@@ -1,6 +1,7 @@
 """Settings of every process of the multi-host runs, from the environment:
 HOSTS_STORE (database or redis), HOSTS_PG_HOST / HOSTS_PG_PORT, HOSTS_REDIS_URL,
-HOSTS_RETRY_AFTER, HOSTS_RUN_DIR (where each process writes the jobs it ran)."""
+HOSTS_RETRY_AFTER, HOSTS_RUN_DIR (where each process writes the jobs it ran);
+HOSTS_SENTINEL / HOSTS_SENTINEL_SERVICE and HOSTS_REDIS_WAIT for the failover runs."""
 
 import os
 
@@ -31,6 +32,22 @@ CACHES = {
         "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 5, "SOCKET_TIMEOUT": 30},
     },
 }
+if os.environ.get("HOSTS_SENTINEL"):
+    # The failover runs (bench/hosts/failover.py): the primary found through a Sentinel.
+    _host, _port = os.environ["HOSTS_SENTINEL"].rsplit(":", 1)
+    CACHES["queue"] = {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": f"redis://{os.environ['HOSTS_SENTINEL_SERVICE']}/0",
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.SentinelClient",
+            "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+            "SENTINELS": [(_host, int(_port))],
+            "SOCKET_CONNECT_TIMEOUT": 2,
+            "SOCKET_TIMEOUT": 5,
+        },
+    }
+if os.environ.get("HOSTS_REDIS_WAIT"):
+    LATERITE_QUEUE_REDIS_WAIT = float(os.environ["HOSTS_REDIS_WAIT"])
 LATERITE_QUEUE_STORE = os.environ.get("HOSTS_STORE", "database")
 LATERITE_QUEUE_REDIS = "queue"
 LATERITE_QUEUE_PREFIX = "hosts"
