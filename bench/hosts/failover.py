@@ -1,6 +1,6 @@
 """What a Redis failover loses, and what LATERITE_QUEUE_REDIS_WAIT costs.
 
-    python -m bench.hosts.failover            # prints a JSON line per measurement
+    python -m bench.hosts.failover     # docs/scale-failover.json, and its part of scale.md
 
 A primary, a replica and a Sentinel (bench/hosts/sentinel.py), PostgreSQL for the
 failed list (the machine's, database `laterite_hosts_failover`). Loss: four
@@ -138,12 +138,25 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "django", "migrate", "-v0"], cwd=ROOT, check=True,
                    env={**os.environ, "DJANGO_SETTINGS_MODULE": "bench.hosts.project.settings",
                         "PYTHONPATH": str(ROOT), "HOSTS_PG_NAME": DB})
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    results: list[dict[str, Any]] = []
     try:
         for wait in (None, 0.5):
-            print(json.dumps(cost(wait)), flush=True)
+            results.append(cost(wait))
+            print(json.dumps(results[-1]), flush=True)
         for wait in (None, 0.5):
             for _ in range(3):
-                print(json.dumps(loss(wait)), flush=True)
+                results.append(loss(wait))
+                print(json.dumps(results[-1]), flush=True)
+        out = ROOT / "docs" / "scale"
+        (out.parent / "scale-failover.json").write_text(
+            json.dumps({"started": started, "results": results}, indent=1))
+        scale = out.with_suffix(".json")
+        if scale.exists():  # docs/scale.md shows both
+            from .report import write
+
+            data = json.loads(scale.read_text())
+            write(out, data["started"], data["results"])
     finally:
         subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc",
                         f"DROP DATABASE IF EXISTS {DB}"], check=False)

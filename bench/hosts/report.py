@@ -95,6 +95,83 @@ def _table(rows: list[dict[str, Any]], with_fault: bool = False) -> list[str]:
     return lines
 
 
+def _failover(data: dict[str, Any]) -> list[str]:
+    """The Redis failover section, from `python -m bench.hosts.failover`'s JSON."""
+    costs = [r for r in data["results"] if r["measure"] == "push cost"]
+    losses = [r for r in data["results"] if r["measure"] == "failover"]
+    md = [
+        "## Redis failover",
+        "",
+        f"Measured {data['started']} by `python -m bench.hosts.failover`: a primary, a "
+        "replica and a Sentinel (`down-after-milliseconds 1000`) on this machine. Four "
+        "pushers push single jobs as fast as they can and write down each push Redis "
+        "acknowledged; the primary is SIGKILLed under them; once the replica is "
+        "promoted they push on for 2 s, then workers drain the queue. An acknowledged "
+        "push whose job never ran was lost.",
+        "",
+        "| LATERITE_QUEUE_REDIS_WAIT | pushes acknowledged | failover (s) | "
+        "acknowledged and lost | not confirmed (PushNotReplicated) | of those, lost |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in losses:
+        md.append(f"| {r['redis_wait'] or 'off'} | {r['pushed_acked']:,} | "
+                  f"{r['failover_seconds']} | {r['acked_lost']} | "
+                  f"{r['push_unconfirmed']} | {r['unconfirmed_lost']} |")
+    md += [
+        "",
+        "What the safe option costs, pushing to a primary whose replica is on the same "
+        "machine (a replica across a network adds its round trip to each push call):",
+        "",
+        "| LATERITE_QUEUE_REDIS_WAIT | single pushes/s | p50 | p99 | jobs/s in "
+        "`push_many` of 1,000 |",
+        "|---|---|---|---|---|",
+    ]
+    for r in costs:
+        md.append(f"| {r['redis_wait'] or 'off'} | {r['single_pushes_per_s']:,} | "
+                  f"{r['single_p50_ms']} ms | {r['single_p99_ms']} ms | "
+                  f"{r['batched_jobs_per_s']:,} |")
+    return [*md, ""]
+
+
+def _store_ms_per_1000(row: dict[str, Any]) -> float:
+    """CPU milliseconds the store spent per 1,000 jobs drained (their claims and
+    deletions; the pushes came before, and are not counted)."""
+    return row["store_cpu_pct"] / 100 * row["drain_seconds"] / row["jobs"] * 1_000_000
+
+
+def _reading(rows: list[dict[str, Any]]) -> list[str]:
+    """What the scale table says: where the limit is, and the store's cost per job."""
+    if not rows:
+        return []
+    lines = []
+    for store in STORE_NAMES:
+        mine = [r for r in rows if r["store"] == store]
+        if not mine:
+            continue
+        ms = sorted(_store_ms_per_1000(r) for r in mine)[len(mine) // 2]
+        busiest = max(r["store_cpu_pct"] for r in mine)
+        lines.append(
+            f"- {STORE_NAMES[store]}: {ms:.0f} ms of the store's CPU per 1,000 jobs "
+            f"drained (claimed and deleted; median over the rows), at most "
+            f"{busiest:.0f}% of one core during a drain: one core of store CPU would "
+            f"drain about {1_000_000 / ms:,.0f} jobs/s"
+            + (" (Redis runs commands on one thread: that is its ceiling for one "
+               "primary)." if store == "redis" else ".")
+        )
+    busy = min(r["machine_busy_pct"] for r in rows)
+    return [
+        f"Reading it: the machine is at least {busy:.0f}% busy in every row, and the "
+        "store uses a fraction of one core: on this machine the worker processes "
+        "themselves (Python running and settling each job) are the limit, so more "
+        "simulated hosts add processes competing for the same cores, not capacity. "
+        "On separate machines the hosts' CPU grows with them and the store becomes "
+        "the limit at the rate its CPU allows:",
+        "",
+        *lines,
+        "",
+    ]
+
+
 def write(out: Path, started: str, results: list[dict[str, Any]]) -> None:
     """Write OUT.md, OUT.svg and OUT.json."""
     out.with_suffix(".json").write_text(json.dumps({"started": started, "results": results},
@@ -129,6 +206,7 @@ def write(out: Path, started: str, results: list[dict[str, Any]]) -> None:
         "",
         *_table(scale),
         "",
+        *_reading(scale),
     ]
     if slow:
         md += ["## A slow mix (every 100th job sleeps 0.1 s)", "", *_table(slow), ""]
@@ -146,7 +224,12 @@ def write(out: Path, started: str, results: list[dict[str, Any]]) -> None:
             *_table(faults, with_fault=True),
             "",
         ]
-    md.append(f"Raw figures: [{out.name}.json]({out.name}.json).")
+    failover_path = out.parent / f"{out.name}-failover.json"
+    if failover_path.exists():
+        md += _failover(json.loads(failover_path.read_text()))
+    md.append(f"Raw figures: [{out.name}.json]({out.name}.json)"
+              + (f", [{failover_path.name}]({failover_path.name})"
+                 if failover_path.exists() else "") + ".")
     out.with_suffix(".md").write_text("\n".join(md) + "\n")
 
 

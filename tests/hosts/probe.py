@@ -94,7 +94,21 @@ def vacuum() -> str:
     return f"removed {removed}"
 
 
-ACTIONS = {"hot": hot, "wait": wait, "woken": woken, "vacuum": vacuum}
+def admin() -> str:
+    """The admin's job list, failed list and overview, each page's status code."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    user, _ = User.objects.get_or_create(username="probe", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(user)
+    pages = ["admin:laterite_django_job_changelist", "admin:laterite_django_failedjob_changelist",
+             "admin:laterite_django_minutecount_changelist"]
+    return " ".join(str(client.get(reverse(page)).status_code) for page in pages)
+
+
+ACTIONS = {"hot": hot, "wait": wait, "woken": woken, "vacuum": vacuum, "admin": admin}
 
 if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")

@@ -64,6 +64,9 @@ def test_workers_and_commands_through_the_pooler(pgbouncer, store, workers):
     retried = workers.command("queue_retry", "--all", env=env)
     assert retried.returncode == 0, retried.stderr
     assert sum(c.waiting for c in store.counts().values()) == 1
+    pages = probe(workers, "admin", env)
+    assert pages.returncode == 0, pages.stderr
+    assert pages.stdout.split() == ["200", "200", "200"]
 
 
 def test_the_check_says_idle_workers_will_poll(pgbouncer, workers):
