@@ -5,10 +5,11 @@
 A primary, a replica and a Sentinel (bench/hosts/sentinel.py), PostgreSQL for the
 failed list (the machine's, database `laterite_hosts_failover`). Loss: four
 pushers push single jobs as fast as they can and write down each push Redis
-acknowledged; the primary is SIGKILLed under them; once the Sentinel promoted the
-replica, they go on a moment, then workers drain the queue and every job writes
-its number down. Acknowledged but never run = lost. Done with REDIS_WAIT off, then
-0.5 s. Cost: 3,000 single pushes one after another, and 100 pushes of 1,000 jobs,
+acknowledged; the primary is SIGKILLed under them (with the replica in step, and
+with the replica 0.5 s behind: paused that long first); once the Sentinel
+promoted the replica, they go on a moment, then workers drain the queue and every
+job writes its number down. Acknowledged but never run = lost. Done with
+REDIS_WAIT off, then 0.5 s. Cost: 3,000 single pushes one after another, and 100 pushes of 1,000 jobs,
 with and without it.
 """
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,8 +68,18 @@ def pusher(start: int, stop_file: str) -> None:
         i += 1
 
 
-def loss(wait: float | None) -> dict[str, Any]:
+def loss(wait: float | None, lag: float) -> dict[str, Any]:
+    """Push under a failover; with `lag`, the replica falls that far behind first (it
+    is paused for `lag` seconds before the primary dies, as a replica behind a slow
+    link or a busy disk is)."""
     run_dir = Path(tempfile.mkdtemp(prefix="laterite-failover-"))
+    try:
+        return _loss(run_dir, wait, lag)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _loss(run_dir: Path, wait: float | None, lag: float) -> dict[str, Any]:
     stop_file = str(run_dir / "stop")
     with RedisSentinelSet() as redis_set:
         e = env(redis_set, run_dir, wait)
@@ -74,8 +87,13 @@ def loss(wait: float | None) -> dict[str, Any]:
                                    str(k * 10_000_000), stop_file], cwd=ROOT, env=e)
                  for k in range(PUSHERS)]
         time.sleep(4)
+        if lag:
+            redis_set.pause_replica()
+            time.sleep(lag)
         killed = time.monotonic()
         redis_set.kill_primary()
+        if lag:
+            redis_set.resume_replica()
         redis_set.wait_for_failover()
         failover = time.monotonic() - killed
         time.sleep(2)
@@ -94,17 +112,21 @@ def loss(wait: float | None) -> dict[str, Any]:
             (acked if kind == "acked" else unconfirmed).add(int(number))
     for path in run_dir.glob("ran-*.txt"):
         ran |= {int(line.split()[0]) for line in path.read_text().splitlines() if line}
-    return {"measure": "failover", "redis_wait": wait, "pushed_acked": len(acked),
+    return {"measure": "failover", "redis_wait": wait, "replica_lag": lag,
+            "pushed_acked": len(acked),
             "push_unconfirmed": len(unconfirmed), "failover_seconds": round(failover, 1),
             "acked_lost": len(acked - ran), "unconfirmed_lost": len(unconfirmed - ran)}
 
 
 def cost(wait: float | None) -> dict[str, Any]:
     run_dir = Path(tempfile.mkdtemp(prefix="laterite-failover-"))
-    with RedisSentinelSet() as redis_set:
-        out = subprocess.run([sys.executable, "-m", "bench.hosts.failover", "cost-inner"],
-                             cwd=ROOT, env=env(redis_set, run_dir, wait), check=True,
-                             capture_output=True, text=True).stdout
+    try:
+        with RedisSentinelSet() as redis_set:
+            out = subprocess.run([sys.executable, "-m", "bench.hosts.failover",
+                                  "cost-inner"], cwd=ROOT, env=env(redis_set, run_dir, wait),
+                                 check=True, capture_output=True, text=True).stdout
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
     return {"measure": "push cost", "redis_wait": wait, **json.loads(out)}
 
 
@@ -133,6 +155,8 @@ def cost_inner() -> None:
 
 
 def main() -> None:
+    # A SIGTERM ends the run through its `finally` blocks: no server left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc",
                     f"DROP DATABASE IF EXISTS {DB}", "-c", f"CREATE DATABASE {DB}"], check=True)
     subprocess.run([sys.executable, "-m", "django", "migrate", "-v0"], cwd=ROOT, check=True,
@@ -144,10 +168,11 @@ def main() -> None:
         for wait in (None, 0.5):
             results.append(cost(wait))
             print(json.dumps(results[-1]), flush=True)
-        for wait in (None, 0.5):
-            for _ in range(3):
-                results.append(loss(wait))
-                print(json.dumps(results[-1]), flush=True)
+        for lag in (0.0, 0.5):
+            for wait in (None, 0.5):
+                for _ in range(2):
+                    results.append(loss(wait, lag))
+                    print(json.dumps(results[-1]), flush=True)
         out = ROOT / "docs" / "scale"
         (out.parent / "scale-failover.json").write_text(
             json.dumps({"started": started, "results": results}, indent=1))

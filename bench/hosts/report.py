@@ -109,12 +109,14 @@ def _failover(data: dict[str, Any]) -> list[str]:
         "promoted they push on for 2 s, then workers drain the queue. An acknowledged "
         "push whose job never ran was lost.",
         "",
-        "| LATERITE_QUEUE_REDIS_WAIT | pushes acknowledged | failover (s) | "
-        "acknowledged and lost | not confirmed (PushNotReplicated) | of those, lost |",
-        "|---|---|---|---|---|---|",
+        "| replica behind by | LATERITE_QUEUE_REDIS_WAIT | pushes acknowledged | "
+        "failover (s) | acknowledged and lost | not confirmed (PushNotReplicated) | "
+        "of those, lost |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in losses:
-        md.append(f"| {r['redis_wait'] or 'off'} | {r['pushed_acked']:,} | "
+        behind = f"{r['replica_lag']:g} s (paused)" if r.get("replica_lag") else "in step"
+        md.append(f"| {behind} | {r['redis_wait'] or 'off'} | {r['pushed_acked']:,} | "
                   f"{r['failover_seconds']} | {r['acked_lost']} | "
                   f"{r['push_unconfirmed']} | {r['unconfirmed_lost']} |")
     md += [

@@ -204,7 +204,7 @@ def one_run(h: Harness, store: str, hosts: int, jobs: int, *, slow_every: int = 
     if fault:
         wait_until(lambda: h.ran_count() >= jobs // 4, 600, "a quarter of the jobs",
                    every=0.2)
-        fault_note = inject(h, store, fault)
+        fault_note = inject(h, store, fault, logs)
     deadline = time.monotonic() + 1800
     while True:
         waiting_now, claimed = h.counts(store)
@@ -250,7 +250,7 @@ def one_run(h: Harness, store: str, hosts: int, jobs: int, *, slow_every: int = 
     }
 
 
-def inject(h: Harness, store: str, fault: str) -> str:
+def inject(h: Harness, store: str, fault: str, logs: Path) -> str:
     """Do `fault` to the run now; say what was done."""
     victim = h.net.hosts[0]
     if fault == "cut":
@@ -267,7 +267,7 @@ def inject(h: Harness, store: str, fault: str) -> str:
         victim.procs.clear()
         time.sleep(RETRY_AFTER)
         _popen_logged(victim, [sys.executable, "-m", "django", "queue_work", "--processes",
-                               str(PROCESSES)], h.env(store), h.run_dir.parent / "x.log")
+                               str(PROCESSES)], h.env(store), logs / f"work-{victim.namespace}.log")
         return f"SIGKILL to every process of {victim.namespace}, restarted after {RETRY_AFTER:g} s"
     if fault == "restart":
         h.cpu_before_restart = h.store_cpu(store)
@@ -292,6 +292,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-slow", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "docs" / "scale"))
     args = parser.parse_args(argv)
+    # A SIGTERM ends the run through its `finally` blocks: nothing left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     hosts = [int(x) for x in args.hosts.split(",")]
     stores = args.stores.split(",")
     results: list[dict[str, Any]] = []
