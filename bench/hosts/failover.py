@@ -9,8 +9,8 @@ acknowledged; the primary is SIGKILLed under them (with the replica in step, and
 with the replica 0.5 s behind: paused that long first); once the Sentinel
 promoted the replica, they go on a moment, then workers drain the queue and every
 job writes its number down. Acknowledged but never run = lost. Done with
-REDIS_WAIT off, then 0.5 s. Cost: 3,000 single pushes one after another, and 100 pushes of 1,000 jobs,
-with and without it.
+REDIS_WAIT off, then 0.5 s. Cost: 3,000 single pushes one after another, and 100
+pushes of 1,000 jobs, with and without it.
 """
 
 from __future__ import annotations
