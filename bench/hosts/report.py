@@ -105,9 +105,10 @@ def _failover(data: dict[str, Any]) -> list[str]:
         f"Measured {data['started']} by `python -m bench.hosts.failover`: a primary, a "
         "replica and a Sentinel (`down-after-milliseconds 1000`) on this machine. Four "
         "pushers push single jobs as fast as they can and write down each push Redis "
-        "acknowledged; the primary is SIGKILLed under them; once the replica is "
-        "promoted they push on for 2 s, then workers drain the queue. An acknowledged "
-        "push whose job never ran was lost.",
+        "acknowledged; the primary is SIGKILLed under them, with the replica in step "
+        "or 0.5 s behind (paused that long first, as a replica behind a slow link or "
+        "disk is); once the replica is promoted they push on for 2 s, then workers "
+        "drain the queue. An acknowledged push whose job never ran was lost.",
         "",
         "| replica behind by | LATERITE_QUEUE_REDIS_WAIT | pushes acknowledged | "
         "failover (s) | acknowledged and lost | not confirmed (PushNotReplicated) | "
@@ -120,6 +121,16 @@ def _failover(data: dict[str, Any]) -> list[str]:
                   f"{r['failover_seconds']} | {r['acked_lost']} | "
                   f"{r['push_unconfirmed']} | {r['unconfirmed_lost']} |")
     md += [
+        "",
+        "A killed primary loses what it had not yet handed to the kernel for the "
+        "replica: nothing while the replica keeps up, and up to everything acknowledged "
+        "in the lag once Redis's own buffer for the replica holds writes the socket "
+        "could not take (a crash of the whole machine would lose the kernel's buffers "
+        "too). With LATERITE_QUEUE_REDIS_WAIT no acknowledged push was lost. The pushes "
+        "it reported not confirmed are those made after the failover, while the "
+        "promoted primary had no replica yet (the old primary was not brought back): "
+        "each waited 0.5 s and raised PushNotReplicated; they were on the primary and "
+        "ran.",
         "",
         "What the safe option costs, pushing to a primary whose replica is on the same "
         "machine (a replica across a network adds its round trip to each push call):",
