@@ -164,7 +164,7 @@ class RedisStore(RedisWaiting, Store):
                       [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
         else:
             steps = [(calls.SHAS["PUSH"], calls.SOURCES["PUSH"],
-                      [self.prefix, *push_args(now, jobs[i : i + _PUSH_CHUNK])])
+                      [self.prefix, *push_packed(now, jobs[i : i + _PUSH_CHUNK])])
                      for i in range(0, len(jobs), _PUSH_CHUNK)]
         results, replicas = calls.run_replicated(self.client, steps, wait)
         ids = [int(i) or None for result in results for i in result]
