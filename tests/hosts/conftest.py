@@ -21,7 +21,7 @@ __all__ = ["probe"]
 
 @pytest.fixture(scope="module")
 def pgbouncer(django_db_setup: None, django_db_blocker: Any) -> Iterator[PgBouncer]:
-    """PgBouncer in transaction pooling mode, four server connections kept open and
+    """PgBouncer in transaction pooling mode, three server connections kept open and
     handed out in turn, so consecutive transactions of one client land on different
     server connections (what a busy pooler does)."""
     if os.environ.get("LATERITE_TEST_DB", "sqlite") != "postgres":
@@ -31,11 +31,11 @@ def pgbouncer(django_db_setup: None, django_db_blocker: Any) -> Iterator[PgBounc
         pytest.skip(f"PgBouncer cannot be had here: {reason}")
     settings = connection.settings_dict
     bouncer = PgBouncer(server_host=settings["HOST"], server_port=int(settings["PORT"]),
-                        pool_size=8, min_pool_size=4, round_robin=True)
+                        pool_size=8, min_pool_size=3, round_robin=True)
     bouncer.start()
     try:
         with django_db_blocker.unblock():
-            bouncer.warm(str(connection.settings_dict["NAME"]), 4)
+            bouncer.warm(str(connection.settings_dict["NAME"]), 3)
         yield bouncer
     finally:
         bouncer.stop()

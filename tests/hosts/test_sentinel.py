@@ -101,3 +101,24 @@ def test_a_push_waits_for_a_replica_when_asked(redis_set, transactional_db):
         assert "no replica confirmed them within 1 s" in str(raised.value)
         assert raised.value.ids[0] is not None  # on the primary all the same
         assert sum(c.waiting for c in get_store().counts().values()) == 2
+
+
+def test_an_unconfirmed_push_from_the_outbox_is_not_pushed_again(redis_set, transactional_db):
+    from django.db import transaction
+
+    from laterite_django.models import OutboxJob
+    from laterite_django.stores import redis_outbox
+
+    with override_settings(LATERITE_QUEUE_REDIS_WAIT=0.2):
+        reset_store()
+        store = get_store()
+        redis_set.pause_replica()
+        try:
+            with transaction.atomic():
+                store.push_on_commit(jobs(["outboxed"]))
+        finally:
+            redis_set.resume_replica()
+        # On the primary, though unconfirmed: moved, so no sweep pushes it again.
+        assert OutboxJob.objects.count() == 0
+        assert redis_outbox.sweep(store) == 0
+        assert sum(c.waiting for c in store.counts().values()) == 1
