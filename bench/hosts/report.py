@@ -13,8 +13,9 @@ import psutil
 
 __all__ = ["svg", "write"]
 
-STORE_NAMES = {"database": "PostgreSQL", "redis": "Redis"}
-COLORS = {"database": "#4c78a8", "redis": "#e45756"}
+STORE_NAMES = {"database": "PostgreSQL", "pgbouncer": "PostgreSQL via PgBouncer",
+               "redis": "Redis"}
+COLORS = {"database": "#4c78a8", "pgbouncer": "#72b7b2", "redis": "#e45756"}
 
 
 def _scale_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,7 +212,10 @@ def write(out: Path, started: str, results: list[dict[str, Any]]) -> None:
         "drain, in % of one core; \"machine busy\" is the whole machine's. Every job "
         "writes its number to a file of its process's own: \"missing\" counts jobs "
         "pushed and acknowledged that never ran, \"ran twice\" the ones that ran more "
-        "than once.",
+        "than once. \"PostgreSQL via PgBouncer\" is the database store through "
+        "PgBouncer in transaction pooling mode (statements unprepared, idle workers "
+        "listening on a direct connection): its store CPU is PostgreSQL's and "
+        "PgBouncer's together.",
         "",
         f"![jobs/s and store CPU by hosts]({out.name}.svg)",
         "",

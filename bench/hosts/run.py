@@ -35,6 +35,7 @@ from typing import Any
 import psutil
 
 from .netns import Host, Network
+from .pgbouncer import PgBouncer
 from .procs import free_port, wait_until
 from .services import OwnPostgres, OwnRedis
 
@@ -54,6 +55,7 @@ class Harness:
         self.net = Network(hosts, tag="lhb")
         self.pg: OwnPostgres | None = None
         self.redis: OwnRedis | None = None
+        self.bouncer: PgBouncer | None = None
         self.run_dir = Path(tempfile.mkdtemp(prefix="laterite-hosts-run-"))
         self.cpu_before_restart = 0.0
 
@@ -62,6 +64,8 @@ class Harness:
             self.net.create()
             self.pg = OwnPostgres(self.net.server, free_port(self.net.server)).start()
             self.redis = OwnRedis(self.net.server, free_port(self.net.server)).start()
+            self.bouncer = PgBouncer(server_host=self.net.server, server_port=self.pg.port,
+                                     listen=self.net.server, pool_size=20).start()
             self.pg.psql(f"CREATE DATABASE {DB}_template")
             self._django("migrate", "-v0", name=f"{DB}_template")
         except BaseException:
@@ -74,20 +78,24 @@ class Harness:
 
     def close(self) -> None:
         self.net.destroy()
-        for service in (self.pg, self.redis):
+        for service in (self.bouncer, self.pg, self.redis):
             if service is not None:
                 service.stop()
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def env(self, store: str, name: str = DB) -> dict[str, str]:
-        assert self.pg is not None and self.redis is not None
+        """The environment of a host's processes; store `pgbouncer` is the database store
+        through PgBouncer (transaction pooling), LISTEN on a direct connection."""
+        assert self.pg is not None and self.redis is not None and self.bouncer is not None
+        pooled = {"HOSTS_LISTEN_PORT": str(self.pg.port)} if store == "pgbouncer" else {}
         return {
             **os.environ,
+            **pooled,
             "DJANGO_SETTINGS_MODULE": "bench.hosts.project.settings",
             "PYTHONPATH": str(ROOT),
-            "HOSTS_STORE": store,
+            "HOSTS_STORE": "redis" if store == "redis" else "database",
             "HOSTS_PG_HOST": self.net.server,
-            "HOSTS_PG_PORT": str(self.pg.port),
+            "HOSTS_PG_PORT": str(self.bouncer.port if store == "pgbouncer" else self.pg.port),
             "HOSTS_PG_NAME": name,
             "HOSTS_REDIS_URL": f"redis://{self.net.server}:{self.redis.port}/0",
             "HOSTS_RETRY_AFTER": str(RETRY_AFTER),
@@ -114,13 +122,19 @@ class Harness:
     def store_cpu(self, store: str) -> float:
         """CPU seconds of the store's processes, those of a run before a restart too."""
         assert self.pg is not None and self.redis is not None
-        now = self.pg.cpu_seconds() if store == "database" else self.redis.cpu_seconds()
+        if store == "redis":
+            now = self.redis.cpu_seconds()
+        else:
+            now = self.pg.cpu_seconds()
+            if store == "pgbouncer" and self.bouncer is not None and self.bouncer.proc:
+                times = psutil.Process(self.bouncer.proc.pid).cpu_times()
+                now += times.user + times.system
         return now + self.cpu_before_restart
 
     def counts(self, store: str) -> tuple[int, int]:
         """(jobs waiting or delayed, jobs claimed) in the store, and the failed rows."""
         assert self.pg is not None and self.redis is not None
-        if store == "database":
+        if store != "redis":
             out = self.pg.psql("SELECT count(*) FILTER (WHERE token IS NULL), "
                                "count(*) FILTER (WHERE token IS NOT NULL) FROM laterite_job",
                                DB)
@@ -271,7 +285,7 @@ def inject(h: Harness, store: str, fault: str, logs: Path) -> str:
         return f"SIGKILL to every process of {victim.namespace}, restarted after {RETRY_AFTER:g} s"
     if fault == "restart":
         h.cpu_before_restart = h.store_cpu(store)
-        if store == "database":
+        if store != "redis":
             assert h.pg is not None
             h.pg.restart("immediate")
             return "PostgreSQL stopped in immediate mode (as a crash) and started again"
@@ -286,7 +300,9 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--hosts", default="1,2,3,4")
-    parser.add_argument("--stores", default="database,redis")
+    parser.add_argument("--stores", default="database,pgbouncer,redis",
+                        help="database, pgbouncer (the database store through PgBouncer: "
+                        "4 hosts and the link cut only), redis")
     parser.add_argument("--fault-jobs", type=int, default=20_000)
     parser.add_argument("--no-faults", action="store_true")
     parser.add_argument("--no-slow", action="store_true")
@@ -303,6 +319,12 @@ def main(argv: list[str] | None = None) -> None:
     with Harness(max([*hosts, 4])) as h:
         plan: list[dict[str, Any]] = []
         for store in stores:
+            if store == "pgbouncer":
+                plan.append({"store": store, "hosts": max(hosts), "jobs": args.jobs})
+                if not args.no_faults:
+                    plan.append({"store": store, "hosts": 4, "jobs": args.fault_jobs,
+                                 "slow_every": 1, "slow_seconds": 0.002, "fault": "cut"})
+                continue
             plan += [{"store": store, "hosts": n, "jobs": args.jobs} for n in hosts]
             if not args.no_slow:
                 plan.append({"store": store, "hosts": max(hosts), "jobs": args.jobs,

@@ -1,7 +1,8 @@
 """Settings of every process of the multi-host runs, from the environment:
 HOSTS_STORE (database or redis), HOSTS_PG_HOST / HOSTS_PG_PORT, HOSTS_REDIS_URL,
 HOSTS_RETRY_AFTER, HOSTS_RUN_DIR (where each process writes the jobs it ran);
-HOSTS_SENTINEL / HOSTS_SENTINEL_SERVICE and HOSTS_REDIS_WAIT for the failover runs."""
+HOSTS_SENTINEL / HOSTS_SENTINEL_SERVICE and HOSTS_REDIS_WAIT for the failover runs;
+HOSTS_LISTEN_PORT (a direct port for LISTEN) when HOSTS_PG_PORT is PgBouncer's."""
 
 import os
 
@@ -24,6 +25,10 @@ DATABASES = {
         "PORT": os.environ.get("HOSTS_PG_PORT", "5432"),
     }
 }
+if os.environ.get("HOSTS_LISTEN_PORT"):
+    # Through PgBouncer: idle workers LISTEN on a direct connection.
+    DATABASES["listen"] = {**DATABASES["default"], "PORT": os.environ["HOSTS_LISTEN_PORT"]}
+    LATERITE_QUEUE_LISTEN_DATABASE = "listen"
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "queue": {
