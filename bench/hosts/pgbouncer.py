@@ -1,7 +1,8 @@
 """PgBouncer (Debian's package) in transaction pooling mode in front of a PostgreSQL.
 
 `PgBouncer(...).start()` writes its configuration in a directory of its own and
-runs it as the `postgres` user (PgBouncer refuses to run as root); `stop()`
+runs it (as the `postgres` user when started by root: PgBouncer refuses to run as
+root); `stop()`
 ends it. Every database name is forwarded to the server as it is, with the
 server's `postgres` user (trust authentication on both sides).
 """
@@ -9,6 +10,7 @@ server's `postgres` user (trust authentication on both sides).
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -20,6 +22,16 @@ from .procs import free_port, wait_until
 __all__ = ["PgBouncer", "available"]
 
 BINARY = "/usr/sbin/pgbouncer"
+
+
+def _user() -> pwd.struct_passwd:
+    """The user PgBouncer runs as when started by root: `postgres`, else `nobody`."""
+    for name in ("postgres", "nobody"):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    raise RuntimeError("no `postgres` or `nobody` user to run pgbouncer as")
 
 
 def available() -> bool:
@@ -62,11 +74,15 @@ class PgBouncer:
 
     def start(self) -> PgBouncer:
         (self.dir / "pgbouncer.ini").write_text(self.config())
-        shutil.chown(self.dir, "postgres", "postgres")
-        for path in self.dir.iterdir():
-            shutil.chown(path, "postgres", "postgres")
+        user = _user()
+        if os.geteuid() == 0:
+            for path in (self.dir, *self.dir.iterdir()):
+                os.chown(path, user.pw_uid, user.pw_gid)
+        argv = [BINARY, str(self.dir / "pgbouncer.ini")]
+        if os.geteuid() == 0:
+            argv[1:1] = ["-u", user.pw_name]  # it refuses to run as root
         self.proc = subprocess.Popen(
-            [BINARY, "-u", "postgres", str(self.dir / "pgbouncer.ini")],
+            argv,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         wait_until(self._ready, 15, f"pgbouncer on {self.listen}:{self.port}")
         return self
