@@ -26,6 +26,7 @@ class Forwarder:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="forwarder")
         self._server: asyncio.base_events.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     def start(self) -> Forwarder:
         self._thread.start()
@@ -46,13 +47,25 @@ class Forwarder:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        pair = {writer, up_writer}
+        self._writers |= pair
+        try:
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            self._writers -= pair
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        """Close the listener and every forwarded connection, then the event loop."""
+        self._loop.call_soon_threadsafe(self._close_all)
         self._thread.join(10)
+        self._loop.close()
+
+    def _close_all(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in self._writers:
+            writer.close()
+        self._loop.stop()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
