@@ -205,7 +205,8 @@ def write(out: Path, started: str, results: list[dict[str, Any]]) -> None:
         f"The hosts share this machine's {cpu} cores with the store and the pushers: the "
         f"figures show where the work goes (the store's CPU beside the rate), not what "
         f"{max([r['hosts'] for r in results] + [1]) * 4} processes on separate machines "
-        f"would reach.",
+        f"would reach. The machine may be shared with other work while it runs: compare "
+        f"the rows of one run with each other, not with another run's.",
         "",
         "\"ran/s\" counts the jobs run per second between the first and the last one "
         "finished; \"store CPU\" is the CPU time of the store's processes over the "
