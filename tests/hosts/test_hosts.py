@@ -29,7 +29,7 @@ from tests.testapp.models import Record
 
 __all__: list[str] = []
 
-pytestmark = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+pytestmark = [pytest.mark.parametrize("store_kind", ["database"], indirect=True), pytest.mark.slow]
 
 RETRY_AFTER = 3.0
 PROCESSES = 2

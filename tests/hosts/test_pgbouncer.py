@@ -13,7 +13,7 @@ from tests.hosts.conftest import probe, through
 
 __all__: list[str] = []
 
-pytestmark = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+pytestmark = [pytest.mark.parametrize("store_kind", ["database"], indirect=True), pytest.mark.slow]
 
 
 def test_hot_statements_run_unprepared_through_the_pooler(pgbouncer, workers):

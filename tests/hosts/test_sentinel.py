@@ -18,7 +18,7 @@ from tests.testapp.models import Record
 
 __all__: list[str] = []
 
-pytestmark = pytest.mark.parametrize("store_kind", ["redis"], indirect=True)
+pytestmark = [pytest.mark.parametrize("store_kind", ["redis"], indirect=True), pytest.mark.slow]
 
 
 @pytest.fixture

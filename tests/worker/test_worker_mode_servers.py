@@ -27,7 +27,7 @@ from tests.worker.test_processes import kill_tree, kinds, worker_pids, workers_i
 
 __all__: list[str] = []
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.servers]
 
 SERVER_ENV = {
     "LATERITE_TEST_MODE": "worker",
