@@ -226,10 +226,21 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
                     priority=self.priority if priority is None else priority,
                 )
             )
-            if self.concurrency is not None:
-                new_jobs[-1].concurrency_limit = self.concurrency
-                new_jobs[-1].concurrency_key = job_concurrency_key(self, args, kwargs)
+            limited = self.concurrency_of(args, kwargs)
+            if limited is not None:
+                new_jobs[-1].concurrency_limit, new_jobs[-1].concurrency_key = limited
         return new_jobs
+
+    def concurrency_of(self, args: Sequence[Any], kwargs: Mapping[str, Any]
+                       ) -> tuple[int, str] | None:
+        """(limit, key) of one call if it runs under a concurrency limit, else None.
+
+        Asked at the push (and when a failed job is retried), so the key is stored
+        with the job. The django.tasks job overrides it to read the Task's limit.
+        """
+        if self.concurrency is None:
+            return None
+        return self.concurrency, job_concurrency_key(self, args, kwargs)
 
     def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]:
         """Hand checked jobs to the store (after the commit if it cannot join the

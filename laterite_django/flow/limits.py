@@ -24,7 +24,15 @@ from ..limits import UNIQUE_KEY_MAX, too_long
 if TYPE_CHECKING:
     from ..jobs import JobFunction
 
-__all__ = ["QueueLimit", "job_concurrency_key", "limits_problem", "parse_limits", "parse_rate"]
+__all__ = [
+    "QueueLimit",
+    "any_job_limited",
+    "job_concurrency_key",
+    "limits_problem",
+    "note_limited_task",
+    "parse_limits",
+    "parse_rate",
+]
 
 _PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*([smh])\s*$")
@@ -95,13 +103,25 @@ def queue_limits(queues: Sequence[str]) -> dict[str, QueueLimit]:
 
 
 _limited_jobs: tuple[int, bool] = (-1, False)
+# Module paths of the django.tasks Tasks defined in this process with a concurrency
+# limit (their own, or their backend's OPTIONS["CONCURRENCY"]): noted as each is
+# defined, which a worker does at start-up for every installed app's `tasks` module.
+limited_tasks: set[str] = set()
+
+
+def note_limited_task(path: str) -> None:
+    """Note that the Task at `path` runs under a concurrency limit (see any_job_limited)."""
+    limited_tasks.add(path)
 
 
 def any_job_limited() -> bool:
-    """Whether a registered job declares `concurrency` (its jobs may be in any queue)."""
+    """Whether a registered job, or a Task defined here, declares `concurrency` (their
+    jobs may be in any queue): then every claim must be the limited one."""
     global _limited_jobs
     from ..registry import registry
 
+    if limited_tasks:
+        return True
     size = len(registry)
     if _limited_jobs[0] != size:
         _limited_jobs = (size, any(getattr(j, "concurrency", None) for j in registry))

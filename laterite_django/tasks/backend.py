@@ -34,6 +34,7 @@ from .compat import (
     task_backends,
     task_enqueued,
 )
+from .limits import concurrency_of, concurrency_problem, validate_limit
 from .results import aload_record, build_result, load_record
 from .runner import TASK_JOB, task_job
 from .task import DEFAULT, LateriteTask
@@ -45,6 +46,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "BACKOFF": None,  # laterite's default: 10 s doubling, capped at 2560 s
     "TIMEOUT": 60,
     "RESULT_TTL": 7 * 24 * 3600,
+    "CONCURRENCY": None,  # at most N of each task running at once; None = no limit
 }
 
 
@@ -64,6 +66,8 @@ def _option_problem(name: str, value: Any) -> str | None:
         return f"must be seconds > 0 or None (no limit), got {value!r}"
     if name == "RESULT_TTL" and not (value is None or _is_seconds(value)):
         return f"must be seconds > 0 or None (kept for good), got {value!r}"
+    if name == "CONCURRENCY":
+        return concurrency_problem(value)
     if name == "BACKOFF":
         try:
             validate_backoff("backoff", value)
@@ -79,9 +83,9 @@ class LateriteBackend(BaseTaskBackend):
     """Run Django tasks with laterite: `TASKS = {"default": {"BACKEND":
     "laterite_django.tasks.LateriteBackend", "QUEUES": [...], "OPTIONS": {...}}}`.
 
-    OPTIONS: TRIES, BACKOFF, TIMEOUT (defaults for every task, which
-    `@task(tries=..., backoff=..., timeout=...)` overrides on Django 6.1+ and
-    the backport) and RESULT_TTL (seconds a finished result is kept).
+    OPTIONS: TRIES, BACKOFF, TIMEOUT, CONCURRENCY (defaults for every task, which
+    `@task(tries=..., backoff=..., timeout=..., concurrency=...)` overrides on
+    Django 6.1+ and the backport) and RESULT_TTL (seconds a finished result is kept).
     """
 
     task_class = LateriteTask
@@ -102,6 +106,7 @@ class LateriteBackend(BaseTaskBackend):
         self.backoff: Backoff = merged["BACKOFF"]
         self.timeout: float | None = merged["TIMEOUT"]
         self.result_ttl: float | None = merged["RESULT_TTL"]
+        self.concurrency: int | None = merged["CONCURRENCY"]
         task_job()  # so worker threads in this process know the job
 
     # -- validation -----------------------------------------------------------------
@@ -148,6 +153,7 @@ class LateriteBackend(BaseTaskBackend):
                 f"Task {task.module_path!r}: unique_key must be callable(*args, **kwargs) -> "
                 f"str or None, got {unique_key!r}."
             )
+        validate_limit(self, task)
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         yield from super().check(**kwargs)
@@ -229,7 +235,7 @@ class LateriteBackend(BaseTaskBackend):
         )
         check_keys(f"Task {task.module_path!r}", result.args, result.kwargs)
         key = self._unique_key(task, result.args, result.kwargs)
-        call = {
+        call: dict[str, Any] = {
             "task": task.module_path,
             "args": result.args,
             "kwargs": result.kwargs,
@@ -238,6 +244,9 @@ class LateriteBackend(BaseTaskBackend):
         }
         if key is not None:
             call["unique_key"] = key
+        limited = concurrency_of(self, task, result.args, result.kwargs)
+        if limited is not None:
+            call["concurrency"], call["concurrency_key"] = limited
         job = task_job()
         inline = settings.MODE == "inline"
 

@@ -60,6 +60,15 @@ class TaskJob(JobFunction):
             raise ValueError(f"cannot run task {call['task']!r}: {_summary(e)}") from e
         return JobOptions(tries=tries, backoff=backoff, timeout=timeout)
 
+    def concurrency_of(self, args: Sequence[Any], kwargs: Mapping[str, Any]
+                       ) -> tuple[int, str] | None:
+        """The limit and key the backend computed at enqueue, carried in the call."""
+        limit, key = kwargs.get("concurrency"), kwargs.get("concurrency_key")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1 and isinstance(
+                key, str) and key:
+            return limit, key
+        return None
+
     def after_settle(self, claim: Claim, decision: Decision) -> None:
         from .. import payload
 
@@ -131,10 +140,16 @@ def run_task(
     backend: str = "default",
     result: str | None = None,
     unique_key: str | None = None,
+    concurrency: int | None = None,
+    concurrency_key: str | None = None,
     *,
     cx: JobContext,
 ) -> Any:
-    """Run the task at module path `task` once, as attempt `cx.attempt` of its result."""
+    """Run the task at module path `task` once, as attempt `cx.attempt` of its result.
+
+    `unique_key`, `concurrency` and `concurrency_key` are the backend's, computed at
+    enqueue: the store keeps them with the job, the run ignores them.
+    """
     return TaskRun(task, args, kwargs, backend, result, cx).run()
 
 

@@ -1,4 +1,5 @@
-"""`LateriteTask`: Django's Task with laterite's own options (tries, backoff, timeout, unique_key).
+"""`LateriteTask`: Django's Task with laterite's own options (tries, backoff, timeout,
+unique_key, concurrency, concurrency_key).
 
 The backend's `task_class`: on Django 6.1 (and the backport) `@task(tries=5,
 timeout=30)` passes these keyword arguments through to it. An option left
@@ -42,3 +43,9 @@ class LateriteTask(Task):
     # callable(*args, **kwargs) -> str or None: an enqueue while a task with the
     # same key waits returns that task's result instead of queuing another.
     unique_key: Callable[..., str | None] | None = None
+    # At most this many of the task's calls run at once across every worker: per
+    # `concurrency_key`, else per task (its module path). None = no limit.
+    concurrency: int | None = DEFAULT
+    # callable(*args, **kwargs) -> str or None, computed at enqueue: the key the
+    # task's `concurrency` counts under (None: the task's module path).
+    concurrency_key: Callable[..., str | None] | None = None
