@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -63,8 +64,11 @@ class CancelWatch:
 class Lookout:
     """The heartbeat's look for cancels of the running job (see the module docstring)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, on_ask: Callable[[Claim], None] | None = None) -> None:
         self.store = store
+        # Told of each job found cancelled (the supervisor, through the worker's pipe:
+        # it kills a worker whose job never returns to Python, past the grace).
+        self.on_ask = on_ask
         # (claim, watch, started) of the running job, or None: set by the worker's thread.
         self.current: tuple[Claim, CancelWatch, float] | None = None
         self._next = 0.0
@@ -90,6 +94,8 @@ class Lookout:
         self._next = now + LOOK_EVERY
         if not watch.asked.is_set() and claim.id in self.store.cancel_requested([claim]):
             watch.ask()
+            if self.on_ask is not None:
+                self.on_ask(claim)
         if watch.overdue() and watch.running and self.current is current:
             from ..worker.execute import interrupt
 

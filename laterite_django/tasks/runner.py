@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
 from ..context import JobContext
-from ..exceptions import Fail
+from ..exceptions import Cancelled, Fail
 from ..jobs import JobFunction
 from ..registry import registry
 from ..stores import Claim
@@ -228,6 +228,8 @@ class TaskRun:
             if reason.startswith("JobTimeout"):
                 error = JobTimeout()
                 error.args = (reason.removeprefix("JobTimeout: "),)
+            elif reason.startswith("Cancelled"):  # killed past its grace by the supervisor
+                error = Cancelled(reason.removeprefix("Cancelled: "))
             self._finish(self._failed(error, record_error=self._unrecorded))
 
     def _unrecorded(self, record: Any) -> bool:

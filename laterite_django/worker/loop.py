@@ -118,7 +118,7 @@ class Worker(HeldJobs):
                                stop_now=lambda: self._stop_now,
                                on_unavailable=lambda: drop_connections(self.store))
         # Cancels of the running job, looked for by the heartbeat (flow.cancel).
-        self.lookout = Lookout(self.store)
+        self.lookout = Lookout(self.store, on_ask=self.monitor.cancel)
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
                                    slow_after=FLUSH_AFTER, relieve=self._relieve,
                                    progress=self.progress, lookout=self.lookout)

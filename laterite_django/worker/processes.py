@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import connections
 
+from ..flow.cancel import GRACE, LOOK_EVERY
 from ..stores import Claim
 from .reports import ReportReader, claim_from_dict
 from .shutdown import FINISH, SIGNALS, STOP_NOW
@@ -48,8 +49,10 @@ class Child:
     running: Claim | None = None
     timeout: float | None = None
     deadline: float | None = None
+    # When the running job, cancelled, is killed if it has not stopped by then.
+    cancel_deadline: float | None = None
     exit_reason: str = ""
-    killed_for: str = ""  # "timeout" or "stop": the supervisor killed it
+    killed_for: str = ""  # "timeout", "cancel" or "stop": the supervisor killed it
     # Where its counts for the metrics go (the supervisor's totals); None: ignored.
     on_tally: Callable[[dict[str, Any]], None] | None = None
 
@@ -66,9 +69,15 @@ class Child:
             claim = self.claims.get(known)
             timeout = message.get("timeout")
             self.running, self.timeout, self.deadline = claim, timeout, None
+            self.cancel_deadline = None
             if claim is not None and timeout:
                 # Time for the worker's own alarm to stop the job and settle it.
                 self.deadline = time.monotonic() + timeout * 1.05 + self.kill_margin
+        elif op == "cancel":
+            if self.running is not None and self.running.id == known and (
+                    self.cancel_deadline is None):
+                # The grace, a look of the heartbeat to interrupt it, then time to settle.
+                self.cancel_deadline = time.monotonic() + GRACE + LOOK_EVERY + self.kill_margin
         elif op == "succeeded":
             claim = self.claims.pop(known, None)
             if claim is not None:
@@ -86,7 +95,17 @@ class Child:
 
     def _not_running(self, claim: Claim) -> None:
         if self.running is claim:
-            self.running = self.timeout = self.deadline = None
+            self.running = self.timeout = self.deadline = self.cancel_deadline = None
+
+    def kill_due(self, now: float) -> str:
+        """Why the supervisor must kill this worker now ("timeout" or "cancel"), or ""."""
+        if self.killed_for or self.running is None:
+            return ""
+        if self.deadline is not None and now >= self.deadline:
+            return "timeout"
+        if self.cancel_deadline is not None and now >= self.cancel_deadline:
+            return "cancel"
+        return ""
 
 
 def describe_status(status: int) -> str:

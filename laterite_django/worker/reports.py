@@ -50,6 +50,10 @@ class Monitor:
     def start(self, claim: Claim, timeout: float | None) -> None:
         """The worker starts running this job, which may take `timeout` seconds."""
 
+    def cancel(self, claim: Claim) -> None:
+        """A cancel of this running job was asked: it has `flow.cancel.GRACE` seconds to
+        stop, then it is interrupted (called from the heartbeat thread)."""
+
     def succeeded(self, claim: Claim) -> None:
         """This job succeeded; the worker deletes it soon (with its next claim)."""
 
@@ -89,6 +93,9 @@ class PipeReporter(Monitor):
 
     def start(self, claim: Claim, timeout: float | None) -> None:
         self._send({"op": "start", "id": claim.id, "token": claim.token, "timeout": timeout})
+
+    def cancel(self, claim: Claim) -> None:
+        self._send({"op": "cancel", "id": claim.id, "token": claim.token})
 
     def succeeded(self, claim: Claim) -> None:
         self._send({"op": "succeeded", "id": claim.id, "token": claim.token})

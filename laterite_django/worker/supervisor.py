@@ -22,6 +22,7 @@ from django.db import connections
 from django.utils import timezone
 
 from ..backoff import Growing
+from ..flow.cancel import reason as cancel_reason
 from ..metrics.tally import OUTCOMES, Tally
 from ..registry import registry
 from ..stores import Claim, get_store, reset_store
@@ -227,16 +228,22 @@ class Supervisor:
 
     def _enforce_deadlines(self, now: float) -> None:
         for child in self.procs.children.values():
-            if child.deadline is None or now < child.deadline or child.killed_for:
+            why = child.kill_due(now)
+            if not why:
                 continue
             claim = child.running
             assert claim is not None
-            logger.error(
-                "Job %s #%s ran past its timeout of %g s and did not stop; "
-                "killing worker process %s", claim.name, claim.id, child.timeout, child.pid,
-                extra={"action": "worker_process_killed", "pid": child.pid, "id": claim.id},
-            )
-            child.killed_for = "timeout"
+            extra = {"action": "worker_process_killed", "pid": child.pid, "id": claim.id}
+            if why == "timeout":
+                logger.error(
+                    "Job %s #%s ran past its timeout of %g s and did not stop; "
+                    "killing worker process %s", claim.name, claim.id, child.timeout,
+                    child.pid, extra=extra)
+            else:
+                logger.error(
+                    "Job %s #%s was cancelled and did not stop; killing worker process %s",
+                    claim.name, claim.id, child.pid, extra=extra)
+            child.killed_for = why
             kill(child.pid, signal.SIGKILL)
 
     def _settle_left(self, child: Child, status: int) -> None:
@@ -266,6 +273,10 @@ class Supervisor:
             ending = Ending.TIMED_OUT
             error = (f"{rules.timeout_reason(child.timeout)}; it did not stop, so its "
                      f"worker process {child.pid} was killed")
+        elif child.killed_for == "cancel":
+            ending = Ending.CANCELLED
+            error = (f"{cancel_reason(True)}; it did not stop, so its worker process "
+                     f"{child.pid} was killed")
         else:
             ending = Ending.LOST
             error = f"{rules.LOST}: its process {child.pid} {how} while running it"
@@ -305,7 +316,7 @@ class Supervisor:
         elif clean:
             logger.warning("Worker process %s stopped (%s); starting another", child.pid,
                            child.exit_reason or how, extra=extra)
-        elif child.killed_for == "timeout":
+        elif child.killed_for in ("timeout", "cancel"):
             logger.warning("Worker process %s %s; starting another", child.pid, how,
                            extra=extra)
         else:

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
+import laterite_django
 from laterite_django.models import FailedJob, Job, TaskResultRecord
 from laterite_django.tasks import LateriteBackend
 from laterite_django.tasks.compat import (
@@ -265,6 +266,23 @@ def test_a_task_stuck_in_c_is_killed_by_the_supervisor_past_its_timeout(workers)
     assert stuck.errors[0].exception_class_path == "laterite_django.worker.execute.JobTimeout"
     assert "it did not stop, so its worker process" in stuck.errors[0].traceback
     assert not Record.objects.filter(kind="stuck-task-end").exists()
+
+
+@needs_task_options
+def test_a_cancelled_task_stuck_in_c_is_killed_by_the_supervisor_past_its_grace(workers):
+    stuck = tasks.stuck_in_c_untimed.enqueue(120)  # no timeout, tries=3
+    proc = workers.start("--processes", "2")
+    try:
+        wait_for(lambda: Record.objects.filter(kind="stuck-task-start").exists())
+        assert laterite_django.cancel(int(TaskResultRecord.objects.get().job_id)) == "asked"
+        wait_for(lambda: FailedJob.objects.exists(), timeout=30)
+    finally:
+        kill_tree(proc)
+    stuck.refresh()
+    assert (stuck.status, stuck.attempts) == (TaskResultStatus.FAILED, 1)
+    assert stuck.errors[0].exception_class_path == "laterite_django.exceptions.Cancelled"
+    assert "it did not stop, so its worker process" in stuck.errors[0].traceback
+    assert Record.objects.filter(kind="stuck-task-start").count() == 1
 
 
 @needs_task_options

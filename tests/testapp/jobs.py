@@ -326,6 +326,12 @@ def flow_spin(value: str) -> None:
         pass
 
 
+@job("tests.flow_stuck", timeout=None, tries=3)
+def flow_stuck(seconds: int, cx: JobContext) -> None:
+    """Stuck in C, no time limit, tries left: only the supervisor's kill ends a cancel."""
+    _stuck_in_c(seconds, cx)
+
+
 if os.environ.get("LATERITE_TEST_FLOW"):
     # Jobs with a concurrency limit make every claim the limited one: only the workers
     # of the flow tests register them (tests/worker/test_flow_limits.py).

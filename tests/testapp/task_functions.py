@@ -163,6 +163,12 @@ def stuck_in_c(seconds: int) -> None:
     _record("stuck-task-end", str(seconds))
 
 
+@with_options(timeout=None, tries=3)
+def stuck_in_c_untimed(seconds: int) -> None:
+    """As stuck_in_c, with no time limit and tries left: only a cancel ends it."""
+    stuck_in_c.func(seconds)
+
+
 @with_options(unique_key=lambda user_id: f"task-user:{user_id}")
 def unique_per_user(user_id: int) -> int:
     _record("unique-task", str(user_id))

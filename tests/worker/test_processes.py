@@ -16,7 +16,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+import laterite_django
+from laterite_django.flow.cancel import GRACE, Outcome
+from laterite_django.flow.cancel import reason as cancel_reason
 from laterite_django.models import FailedJob
+from laterite_django.worker.supervisor import KILL_MARGIN
 from tests.conftest import wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record
@@ -176,6 +180,30 @@ def test_job_stuck_in_c_is_killed_by_the_supervisor_and_retried_by_its_rules(
     for pid in (first_pid, second_pid):
         assert f"killing worker process {pid}" in err
     assert waiting(store) == 0
+
+
+def test_a_cancelled_job_stuck_in_c_is_killed_by_the_supervisor_after_the_grace(
+    store, supervised
+):
+    job_id = jobs.flow_stuck.push(120).id  # no timeout, 3 tries
+    proc = supervised.start("--processes", "2", env=INFO)
+    wait_for(lambda: kinds("stuck-start"))
+    (_, _, stuck_pid), = kinds("stuck-start")
+    assert laterite_django.cancel(job_id) == Outcome.ASKED
+    failed = wait_for(lambda: FailedJob.objects.filter(job_id=job_id).first(),
+                      timeout=GRACE + KILL_MARGIN + 20)
+    assert failed.error == (f"{cancel_reason(True)}; it did not stop, so its worker process "
+                            f"{stuck_pid} was killed")
+    # Its worker process was replaced; nothing else was lost, and it never ran again.
+    wait_for(lambda: (pids := workers_if(proc, 2)) and stuck_pid not in pids)
+    jobs.record.push_many([("after 1",), ("after 2",)])
+    wait_for(lambda: len(kinds("record")) == 2)
+    time.sleep(0.5)
+    assert len(kinds("stuck-start")) == 1 and kinds("stuck-end") == []
+    proc.send_signal(signal.SIGTERM)
+    err = finish(proc)
+    assert f"was cancelled and did not stop; killing worker process {stuck_pid}" in err
+    assert waiting(store) == 0 and FailedJob.objects.count() == 1
 
 
 # -- recycling --------------------------------------------------------------------------
