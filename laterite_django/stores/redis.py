@@ -243,6 +243,8 @@ class RedisStore(RedisWaiting, Store):
                 self._failed_rows(None), token, claim_id, text(name), text(queue), dt(pushed_at)
             ):
                 self._run("DELETE", [claim_id, token])
+            elif token.startswith(redis_flow.CANCEL_TOKEN):
+                redis_flow.finish_cancel(self, claim_id, token)  # cancelled: never runs again
             elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
                 count += 1
         # Jobs pushed in transactions that committed while Redis was away.

@@ -4,27 +4,41 @@ These run rarely (an operator's command), so their scripts go by EVAL.
 
 Under the prefix `P`: `P:paused` is the set of paused queue names; a running
 job's hash gets `cancel_requested` when a cancel is asked, which its worker's
-heartbeat reads. A cancelled waiting job leaves Redis in one script, then its
-row is written to the failed list in the database (a crash between the two
-loses that one job's row: it was being cancelled anyway).
+heartbeat reads.
+
+A cancelled waiting job moves to the failed list as a claimed job does in
+`fail()`, so a crash at any point loses nothing: the CANCEL script takes it out
+of its queue and holds it under a claim of the cancel's own (token
+`cancel-...`, marked `failing`); then its row is written to the failed list,
+keyed by that claim (`FailedJob.claim_token`); then the claim is deleted. If
+the process dies before the row, the workers' sweep finds the marked claim
+once `LATERITE_QUEUE_RETRY_AFTER` has passed, with no row, and finishes the
+cancel (`finish_cancel`: writes the row, deletes the job); if it dies after
+the row, the sweep finds the row and deletes the job. A cancelled job never
+runs again.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..flow.cancel import Outcome, reason
 from .base import Claim, job_ids
-from .redis_failed import failed_row
+from .redis_failed import claim_token, failed_row, retried_link, write_row
 from .redis_scripts import _COMMON
 from .redis_values import dt, text, us
 
 if TYPE_CHECKING:
     from .redis import RedisStore
 
-__all__ = ["CANCEL", "RESUME", "cancel", "cancel_requested", "pause", "paused_queues",
-           "resume"]
+__all__ = ["CANCEL", "CANCEL_TOKEN", "RESUME", "cancel", "cancel_requested", "finish_cancel",
+           "pause", "paused_queues", "resume"]
+
+# The first characters of the token a cancel holds a waiting job under (a worker's
+# claim token is a bare uuid4 hex, so the two never meet).
+CANCEL_TOKEN = "cancel-"
 
 # ARGV: prefix, then queue names. Unpauses them and wakes their idle workers.
 RESUME = _COMMON + """
@@ -35,14 +49,14 @@ end
 return 1
 """
 
-# ARGV: prefix, now, then job ids. Per id: {id, 'asked'} for a running job (marked),
-# {id, 'cancelled', name, queue, payload, priority, unique_key, attempts, pushed_at,
-# retried_from_id, retried_from_error} for a waiting or delayed one (removed), or
-# {id, 'finished'} for none.
+# ARGV: prefix, now, token, then job ids. Per id: {id, 'asked'} for a running job
+# (marked), {id, 'cancelled', name, queue, payload, priority, unique_key, attempts,
+# pushed_at, retried_from_id, retried_from_error} for a waiting or delayed one (out of
+# its queue, held under `token` and marked failing), or {id, 'finished'} for none.
 CANCEL = _COMMON + """
-local now = ARGV[2]
+local now, token = ARGV[2], ARGV[3]
 local out = {}
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local id = ARGV[i]
   local k = jkey(id)
   if redis.call('EXISTS', k) == 0 then
@@ -57,7 +71,9 @@ for i = 3, #ARGV do
     if f[10] then redis.call('ZREM', qkey(q, 'ready'), f[10]) end
     redis.call('ZREM', qkey(q, 'delayed'), id)
     drop_key(k, id)
-    redis.call('DEL', k)
+    redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', 'cancel',
+      'failing', '1')
+    redis.call('ZADD', qkey(q, 'claimed'), now, id)
     out[#out + 1] = {id, 'cancelled', f[1], f[2], f[3], f[4], f[5] or '', f[6], f[7],
       f[8] or '', f[9] or ''}
   end
@@ -84,7 +100,8 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
     wanted = list(dict.fromkeys(job_ids(ids)))
     if not wanted:
         return {}
-    rows = store.client.eval(CANCEL, 0, store.prefix, us(store_now()), *wanted)
+    token = f"{CANCEL_TOKEN}{uuid.uuid4().hex}"
+    rows = store.client.eval(CANCEL, 0, store.prefix, us(store_now()), token, *wanted)
     result: dict[int, str] = {}
     failed: list[Any] = []
     for row in rows:
@@ -93,18 +110,39 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
         if outcome == Outcome.CANCELLED:
             name, queue, payload, priority, key, attempts, pushed_at, link_id, link_error = row[2:]
             claim = Claim(id=job_id, name=text(name), queue=text(queue), payload=text(payload),
-                          attempts=int(attempts or 0), pushed_at=dt(pushed_at), token="",
+                          attempts=int(attempts or 0), pushed_at=dt(pushed_at), token=token,
                           unique_key=text(key) or None, priority=int(priority or 0))
             fields = failed_row(claim, reason(False))
+            fields["claim_token"] = claim_token(claim)
             if text(link_id):
                 fields.update(retried_from_id=int(link_id), retried_from_error=text(link_error))
             failed.append(fields)
     if failed:
         from ..models import FailedJob
 
+        # The rows first (one statement), then the jobs leave Redis: see the docstring.
         FailedJob.objects.using(store.database).bulk_create(
             [FailedJob(**fields) for fields in failed])
+        store._run("DELETE", [value for fields in failed
+                              for value in (fields["job_id"], token)])
     return result
+
+
+def finish_cancel(store: RedisStore, job_id: int, token: str) -> None:
+    """Finish a cancel whose process died before the failed row was written (the
+    sweep calls this for a marked claim under a cancel token that has no row)."""
+    k = store.key("job", str(job_id))
+    fields = [text(v) if v is not None else None for v in store.client.hmget(
+        k, "token", "name", "queue", "payload", "priority", "unique_key", "attempts",
+        "pushed_at")]
+    if fields[0] != token:
+        return  # finished meanwhile
+    name, queue, payload, priority, key, attempts, pushed_at = fields[1:]
+    claim = Claim(id=job_id, name=name or "", queue=queue or "", payload=payload or "",
+                  attempts=int(attempts or 0), pushed_at=dt(pushed_at) or store_now(),
+                  token=token, unique_key=key or None, priority=int(priority or 0))
+    write_row(store._failed_rows(None), claim, reason(False), retried_link(store, job_id))
+    store._run("DELETE", [job_id, token])
 
 
 def cancel_requested(store: RedisStore, claims: Sequence[Claim]) -> set[int]:

@@ -170,3 +170,71 @@ def test_fail_keeps_an_over_long_name_and_queue_by_truncating_them(store):
     # The job left Redis; the failed list counts it under the queue name it keeps.
     assert sweep(store) == 0 and store.claim([queue], "w") == []
     assert queue not in store.counts() and store.counts()[queue[:100]].failed == 1
+
+
+# -- a cancel that dies half-way --------------------------------------------------
+
+
+class FailedListLocked:
+    """Another connection holding the failed list's table locked (a real database
+    fault): a write to it waits (PostgreSQL) or waits and fails (SQLite)."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        self.vendor = connection.vendor
+        self.settings = connection.settings_dict
+
+    def __enter__(self) -> FailedListLocked:
+        if self.vendor == "postgresql":
+            import psycopg
+
+            s = self.settings
+            self.conn = psycopg.connect(host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"],
+                                        dbname=s["NAME"], password=s["PASSWORD"] or None)
+            self.conn.execute(f"LOCK TABLE {FailedJob._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+        else:
+            import sqlite3
+
+            self.conn = sqlite3.connect(self.settings["NAME"], isolation_level=None)
+            self.conn.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.rollback()
+        self.conn.close()
+
+
+def test_a_cancel_killed_between_redis_and_the_failed_list_loses_no_job(store, workers):
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, wait_for
+    from tests.testapp.models import Record
+    from tests.worker.test_redis_worker import QUICK
+
+    job_id = store.push([new(value="cancel me")])[0]
+    with FailedListLocked():
+        proc = subprocess.Popen([sys.executable, "-m", "django", "queue_cancel", str(job_id)],
+                                cwd=ROOT, env=workers.env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            # The job has left its queue in Redis; its row waits for the lock. Kill -9.
+            ready = store.key("queue", "default", "ready")
+            wait_for(lambda: store.client.zcard(ready) == 0, timeout=30)
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.wait(30)
+    assert not FailedJob.objects.exists()
+    # A worker's sweep finds the half-done cancel and finishes it: failed, not run.
+    worker = workers.start(env=QUICK)
+    failed = wait_for(lambda: FailedJob.objects.filter(job_id=job_id).first(), timeout=60)
+    assert failed.error.startswith("Cancelled: before it ran")
+    assert failed.payload == new(value="cancel me").payload
+    worker.terminate()
+    worker.wait(30)
+    assert not Record.objects.filter(value="cancel me").exists()
+    assert FailedJob.objects.count() == 1
+    counts = store.counts().get("default")
+    assert counts is None or counts.total == 0
