@@ -31,7 +31,7 @@ from ..stores import Claim
 from ..tracing import AttemptSpan, attempt_span
 from . import rules
 from .execute import Ran, run_job, time_limit_passed
-from .rules import Attempt, Decision, Ending, JobOptions
+from .rules import Action, Attempt, Decision, Ending, JobOptions
 from .settle import Settled, notify
 
 if TYPE_CHECKING:
@@ -127,6 +127,7 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
     if decision is None:
         assert attempt is not None
         decision = rules.after_attempt(claim, options, attempt, timezone.now())
+    decision = _unless_cancelled(worker, claim, decision)
     try:
         settled = worker.settler.apply(claim, decision)
     finally:
@@ -141,6 +142,19 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
     if raised is not None:
         worker.job_raised(claim, raised)
     return settled
+
+
+def _unless_cancelled(worker: Worker, claim: Claim, decision: Decision) -> Decision:
+    """A retry of a job cancelled while it ran is not made (see rules.cancelled_instead);
+    the store is asked only on the way to a retry, which is rare."""
+    if decision.action is not Action.RELEASE:
+        return decision
+    try:
+        asked = bool(worker.settler.patiently(lambda: worker.store.cancel_requested([claim])))
+    except Exception:
+        logger.exception("Could not look for a cancel of job %s #%s", claim.name, claim.id)
+        return decision
+    return rules.cancelled_instead(decision) if asked else decision
 
 
 def after_settle(job: JobFunction, claim: Claim, decision: Decision) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "JobOptions",
     "after_attempt",
     "before_run",
+    "cancelled_instead",
     "is_lost",
     "lost_reason",
     "timeout_reason",
@@ -148,6 +149,17 @@ def after_attempt(
     if tries_left or _in_window(claim, next_at):
         return Decision(Action.RELEASE, attempt.error, at=next_at, delay=delay)
     return Decision(Action.FAIL, attempt.error)
+
+
+def cancelled_instead(decision: Decision) -> Decision:
+    """A job whose cancel was asked while it ran is never retried by itself: a release
+    becomes a fail, as cancelled (asked of a decision to release, when the store says
+    a cancel is pending: the job may have ended before the worker first looked)."""
+    from ..flow.cancel import reason
+
+    if decision.action is not Action.RELEASE:
+        return decision
+    return Decision(Action.FAIL, f"{reason(True)}\n\n{decision.error}")
 
 
 def _delay(claim: Claim, options: JobOptions, attempt: Attempt) -> float:

@@ -31,7 +31,7 @@ from .attempt import after_settle, options_of
 from .loop import Worker
 from .processes import Child, Processes, describe_status, die_with_parent, kill
 from .reports import PipeReporter
-from .rules import Attempt, Ending
+from .rules import Action, Attempt, Ending
 from .settle import Settled, Settler
 from .shutdown import FINISH, SIGNALS, STOP_NOW, stop_signals
 
@@ -282,6 +282,9 @@ class Supervisor:
             error = f"{rules.LOST}: its process {child.pid} {how} while running it"
         decision = rules.after_attempt(claim, options_of(claim), Attempt(ending, error),
                                        timezone.now())
+        if ending is not Ending.STOPPED and decision.action is Action.RELEASE and (
+                self.store.cancel_requested([claim])):
+            decision = rules.cancelled_instead(decision)  # cancelled: not retried
         settled = self.settler.apply(claim, decision)
         outcome = OUTCOMES.get(settled)
         if self.totals is not None and outcome is not None:

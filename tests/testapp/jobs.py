@@ -332,6 +332,17 @@ def flow_stuck(seconds: int, cx: JobContext) -> None:
     _stuck_in_c(seconds, cx)
 
 
+@job("tests.flow_brief", tries=3, backoff=0)
+def flow_brief(value: str, cx: JobContext) -> None:
+    """Fail well within a second (before the worker first looks for a cancel), as soon
+    as the test says "go": a retry follows unless a cancel was asked meanwhile."""
+    _record("brief-start", value, cx.attempt)
+    deadline = time.monotonic() + 0.8
+    while time.monotonic() < deadline and not Record.objects.filter(kind="brief-go").exists():
+        time.sleep(0.02)
+    raise RuntimeError("brief")
+
+
 if os.environ.get("LATERITE_TEST_FLOW"):
     # Jobs with a concurrency limit make every claim the limited one: only the workers
     # of the flow tests register them (tests/worker/test_flow_limits.py).

@@ -111,6 +111,22 @@ def test_cancel_a_cooperative_running_job(store, workers):
     proc.wait(20)
 
 
+def test_a_job_cancelled_while_it_runs_is_not_retried_even_before_its_first_look(
+        store, workers):
+    job_id = jobs.flow_brief.push("b").id  # fails within 0.8 s; 3 tries, no backoff
+    proc = workers.start()
+    wait_for(lambda: starts("brief-start").exists(), every=0.01)
+    assert laterite_django.cancel(job_id) == Outcome.ASKED
+    Record.objects.create(kind="brief-go", value="")
+    failed = wait_for(lambda: FailedJob.objects.filter(job_id=job_id).first(), timeout=30)
+    assert failed.error.startswith("Cancelled: while it ran")
+    assert "RuntimeError: brief" in failed.error
+    time.sleep(0.5)
+    assert starts("brief-start").count() == 1  # the retry never ran
+    proc.terminate()
+    proc.wait(20)
+
+
 def test_cancel_a_job_that_never_checks_interrupts_it_after_the_grace(store, workers):
     job_id = jobs.flow_spin.push("s").id
     jobs.record.push("after")
@@ -125,3 +141,14 @@ def test_cancel_a_job_that_never_checks_interrupts_it_after_the_grace(store, wor
     assert starts("spin-start").count() == 1
     proc.terminate()
     proc.wait(20)
+
+
+def test_the_rules_turn_only_a_retry_of_a_cancelled_job_into_a_fail():
+    from laterite_django.worker.rules import Action, Decision, cancelled_instead
+
+    retry = Decision(Action.RELEASE, "ValueError: x", at=timezone.now(), delay=0.0)
+    assert cancelled_instead(retry) == Decision(Action.FAIL,
+                                                "Cancelled: while it ran\n\nValueError: x")
+    for other in (Decision(Action.DELETE), Decision(Action.FAIL, "e"),
+                  Decision(Action.GIVE_BACK, "")):
+        assert cancelled_instead(other) is other
