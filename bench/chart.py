@@ -78,7 +78,8 @@ def _has_figures(run):
 
 def scale_png(run, path):
     """Where the scale chart of `run` goes when the main chart is at `path`, or None."""
-    if not any(res.get(k) for res in run["results"].values() for k in SCENARIO_KEYS):
+    drawn = [k for k in SCENARIO_KEYS if k != "flow"]  # flow is a table only
+    if not any(res.get(k) for res in run["results"].values() for k in drawn):
         return None
     if not _has_figures(run):
         return str(path)

@@ -30,7 +30,7 @@ FLOORS = {"PostgreSQL": "floor_pg", "Redis": "floor_redis"}
 REF_COLUMNS = ["drain_1", "drain_2", "drain_4", "push_one", "push_bulk", "p50"]
 NOISE = 0.15  # a current / earlier ratio further than this from 1 is marked
 # What bench/scenarios.py adds to a system's result.
-SCENARIO_KEYS = ("churn", "backlog", "idle")
+SCENARIO_KEYS = ("churn", "backlog", "idle", "flow")
 
 
 def value(result, key):
@@ -614,9 +614,43 @@ def scenario_sections(results, meta):
     """The Markdown of the scale scenarios (bench/scenarios.py), where measured."""
     out = _churn_section(results, meta) + _backlog_section(results, meta)
     out += _idle_section(results, meta)
+    flow = _flow_section(results)
     if out:
         png = meta.get("png_name", "benchmarks.png")
         if any(value(r, k) is not None for r in results.values() for k, _, _ in COLUMNS):
             png = png.removesuffix(".png") + "-scale.png"  # as bench.chart.scale_png
         out += [f"![scale]({png})", ""]
-    return out
+    return out + flow
+
+
+def _flow_section(results):
+    """The limited drains beside the unlimited one (bench/scenarios.py `flow`)."""
+    rows = []
+    for desc, res in table_rows(results):
+        flow = res.get("flow")
+        if not flow or not flow.get("unlimited"):
+            continue
+        base = flow["unlimited"]["median"]
+        cells = [_label(desc, res), desc.store, f"{base:,.0f}"]
+        for mode in ("keyed", "queue"):
+            fig = flow.get(mode)
+            cells.append("-" if not fig else f"{fig['median']:,.0f} ({fig['median'] / base:.2f}x)")
+        rows.append(cells)
+    if not rows:
+        return []
+    first = next(r["flow"] for r in results.values() if r.get("flow"))
+    return [
+        "## Flow control: limited drains",
+        "",
+        f"The drain of N jobs by `queue_work --processes {first['processes']}`: with no"
+        " limit; with `@job(concurrency=1, concurrency_key=...)` over"
+        f" {first['keys']} keys (job i has key i mod {first['keys']}); with"
+        f" `LATERITE_QUEUE_LIMITS = {{\"default\": {{\"concurrency\": {first['concurrency']}}}}}`"
+        f" (the batch claim is {first['batch']}). The three are measured in alternating"
+        " rounds (one drain each, workers started afresh for each), medians over the"
+        " rounds; the ratios are to the unlimited drain of the same run.",
+        "",
+        _table(["system", "store", "unlimited jobs/s", "per-key limit jobs/s",
+                "queue limit jobs/s"], rows),
+        "",
+    ]

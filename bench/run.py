@@ -35,6 +35,7 @@ from bench.systems import (
     REF_BASES,
     REF_PATH,
     ROOT,
+    SCALE_SCENARIOS,
     SCENARIO_ROWS,
     SYSTEMS,
     code_root,
@@ -423,7 +424,7 @@ def parse_args(argv):
     wanted_scenarios = []
     for x in args.scenarios.split(","):
         x = x.strip()
-        expand = {"scale": list(SCENARIO_ROWS), "all": ["figures", *SCENARIO_ROWS]}
+        expand = {"scale": list(SCALE_SCENARIOS), "all": ["figures", *SCENARIO_ROWS]}
         for y in expand.get(x, [x] if x else []):
             if y != "figures" and y not in SCENARIO_ROWS:
                 p.error(f"unknown scenario {y!r}; known: figures, {', '.join(SCENARIO_ROWS)}")
@@ -437,7 +438,8 @@ def parse_args(argv):
         ("churn_run_b", 1_000_000, 20_000),
         ("backlog_sizes", "1e4,1e5,1e6", "1e3,1e4,1e5"),
         ("idle_seconds", 30.0, 10.0),
-        ("system_timeout", 7200.0 if scale else 900.0, 7200.0 if scale else 900.0),
+        ("system_timeout", 7200.0 if set(scale) - {"flow"} else 900.0,
+         7200.0 if set(scale) - {"flow"} else 900.0),
     ):
         if getattr(args, attr) is None:
             setattr(args, attr, small if quick else full)

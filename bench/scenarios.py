@@ -9,6 +9,10 @@
              delayed jobs and B failed rows (the largest B).
     idle     --idle-processes idle worker processes: the CPU of their process
              tree and the queries or commands they send, over --idle-seconds.
+    flow     laterite's drain (--flow-processes processes) with no limit, with a
+             per-key limit of 1 over --flow-keys keys, and with a queue
+             concurrency limit of --flow-concurrency, in alternating rounds;
+             each limited drain against the unlimited one of the same run.
 
 What "already waiting" means for each figure (see bench/README.md):
 - push one: N single pushes into the queue the workers serve, behind the
@@ -34,7 +38,7 @@ import time
 
 from bench.procs import _TICK
 
-__all__ = ["add_arguments", "backlog", "churn", "idle"]
+__all__ = ["add_arguments", "backlog", "churn", "flow", "idle"]
 
 
 def add_arguments(p):
@@ -51,6 +55,9 @@ def add_arguments(p):
     )
     p.add_argument("--idle-processes", type=int, default=8)
     p.add_argument("--idle-seconds", type=float, default=30.0)
+    p.add_argument("--flow-processes", type=int, default=2)
+    p.add_argument("--flow-keys", type=int, default=100)
+    p.add_argument("--flow-concurrency", type=int, default=10)
 
 
 def _fig(values, **extra):
@@ -395,3 +402,43 @@ def idle(run, sys_):
         f" {res['cpu_pct']:.2f}% of a core, PostgreSQL {(res.get('pg') or {}).get('xacts', '-')}"
         f" transactions, Redis {cmds} commands in {seconds:.0f} s"
     )
+
+
+def flow(run, sys_):
+    """Limited drains beside the unlimited one: modes set by $BENCH_FLOW (see
+    bench/laterite_app and bench/djproject/settings.py), alternating per round."""
+    import os
+
+    a = run.args
+    modes = ["unlimited", "keyed", "queue"]
+    values = {mode: [] for mode in modes}
+    os.environ["BENCH_FLOW_KEYS"] = str(a.flow_keys)
+    os.environ["BENCH_FLOW_CONCURRENCY"] = str(a.flow_concurrency)
+    n = run.drain_n(sys_)
+    try:
+        for round_ in range(a.repeat):
+            order = modes if round_ % 2 == 0 else modes[::-1]
+            for mode in order:
+                os.environ["BENCH_FLOW"] = mode  # the workers' environment, and the pushes
+                sys_.flow = mode
+                sys_.reset()
+                run.start_workers(sys_, a.flow_processes)
+                try:
+                    got, n = run.drain_values(sys_, a.flow_processes, repeat=1)
+                finally:
+                    run.stop_workers()
+                values[mode] += got
+                run.log(f"flow {mode}: drain {got[0]:,.0f} jobs/s (N={n})")
+    finally:
+        os.environ.pop("BENCH_FLOW", None)
+        sys_.flow = "unlimited"
+    res = {mode: _fig(vals) for mode, vals in values.items() if vals}
+    extra = getattr(sys_, "extra", [])
+    batch = extra[extra.index("--batch") + 1] if "--batch" in extra[:-1] else "20 (default)"
+    res.update(processes=a.flow_processes, keys=a.flow_keys, concurrency=a.flow_concurrency,
+               batch=batch, n=n)
+    run.result["flow"] = res
+    run.save()
+    base = res["unlimited"]["median"]
+    run.log("flow: " + ", ".join(f"{m} {res[m]['median']:,.0f}/s ({res[m]['median'] / base:.2f}x)"
+                                 for m in modes if m in res))

@@ -83,3 +83,7 @@ elif SYSTEM.startswith("laterite"):
         }
     else:
         LATERITE_QUEUE_STORE = "database"
+    if os.environ.get("BENCH_FLOW") == "queue":  # the flow scenario's queue-limited drain
+        LATERITE_QUEUE_LIMITS = {
+            "default": {"concurrency": int(os.environ.get("BENCH_FLOW_CONCURRENCY", "10"))}
+        }

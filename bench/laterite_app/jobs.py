@@ -1,7 +1,13 @@
-"""The laterite side of the workload: one no-op job."""
+"""The laterite side of the workload: one no-op job (and, for the flow scenario's
+per-key drain, a keyed one: flow_jobs.py)."""
+
+import os
 
 from bench.systems._record import record
 from laterite_django import job
+
+if os.environ.get("BENCH_FLOW") == "keyed":
+    from bench.laterite_app import flow_jobs  # noqa: F401
 
 
 @job("bench.noop")

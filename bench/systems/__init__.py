@@ -16,6 +16,7 @@ from pathlib import Path
 __all__ = [
     "REF_BASES",
     "ROOT",
+    "SCALE_SCENARIOS",
     "SCENARIO_ROWS",
     "SYSTEMS",
     "VENVS",
@@ -123,7 +124,10 @@ SCENARIO_ROWS = {
     "churn": ("floor_pg", "pgqueuer", "laterite_pg"),
     "backlog": ("pgqueuer", "laterite_pg", "huey", "laterite_redis"),
     "idle": ("laterite_pg", "laterite_redis", "laterite_sqlite"),
+    "flow": ("laterite_pg", "laterite_redis", "laterite_sqlite"),
 }
+# What `--scenarios scale` runs (flow is asked for by name, or by `all`).
+SCALE_SCENARIOS = ("churn", "backlog", "idle")
 
 # laterite rows that `--ref` measures at an earlier commit too.
 REF_BASES = ("laterite_pg", "laterite_redis", "laterite_sqlite")

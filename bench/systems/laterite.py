@@ -19,6 +19,8 @@ __all__ = ["System"]
 
 class System(DjangoBase):
     poll_interval = 1.0  # LATERITE_QUEUE_POLL's default, in case a store polls
+    # The flow scenario's mode (bench/scenarios.py): "keyed" pushes the keyed job.
+    flow = "unlimited"
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -88,6 +90,11 @@ class System(DjangoBase):
         self.noop.push(i)
 
     def push_bulk(self, ids):
+        if self.flow == "keyed":
+            from bench.laterite_app.flow_jobs import noop_keyed
+
+            noop_keyed.push_many([(i,) for i in ids])
+            return
         self.noop.push_many([(i,) for i in ids])
 
     def fill(self, ids, how="head"):
