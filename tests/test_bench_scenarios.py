@@ -78,3 +78,15 @@ def test_merge_keeps_what_a_run_did_not_measure():
     assert out["churn"] == {"a": 3} and out["notes"] == ["x", "y"]
     table = run.merge_result(old, {"drain_1": {"median": 6.0}}, ["figures"])
     assert table["drain_1"] == {"median": 6.0} and table["churn"] == {"a": 1}
+
+
+def test_flow_is_asked_for_by_name_and_reported_as_ratios():
+    args = run.parse_args(["--scenarios", "flow", "--quick"])
+    assert args.scenarios == ["flow"]
+    assert set(args.names) == {"laterite_pg", "laterite_redis", "laterite_sqlite"}
+    assert args.system_timeout == 900
+    assert "flow" not in run.parse_args(["--scenarios", "scale"]).scenarios
+    flow = {"unlimited": _fig(4000.0), "keyed": _fig(3000.0), "queue": _fig(2000.0),
+            "processes": 2, "keys": 100, "concurrency": 10, "batch": "20 (default)"}
+    text = "\n".join(report.scenario_sections({"laterite_pg": {"flow": flow}}, {}))
+    assert "| 4,000 | 3,000 (0.75x) | 2,000 (0.50x) |" in text
