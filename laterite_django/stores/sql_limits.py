@@ -45,8 +45,17 @@ STARTS = "laterite_flow_start"
 LOCK = 0x6C61742D666C6F77
 # Room that stands for "no limit".
 NO_LIMIT = 1_000_000
-# Candidates a claim looks at per queue past the jobs of keys at their limit.
+# Candidates a claim looks at per queue (the jobs of keys at their limit are skipped
+# by the scan itself, so these are only for several jobs of one key in one claim):
+# CANDIDATES_PER_JOB for each job claimed, at least CANDIDATES_MIN, at most CANDIDATES.
 CANDIDATES = 200
+CANDIDATES_PER_JOB = 4
+CANDIDATES_MIN = 50
+
+
+def candidates(limit: int) -> int:
+    """How many waiting jobs a claim of up to `limit` jobs looks at per queue."""
+    return min(CANDIDATES, max(CANDIDATES_MIN, CANDIDATES_PER_JOB * limit))
 
 _RUNNING_OF_KEY = (
     f"(SELECT count(*) FROM {TABLE} r WHERE r.concurrency_key = {{alias}}.concurrency_key "
@@ -55,16 +64,18 @@ _RUNNING_OF_KEY = (
 # Claims and deletions commit without waiting for the WAL flush (see sql_postgres).
 _ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
 
-# Params: queues, concurrency, rate, period (arrays, NULL for none), now, NO_LIMIT, now,
-# NO_LIMIT, now, CANDIDATES, limit, token, now, worker, now.
+# Params: queues, concurrency, rate, period (arrays, NULL for none), NO_LIMIT, NO_LIMIT,
+# now, now, CANDIDATES, limit, token, now, worker, now.
 _PG_CLAIM = (
     f"WITH q AS (SELECT * FROM unnest(%s::varchar[], %s::int[], %s::int[], %s::float8[]) "
     f"WITH ORDINALITY AS q(name, conc, rate, period, ord)), "
-    f"room AS (SELECT q.name, q.ord, LEAST("
-    f"COALESCE(q.conc - (SELECT count(*) FROM {TABLE} r WHERE r.queue = q.name "
-    f"AND r.token IS NOT NULL), %s), "
-    f"COALESCE(q.rate - (SELECT count(*) FROM {STARTS} s WHERE s.queue = q.name "
-    f"AND s.started_at > %s::timestamptz - make_interval(secs => q.period)), %s)) AS room "
+    # Materialized: each count runs once per claim, and only for a queue with that limit.
+    f"room AS MATERIALIZED (SELECT q.name, q.ord, LEAST("
+    f"CASE WHEN q.conc IS NULL THEN %s ELSE q.conc - (SELECT count(*) FROM {TABLE} r "
+    f"WHERE r.queue = q.name AND r.token IS NOT NULL) END, "
+    f"CASE WHEN q.rate IS NULL THEN %s ELSE q.rate - (SELECT count(*) FROM {STARTS} s "
+    f"WHERE s.queue = q.name AND s.started_at > %s::timestamptz "
+    f"- make_interval(secs => q.period)) END) AS room "
     f"FROM q), "
     # The running jobs per key, counted once (the partial index of claimed keyed jobs).
     f"running AS (SELECT concurrency_key AS key, count(*) AS n FROM {TABLE} "
@@ -116,9 +127,14 @@ def claim(
 
     rated = [(q, lim) for q, lim in limits.items() if lim.rate is not None]
     with transaction.atomic(using=store.database):
-        if store.postgres:
+        if store.postgres and finished:
+            # The finished jobs leave, then the lock: one round trip.
+            delete, delete_params = store.dialect.delete(finished)
+            store._hot(f"WITH done AS ({delete} RETURNING 1) SELECT pg_advisory_xact_lock(%s), "
+                       f"(SELECT count(*) FROM done)", [*delete_params, LOCK], fetch=True)
+        elif store.postgres:
             store._hot("SELECT pg_advisory_xact_lock(%s)", [LOCK], fetch=True)
-        if finished:
+        elif finished:
             store._hot(*store.dialect.delete(finished))
         for queue, lim in rated:
             assert lim.period is not None
@@ -129,7 +145,7 @@ def claim(
             ts = store._ts(now)
             params = [
                 list(queues), [lim.concurrency for lim in plain], [lim.rate for lim in plain],
-                [lim.period for lim in plain], NO_LIMIT, ts, NO_LIMIT, ts, CANDIDATES, limit,
+                [lim.period for lim in plain], NO_LIMIT, NO_LIMIT, ts, ts, candidates(limit), limit,
                 token, ts, worker, ts,
             ]
             return store._hot(_PG_CLAIM, params, fetch=True)[0]
@@ -188,5 +204,5 @@ def _sqlite_claim(
         f"WHERE {TABLE}.id = picked.id AND {TABLE}.token IS NULL "
         f"RETURNING {', '.join(COLUMNS)}"
     )
-    params = [*room_params, token, ts, worker, ts, CANDIDATES, limit]
+    params = [*room_params, token, ts, worker, ts, candidates(limit), limit]
     return sql, params
