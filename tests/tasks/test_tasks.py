@@ -275,9 +275,12 @@ def test_a_cancelled_task_stuck_in_c_is_killed_by_the_supervisor_past_its_grace(
     try:
         wait_for(lambda: Record.objects.filter(kind="stuck-task-start").exists())
         assert laterite_django.cancel(int(TaskResultRecord.objects.get().job_id)) == "asked"
-        wait_for(lambda: FailedJob.objects.exists(), timeout=30)
+        # The supervisor settles the job, then records the task's result.
+        wait_for(lambda: TaskResultRecord.objects.filter(status="FAILED").exists(),
+                 timeout=30)
     finally:
         kill_tree(proc)
+    assert FailedJob.objects.count() == 1
     stuck.refresh()
     assert (stuck.status, stuck.attempts) == (TaskResultStatus.FAILED, 1)
     assert stuck.errors[0].exception_class_path == "laterite_django.exceptions.Cancelled"
