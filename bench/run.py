@@ -218,6 +218,12 @@ def run_system(desc, args, repeat=None):
         ",".join(map(str, args.backlog_sizes)),
         "--idle-seconds",
         str(args.idle_seconds),
+        "--flow-processes",
+        str(args.flow_processes),
+        "--flow-keys",
+        str(args.flow_keys),
+        "--flow-concurrency",
+        str(args.flow_concurrency),
     ]
     env = dict(os.environ, PYTHONPATH=str(code_root(desc)), BENCH_TREE=args.tree)
     if args.laterite_args:
@@ -408,6 +414,12 @@ def parse_args(argv):
     p.add_argument(
         "--idle-seconds", type=float, help="idle: seconds measured (default 30; --quick 10)"
     )
+    p.add_argument("--flow-processes", type=int, default=2,
+                   help="flow: worker processes of each drain (default 2)")
+    p.add_argument("--flow-keys", type=int, default=100,
+                   help="flow: keys of the per-key limit of 1 (default 100)")
+    p.add_argument("--flow-concurrency", type=int, default=10,
+                   help="flow: the queue's concurrency limit (default 10)")
     p.add_argument("--no-install", action="store_true", help="use the venvs as they are")
     p.add_argument(
         "--report-only",
