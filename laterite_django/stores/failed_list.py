@@ -10,38 +10,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from .errors import guarded
-from .values import NewJob
+from .values import NewJob, with_limit
 
 if TYPE_CHECKING:
     from ..models import FailedJob, Job
 
 __all__ = ["FailedList"]
-
-
-def _limited(new: NewJob) -> NewJob:
-    """Give a retried job the concurrency limit and key a push of its job gives it
-    (flow/limits), so it runs under the same limit as before it failed.
-
-    A job unknown here, or a payload that no longer decodes, goes back without one;
-    a concurrency_key that raises now counts the job under its name.
-    """
-    from .. import payload
-    from ..registry import registry
-
-    job = registry.find(new.name)
-    if job is None:
-        return new
-    try:
-        args, kwargs = payload.decode(new.payload)
-    except Exception:
-        return new
-    try:
-        limited = job.concurrency_of(args, kwargs)
-    except Exception:
-        limited = None if job.concurrency is None else (job.concurrency, job.name)
-    if limited is not None:
-        new.concurrency_limit, new.concurrency_key = limited
-    return new
 
 
 class FailedList:
@@ -88,7 +62,7 @@ class FailedList:
                 return 0
             pushed = self.push(
                 [
-                    _limited(
+                    with_limit(
                         NewJob(
                             name=row.name,
                             queue=row.queue,

@@ -22,6 +22,7 @@ from django.db import transaction
 
 from ..exceptions import PushNotReplicated
 from .base import NewJob
+from .values import with_limit
 
 if TYPE_CHECKING:
     from .redis import RedisStore
@@ -103,7 +104,8 @@ def _move_batch(store: RedisStore, chosen) -> int:
             transaction.set_rollback(True, using=store.database)
             return 0
         jobs = [
-            NewJob(
+            # The outbox keeps no concurrency key: it is computed again, as at the push.
+            with_limit(NewJob(
                 name=row.name,
                 queue=row.queue,
                 payload=row.payload,
@@ -112,7 +114,7 @@ def _move_batch(store: RedisStore, chosen) -> int:
                 retry_until=row.retry_until,
                 unique_key=row.unique_key,
                 priority=row.priority,
-            )
+            ))
             for row in rows
         ]
         try:

@@ -193,3 +193,21 @@ def test_sweeps_of_several_workers_at_once_move_each_row_once(redis_down):
     store = get_store()
     payloads = [c.payload for c in store.claim(["default"], "w", limit=total + 10)]
     assert sorted(payloads) == sorted(f'{{"args":["{i}"],"kwargs":{{}}}}' for i in range(total))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_limited_job_pushed_in_a_transaction_keeps_its_concurrency_key(store):
+    from laterite_django import job
+    from laterite_django.registry import registry
+
+    @job("tests.outbox_keyed", concurrency=1, concurrency_key=lambda tenant: f"t:{tenant}")
+    def keyed(tenant: int) -> None: ...
+
+    try:
+        with transaction.atomic():
+            keyed.push(7)  # held in the outbox, moved to Redis at the commit
+        (key,) = [k for k in store.client.scan_iter(f"{store.prefix}:job:*")
+                  if store.client.type(k) == b"hash"]
+        assert store.client.hmget(key, "ck", "cl") == [b"t:7", b"1"]
+    finally:
+        registry.unregister("tests.outbox_keyed")
