@@ -1,5 +1,6 @@
 """The test matrix: Django 5.2 LTS on Python 3.11 on SQLite and PostgreSQL, Django 6.x on
-Python 3.12 on PostgreSQL (Redis-store tests run in every leg), plus lint, type and
+Python 3.12 on PostgreSQL (the Redis store's tests beside SQLite on Django 5.2 and beside
+PostgreSQL on Django 6: STORES), plus lint, type and
 migration checks, the package (sdist and wheel built, `twine check`, the wheel's demo in a
 new virtualenv) and the example project's own tests on each of its stores, on both Djangos.
 
@@ -29,6 +30,10 @@ MATRIX = [
 # Django 6 on SQLite differs from Django 5.2 on SQLite in nothing the stores use (their
 # SQL is their own); the example project and the package still run on it there.
 DATABASES = {"django5.2": "sqlite,postgres", "django6": "postgres"}
+# The stores of the shared suites, per leg (LATERITE_TEST_FULL=1: both in every leg). The
+# Redis store keeps its failed list in the database: with SQLite on Django 5.2, with
+# PostgreSQL on Django 6; the database store runs on both databases on both Djangos.
+STORES = {("django5.2", "postgres"): "database"}
 # The tests each Django's suite leaves out by default (LATERITE_TEST_FULL=1: none). The
 # slow ones (worker processes run for a while, chaos, many hosts) exercise the queue,
 # not Django, and run on Django 5.2; those of Django's own servers run on both.
@@ -103,10 +108,13 @@ def tests(session: nox.Session, django: str, extras: list[str], name: str) -> No
     work = Path(f"/tmp/laterite-nox-{session.python}")
     work.mkdir(parents=True, exist_ok=True)
     python = Path(session.bin) / "python"
+    full = os.environ.get("LATERITE_TEST_FULL") == "1"
     legs = {}
     for db in databases:
         env = {
             **os.environ,
+            "LATERITE_TEST_STORES": "database,redis" if full
+            else STORES.get((name, db), "database,redis"),
             "LATERITE_TEST_DB": db,
             "LATERITE_SQLITE_FILE": str(work / "test.sqlite3"),
             "LATERITE_PG_TEST_NAME": f"test_laterite_py{session.python.replace('.', '')}",
@@ -114,7 +122,7 @@ def tests(session: nox.Session, django: str, extras: list[str], name: str) -> No
         log = open(work / f"{db}.log", "w+")  # noqa: SIM115 -- closed below
         # The package session runs tests/test_packaging.py on the files it built.
         args = ["--ignore=tests/test_packaging.py", *session.posargs]
-        if LEAVE_OUT[name] and os.environ.get("LATERITE_TEST_FULL") != "1":
+        if LEAVE_OUT[name] and not full:
             args += ["-m", LEAVE_OUT[name]]
         legs[db] = (subprocess.Popen([python, "-m", "pytest", *args], env=env,
                                      stdout=log, stderr=subprocess.STDOUT), log)
