@@ -1,8 +1,8 @@
 """The test matrix: Django 5.2 LTS on Python 3.11 on SQLite and PostgreSQL, Django 6.x on
 Python 3.12 on PostgreSQL (the Redis store's tests beside SQLite on Django 5.2 and beside
-PostgreSQL on Django 6: STORES), plus lint, type and
-migration checks, the package (sdist and wheel built, `twine check`, the wheel's demo in a
-new virtualenv) and the example project's own tests on each of its stores, on both Djangos.
+PostgreSQL on Django 6: STORES), plus lint, type and migration checks, the package (sdist
+and wheel built, `twine check`, the wheel's demo in a new virtualenv) and the example
+project's own tests on each of its stores, on both Djangos.
 
 Django 6's leg leaves out the slow tests but those of Django's own servers (LEAVE_OUT).
 The whole matrix at full length, Django 6 on SQLite too, is one command:
