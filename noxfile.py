@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from typing import IO
 
 import nox
 
@@ -91,48 +93,68 @@ def example(session: nox.Session, django: str, extras: list[str]) -> None:
             session.run("python", "manage.py", "test", *session.posargs, env=env)
 
 
-@nox.session
-@nox.parametrize(
-    ("python", "django", "extras", "name"),
-    [nox.param(py, dj, ex, name, id=f"py{py}-{name}") for py, dj, ex, name in MATRIX],
-)
-def tests(session: nox.Session, django: str, extras: list[str], name: str) -> None:
-    """The whole suite on each of the Django's databases (DATABASES), the legs side by
-    side.
+@nox.session(python=["3.11"])
+def tests(session: nox.Session) -> None:
+    """The whole suite: each Django on each of its databases (DATABASES), two legs at a
+    time, the next leg starting as soon as one ends.
 
-    Most tests wait on worker subprocesses, so two legs share two cores well;
-    each leg's output is printed whole when it ends.
+    This session's virtualenv serves Django 5.2; Django 6 gets one of its own on
+    Python 3.12 beside it. Most tests wait on worker subprocesses, so two legs
+    share two cores well; each leg's output is printed whole when it ends.
     """
-    session.install("-e", ".[test]", django, *extras)
-    databases = os.environ.get("LATERITE_TEST_DBS", DATABASES[name]).split(",")
-    work = Path(f"/tmp/laterite-nox-{session.python}")
-    work.mkdir(parents=True, exist_ok=True)
-    python = Path(session.bin) / "python"
+    pythons: dict[str, Path] = {}
+    for py, django, extras, name in MATRIX:
+        if py == session.python:
+            session.install("-e", ".[test]", django, *extras)
+            pythons[name] = Path(session.bin) / "python"
+            continue
+        venv = Path(session.virtualenv.location).parent / f"tests-{name}"
+        if not (venv / "bin" / "python").exists():
+            session.run(f"python{py}", "-m", "venv", str(venv), external=True)
+        pythons[name] = venv / "bin" / "python"
+        session.run(str(pythons[name]), "-m", "pip", "install", "-q", "-e", ".[test]", django,
+                    *extras, external=True)
     full = os.environ.get("LATERITE_TEST_FULL") == "1"
-    legs = {}
-    for db in databases:
-        env = {
-            **os.environ,
-            "LATERITE_TEST_STORES": "database,redis" if full
-            else STORES.get((name, db), "database,redis"),
-            "LATERITE_TEST_DB": db,
-            "LATERITE_SQLITE_FILE": str(work / "test.sqlite3"),
-            "LATERITE_PG_TEST_NAME": f"test_laterite_py{session.python.replace('.', '')}",
-        }
-        log = open(work / f"{db}.log", "w+")  # noqa: SIM115 -- closed below
-        # The package session runs tests/test_packaging.py on the files it built.
-        args = ["--ignore=tests/test_packaging.py", *session.posargs]
-        if LEAVE_OUT[name] and not full:
-            args += ["-m", LEAVE_OUT[name]]
-        legs[db] = (subprocess.Popen([python, "-m", "pytest", *args], env=env,
-                                     stdout=log, stderr=subprocess.STDOUT), log)
-    failed = []
-    for db, (proc, log) in legs.items():
-        code = proc.wait()
-        log.seek(0)
-        print(f"\n===== {session.name} on {db} =====\n{log.read()}", flush=True)
-        log.close()
-        if code != 0:
-            failed.append(f"{db} (exit {code})")
+    chosen = os.environ.get("LATERITE_TEST_DBS")
+    legs = [(name, db) for _, _, _, name in MATRIX
+            for db in (chosen or DATABASES[name]).split(",")]
+    waiting, running, failed = list(legs), [], []
+    while waiting or running:
+        while waiting and len(running) < 2:
+            name, db = waiting.pop(0)
+            running.append((name, db, *_start_leg(pythons[name], name, db, full,
+                                                  session.posargs)))
+        time.sleep(1)
+        for leg in [leg for leg in running if leg[2].poll() is not None]:
+            running.remove(leg)
+            name, db, proc, log = leg
+            log.seek(0)
+            print(f"\n===== tests on Django {name[6:]}, {db} =====\n{log.read()}", flush=True)
+            log.close()
+            if proc.returncode != 0:
+                failed.append(f"Django {name[6:]} on {db} (exit {proc.returncode})")
     if failed:
-        session.error(f"pytest failed on {', '.join(failed)}")
+        session.error(f"pytest failed: {', '.join(failed)}")
+
+
+def _start_leg(python: Path, name: str, db: str, full: bool, posargs: list[str]
+               ) -> tuple[subprocess.Popen, IO[str]]:
+    """Start pytest for one leg (a Django on a database), its output to a file."""
+    work = Path(f"/tmp/laterite-nox/{name}-{db}")
+    work.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "LATERITE_TEST_STORES": "database,redis" if full
+        else STORES.get((name, db), "database,redis"),
+        "LATERITE_TEST_DB": db,
+        "LATERITE_SQLITE_FILE": str(work / "test.sqlite3"),
+        "LATERITE_PG_TEST_NAME": f"test_laterite_{name.replace('.', '')}",
+    }
+    # The package session runs tests/test_packaging.py on the files it built.
+    args = ["--ignore=tests/test_packaging.py", *posargs]
+    if LEAVE_OUT[name] and not full:
+        args += ["-m", LEAVE_OUT[name]]
+    log = open(work / "pytest.log", "w+")  # noqa: SIM115 -- closed by the caller
+    proc = subprocess.Popen([str(python), "-m", "pytest", *args], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    return proc, log
