@@ -177,7 +177,13 @@ def test_fail_keeps_an_over_long_name_and_queue_by_truncating_them(store):
 
 class FailedListLocked:
     """Another connection holding the failed list's table locked (a real database
-    fault): a write to it waits (PostgreSQL) or waits and fails (SQLite)."""
+    fault): a write to it waits (PostgreSQL) or waits and fails (SQLite).
+
+    On PostgreSQL, a client killed while its write waits leaves its server process
+    waiting (the server notices a dead client only when it next talks to it): that
+    write would go through, and commit, once the lock is released. `__exit__` ends
+    such server processes first, as the loss of the whole host would.
+    """
 
     def __init__(self) -> None:
         from django.db import connection
@@ -201,6 +207,12 @@ class FailedListLocked:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.vendor == "postgresql":
+            self.conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND wait_event_type = 'Lock' AND query ILIKE %s",
+                [f"%{FailedJob._meta.db_table}%"])
         self.conn.rollback()
         self.conn.close()
 
