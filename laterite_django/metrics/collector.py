@@ -18,6 +18,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from .. import forking
 from ..conf import settings
 from ..stores import QueueCounts, Store, get_store
 from .tally import BUCKETS
@@ -77,19 +78,21 @@ class QueueCollector(Collector):
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
-        store = self.store()
-        try:
-            found = store.counts()
-            oldest = store.oldest_waiting()
-        except Exception as e:
-            logger.warning("Metrics: could not read the queue store: %s", e,
-                           extra={"action": "metrics_store_error"})
-            return
-        finally:
-            if threading.current_thread() is not threading.main_thread():
-                # A scrape thread: leave no connection behind it.
-                store.close()
-                connections.close_all()
+        # Not while the supervisor forks (see laterite_django.forking).
+        with forking.lock:
+            store = self.store()
+            try:
+                found = store.counts()
+                oldest = store.oldest_waiting()
+            except Exception as e:
+                logger.warning("Metrics: could not read the queue store: %s", e,
+                               extra={"action": "metrics_store_error"})
+                return
+            finally:
+                if threading.current_thread() is not threading.main_thread():
+                    # A scrape thread: leave no connection behind it.
+                    store.close()
+                    connections.close_all()
         counts = {queue: found.get(queue, QueueCounts()) for queue in settings.QUEUES}
         counts.update(sorted(found.items()))
         jobs = GaugeMetricFamily("laterite_queue_jobs", "Jobs per queue and state.",

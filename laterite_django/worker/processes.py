@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import connections
 
+from .. import forking
 from ..flow.cancel import GRACE, LOOK_EVERY
 from ..stores import Claim
 from .reports import ReportReader, claim_from_dict
@@ -151,7 +152,8 @@ class Processes:
         sys.stderr.flush()
         read_fd, write_fd = os.pipe()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
-        pid = os.fork()
+        with forking.lock:  # no other thread of ours is inside SQLite or libpq now
+            pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child, measured through its effects
             code = 1
             try:
