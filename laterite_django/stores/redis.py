@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
@@ -38,10 +38,11 @@ from . import (
     redis_schedules,
 )
 from . import redis_calls as calls
-from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
+from .base import Claim, NewJob, Running, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
-from .redis_values import EPOCH, dt, push_packed, text, us
+from .redis_reads import RedisReads
 from .redis_values import claims as claims_from_rows
+from .redis_values import dt, push_packed, text, us
 from .redis_wait import RedisWaiting
 from .schedule_state import Fired, ScheduleFire, ScheduleState
 
@@ -53,7 +54,7 @@ __all__ = ["RedisStore"]
 
 # Jobs per script call; a bigger push is several calls in one pipeline.
 _PUSH_CHUNK = 2000
-class RedisStore(RedisWaiting, Store):
+class RedisStore(RedisReads, RedisWaiting, Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
     # Redis cannot join a database transaction: inside one, push_on_commit() keeps the
@@ -335,46 +336,7 @@ class RedisStore(RedisWaiting, Store):
     def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
         return redis_schedules.pause(self, name, paused, now)
 
-    @guarded
-    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
-        wanted = job_ids(ids)
-        now = us(timezone.now())
-        pipe = self.client.pipeline(transaction=False)
-        for job_id in wanted:
-            pipe.hmget(self.key("job", str(job_id)), "token", "available_at", "name")
-        states = {}
-        for job_id, (token, available_at, name) in zip(
-                wanted, pipe.execute() if wanted else [], strict=True):
-            if name is not None:
-                states[job_id] = ("running" if token is not None else
-                                  "delayed" if int(available_at or 0) > now else "waiting")
-        # A job being moved to the failed list may be in both for a moment: failed wins.
-        states.update(self._failed_states(wanted))
-        return states
-
     # -- inspect and manage -------------------------------------------------------
-
-    @guarded
-    def queues(self) -> list[str]:
-        """Return the names of the queues that ever held a job, sorted."""
-        return sorted(text(q) for q in self.client.smembers(self.key("queues")))
-
-    @guarded
-    def counts(self) -> dict[str, QueueCounts]:
-        now = us(timezone.now())
-        names = self.queues()
-        pipe = self.client.pipeline(transaction=True)
-        for queue in names:
-            pipe.zcard(self.key("queue", queue, "ready"))
-            pipe.zcount(self.key("queue", queue, "delayed"), "-inf", now)
-            pipe.zcount(self.key("queue", queue, "delayed"), f"({now}", "+inf")
-            pipe.zcard(self.key("queue", queue, "claimed"))
-        values = pipe.execute() if names else []
-        result: dict[str, QueueCounts] = {}
-        for index, queue in enumerate(names):
-            ready, due, later, claimed = values[index * 4 : index * 4 + 4]
-            result[queue] = QueueCounts(waiting=ready + due, delayed=later, running=claimed)
-        return self._with_failed(result)
 
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:
@@ -391,46 +353,6 @@ class RedisStore(RedisWaiting, Store):
     @guarded
     def running(self, limit: int = 100) -> list[Running]:
         return redis_progress.running(self, limit)
-
-    @guarded
-    def oldest_waiting(self) -> dict[str, datetime]:
-        """See Store.oldest_waiting. A ready set is ordered by priority, then by due time:
-        its first member is the oldest of its priority; with several priorities, the
-        first member of each is read (a few round trips, as priorities are few)."""
-        now = us(timezone.now())
-        names = self.queues()
-        pipe = self.client.pipeline(transaction=False)
-        for queue in names:
-            ready = self.key("queue", queue, "ready")
-            pipe.zrange(ready, 0, 0, withscores=True)
-            pipe.zrange(ready, -1, -1, withscores=True)
-            pipe.zrangebyscore(self.key("queue", queue, "delayed"), "-inf", now, 0, 1,
-                               withscores=True)
-        values = pipe.execute() if names else []
-        result: dict[str, datetime] = {}
-        for index, queue in enumerate(names):
-            first, last, due = values[index * 3 : index * 3 + 3]
-            moments = [int(score) for _, score in due]
-            if first:
-                moments.append(_due_of(first[0][0]))
-                if first[0][1] != last[0][1]:
-                    moments += self._oldest_per_priority(queue, first[0][1], last[0][1])
-            if moments:
-                result[queue] = EPOCH + timedelta(microseconds=min(moments))
-        return result
-
-    def _oldest_per_priority(self, queue: str, low: float, high: float) -> list[int]:
-        """The due time of the first ready member of each priority above `low`."""
-        ready = self.key("queue", queue, "ready")
-        found: list[int] = []
-        score = f"({low}"
-        while True:
-            entries: Any = self.client.zrangebyscore(ready, score, high, 0, 1, withscores=True)
-            if not entries:
-                return found
-            member, at = entries[0]
-            found.append(_due_of(member))
-            score = f"({at}"
 
     @guarded
     def clear(self, queue: str | None = None) -> int:
@@ -491,7 +413,3 @@ class RedisStore(RedisWaiting, Store):
                 f"The redis store cannot be reached: {describe_redis(self.alias, client)}: {e}"
             ) from e
 
-
-def _due_of(member: bytes | str) -> int:
-    """The due time (microseconds) in a ready set's member "<available_at>:<id>"."""
-    return int(text(member).split(":", 1)[0])
