@@ -25,10 +25,10 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from ..flow.limits import any_job_limited, queue_limits
-from ..minutes import KEEP, Minute, minute_start
-from ..progress import Progress
+from ..minutes import KEEP, Minute
 from . import database_flow, database_schedules, sql, sql_limits, sql_postgres, sql_sqlite
-from .base import Claim, NewJob, QueueCounts, Running, Store, job_ids
+from .base import Claim, NewJob, Store, job_ids
+from .database_reads import DatabaseReads
 from .database_wait import DatabaseWaiting, aware
 from .errors import guarded
 from .schedule_state import Fired, ScheduleFire, ScheduleState
@@ -58,7 +58,7 @@ def _claim_from_row(row: Sequence) -> Claim:
     )
 
 
-class DatabaseStore(DatabaseWaiting, Store):
+class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
     """The `database` store: PostgreSQL or SQLite, on LATERITE_QUEUE_DATABASE."""
 
     transactional_push = True
@@ -257,30 +257,7 @@ class DatabaseStore(DatabaseWaiting, Store):
     def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
         return database_schedules.pause(self, name, paused, now)
 
-    @guarded
-    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
-        from ..models import Job
-
-        wanted = job_ids(ids)
-        states: dict[int, str] = {}
-        now = timezone.now()
-        rows = Job.objects.using(self.database).filter(pk__in=wanted)
-        for job_id, token, available_at in rows.values_list("id", "token", "available_at"):
-            states[job_id] = ("running" if token is not None else
-                              "delayed" if available_at > now else "waiting")
-        states.update(self._failed_states(wanted))
-        return states
-
     # -- inspect and manage -------------------------------------------------------
-
-    @guarded
-    def counts(self) -> dict[str, QueueCounts]:
-        now = self._ts(timezone.now())
-        rows, _ = self._execute(sql.COUNTS, [now, now], fetch=True)
-        return self._with_failed({
-            queue: QueueCounts(waiting=int(p or 0), delayed=int(d or 0), running=int(r or 0))
-            for queue, p, d, r in rows
-        })
 
     @guarded
     def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
@@ -289,15 +266,6 @@ class DatabaseStore(DatabaseWaiting, Store):
             for claim, text in items:
                 saved += self._execute(sql.SAVE_PROGRESS, [text, claim.id, claim.token])[1]
         return saved
-
-    @guarded
-    def running(self, limit: int = 100) -> list[Running]:
-        rows, _ = self._execute(sql.RUNNING, [limit], fetch=True)
-        return [
-            Running(id=id_, name=name, queue=queue, attempts=attempts,
-                    claimed_by=claimed_by or "", progress=Progress.parse(progress, token))
-            for id_, name, queue, attempts, claimed_by, progress, token in rows
-        ]
 
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:
@@ -312,16 +280,6 @@ class DatabaseStore(DatabaseWaiting, Store):
                 # Once a minute per worker: let the old minutes go.
                 self._pruned_before = first
                 self._execute(sql.PRUNE_MINUTES, [self._ts(first - KEEP)])
-
-    @guarded
-    def minutes(self, since: datetime) -> list[Minute]:
-        rows, _ = self._execute(sql.MINUTES, [self._ts(minute_start(since))], fetch=True)
-        return [Minute(queue, aware(minute), int(s), int(f)) for queue, minute, s, f in rows]
-
-    @guarded
-    def oldest_waiting(self) -> dict[str, datetime]:
-        rows, _ = self._execute(sql.OLDEST_WAITING, [self._ts(timezone.now())], fetch=True)
-        return {queue: aware(oldest) for queue, oldest in rows if oldest is not None}
 
     @guarded
     def clear(self, queue: str | None = None) -> int:
