@@ -14,13 +14,11 @@ from django.utils import timezone
 from . import capture, inline, payload, tracing
 from .async_push import AsyncPushes, refuse_event_loop
 from .backoff import Backoff
-from .binding import mismatch
 from .conf import settings, validate_all
 from .context import Pushed
 from .definition import check_options
-from .exceptions import JobNotRegistered
 from .flow.limits import job_concurrency_key
-from .limits import NAME_MAX, QUEUE_MAX, UNIQUE_KEY_MAX, too_long
+from .push_checks import Call, PushChecks
 from .registry import registry
 
 if TYPE_CHECKING:
@@ -32,10 +30,8 @@ __all__ = ["JobFunction", "job"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-Call = tuple | list | Mapping[str, Any]
 
-
-class JobFunction(AsyncPushes[P, R], Generic[P, R]):
+class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     """A function registered as a job; call it directly or push it to run later."""
 
     def __init__(
@@ -82,37 +78,6 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
         check_options(self)
         update_wrapper(self, func)
 
-    def _check_name_and_queue(self, queue: Any) -> None:
-        """Refuse a name or queue that is empty, or longer than its column."""
-        name = self.name
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"A job name must be a non-empty string, got {name!r}.")
-        problem = too_long("job name", name, NAME_MAX)
-        if problem:
-            raise ValueError(f"The {problem}.")
-        if not isinstance(queue, str) or not queue:
-            raise ValueError(f"Job {name!r}: queue must be a non-empty string, got {queue!r}.")
-        problem = too_long("queue", queue, QUEUE_MAX)
-        if problem:
-            raise ValueError(f"Job {name!r}: {problem}.")
-
-    def _check_registered(self) -> None:
-        """Refuse a push no worker could run: this job is not what its name is registered to."""
-        found = registry.find(self.name)
-        if found is self:
-            return
-        if found is None:
-            raise JobNotRegistered(
-                f"Job {self.name!r} is not registered, so no worker can run it: make it with "
-                f"@job, or register it with laterite_django.registry.register()."
-            )
-        # Re-importing its module (autoreload) registers a new object for the same function.
-        if found.qualified_function != self.qualified_function:
-            raise JobNotRegistered(
-                f"Job {self.name!r} ({self.qualified_function}) is not registered: that name "
-                f"now belongs to {found.qualified_function}."
-            )
-
     def __repr__(self) -> str:
         return f"<JobFunction {self.name} queue={self.queue!r}>"
 
@@ -137,33 +102,6 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
     def push_many(self, calls: Iterable[Call]) -> list[Pushed]:
         """Store many calls in one round trip: each an args tuple/list or a kwargs dict."""
         return self.enqueue_many(self._pairs(calls))
-
-    @staticmethod
-    def _after(delay: timedelta | float) -> datetime:
-        if not isinstance(delay, timedelta):
-            delay = timedelta(seconds=delay)
-        return timezone.now() + delay
-
-    def _checked_when(self, when: datetime) -> datetime:
-        if not isinstance(when, datetime) or timezone.is_naive(when):
-            raise ValueError(
-                f"Job {self.name!r}: push_at needs an aware datetime, got {when!r}."
-            )
-        return when
-
-    def _pairs(self, calls: Iterable[Call]) -> list[tuple[Sequence[Any], Mapping[str, Any]]]:
-        pairs: list[tuple[Sequence[Any], Mapping[str, Any]]] = []
-        for index, call in enumerate(calls):
-            if isinstance(call, Mapping):
-                pairs.append(((), dict(call)))
-            elif isinstance(call, tuple | list):
-                pairs.append((tuple(call), {}))
-            else:
-                raise TypeError(
-                    f"Job {self.name!r}: push_many entry {index} must be an args tuple or a "
-                    f"kwargs dict, got {type(call).__name__}: {call!r:.80}"
-                )
-        return pairs
 
     def enqueue(
         self,
@@ -260,51 +198,6 @@ class JobFunction(AsyncPushes[P, R], Generic[P, R]):
             return [Pushed("queued") for _ in new_jobs]
         ids = store.push(new_jobs)
         return [Pushed("duplicate") if i is None else Pushed("queued", i) for i in ids]
-
-    def _check_arguments(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        # Whether a call binds depends only on its shape: check each shape once.
-        shape = (len(args), *sorted(kwargs))
-        if shape in self._good_shapes:
-            return
-        try:
-            self._call_signature.bind(*args, **kwargs)
-            if len(self._good_shapes) < 64:
-                self._good_shapes.add(shape)
-        except TypeError as e:
-            why = mismatch(self._call_signature, args, kwargs) or str(e)
-            raise TypeError(
-                f"Job {self.name!r} cannot be called with these arguments: {why}."
-            ) from e
-
-    def _retry_until(
-        self, now: datetime, args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> datetime | None:
-        if self.retry_until is None:
-            return None
-        if isinstance(self.retry_until, timedelta):
-            return now + self.retry_until
-        value = self.retry_until(*args, **kwargs)
-        if value is None:
-            return None
-        if not isinstance(value, datetime) or timezone.is_naive(value):
-            raise ValueError(
-                f"Job {self.name!r}: retry_until returned {value!r}; it must return an aware "
-                f"datetime or None."
-            )
-        return value
-
-    def _unique_key(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
-        if self.unique_key is None:
-            return None
-        key = self.unique_key(*args, **kwargs)
-        if key is not None and not isinstance(key, str):
-            raise TypeError(
-                f"Job {self.name!r}: unique_key returned {key!r}; it must return a str or None."
-            )
-        problem = key and too_long("the unique_key", key, UNIQUE_KEY_MAX)
-        if problem:
-            raise ValueError(f"Job {self.name!r}: {problem}.")
-        return key
 
     def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
         """The options the worker's rules apply to one call: this job's own.
