@@ -9,74 +9,30 @@ timeouts, recovery of crashed workers and failed list. Results are kept in
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from numbers import Real
 from typing import Any
 
 from django.apps import apps
 from django.core import checks
-from django.db import transaction
-from django.utils import timezone
-from django.utils.crypto import get_random_string
 
-from ..backoff import Backoff, validate_backoff
-from ..conf import raw, settings
-from ..context import Pushed
-from ..limits import QUEUE_MAX, TASK_PATH_MAX, UNIQUE_KEY_MAX, too_long
-from ..payload import check_keys
-from ..stores import get_store
+from ..backoff import Backoff
+from ..conf import raw
+from ..limits import QUEUE_MAX, TASK_PATH_MAX, too_long
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
     Task,
     TaskResult,
     TaskResultDoesNotExist,
-    TaskResultStatus,
     task_backends,
-    task_enqueued,
 )
-from .limits import concurrency_of, concurrency_problem, validate_limit
+from .enqueue import enqueue_task
+from .limits import validate_limit
+from .options import DEFAULT_OPTIONS, option_problem
 from .results import aload_record, build_result, load_record
 from .runner import TASK_JOB, task_job
 from .task import DEFAULT, LateriteTask
 
 __all__ = ["DEFAULT_OPTIONS", "LateriteBackend", "laterite_backend"]
-
-DEFAULT_OPTIONS: dict[str, Any] = {
-    "TRIES": 3,
-    "BACKOFF": None,  # laterite's default: 10 s doubling, capped at 2560 s
-    "TIMEOUT": 60,
-    "RESULT_TTL": 7 * 24 * 3600,
-    "CONCURRENCY": None,  # at most N of each task running at once; None = no limit
-}
-
-
-def _is_whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_seconds(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and float(value) > 0
-
-
-def _option_problem(name: str, value: Any) -> str | None:
-    """Say what is wrong with a value of option `name` ("TRIES", ...), or return None."""
-    if name == "TRIES" and not (_is_whole(value) and value >= 0):
-        return f"must be an integer >= 0 (0 = retry without end), got {value!r}"
-    if name == "TIMEOUT" and not (value is None or _is_seconds(value)):
-        return f"must be seconds > 0 or None (no limit), got {value!r}"
-    if name == "RESULT_TTL" and not (value is None or _is_seconds(value)):
-        return f"must be seconds > 0 or None (kept for good), got {value!r}"
-    if name == "CONCURRENCY":
-        return concurrency_problem(value)
-    if name == "BACKOFF":
-        try:
-            validate_backoff("backoff", value)
-        except (TypeError, ValueError) as e:
-            text = str(e).removeprefix("Job 'backoff': ").rstrip(".")
-            return text.removeprefix("backoff ") if text.startswith("backoff ") else (
-                f"is wrong: {text}"
-            )
-    return None
 
 
 class LateriteBackend(BaseTaskBackend):
@@ -139,7 +95,7 @@ class LateriteBackend(BaseTaskBackend):
             raise InvalidTask(f"Task {task.module_path!r}: {problem}.")
         for name, value in zip(("TRIES", "BACKOFF", "TIMEOUT"), self.run_options(task),
                                strict=True):
-            problem = _option_problem(name, value)
+            problem = option_problem(name, value)
             if problem:
                 source = (
                     f"the backend's OPTIONS[{name!r}]"
@@ -177,7 +133,7 @@ class LateriteBackend(BaseTaskBackend):
                 id="laterite.E102",
             )
         for name in DEFAULT_OPTIONS:
-            problem = _option_problem(name, getattr(self, name.lower()))
+            problem = option_problem(name, getattr(self, name.lower()))
             if problem:
                 yield checks.Error(f"{label}['OPTIONS'][{name!r}] {problem}.", id="laterite.E103")
         worker_queues = raw("QUEUES")  # a bad value is check_settings' to report
@@ -194,141 +150,13 @@ class LateriteBackend(BaseTaskBackend):
 
     # -- enqueue ----------------------------------------------------------------------
 
-    def _unique_key(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
-        make_key = getattr(task, "unique_key", None)
-        if make_key is None:
-            return None
-        key = make_key(*args, **kwargs)
-        if key is not None and not isinstance(key, str):
-            raise TypeError(
-                f"Task {task.module_path!r}: unique_key returned {key!r}; it must return a str "
-                f"or None."
-            )
-        problem = key and too_long("the unique_key", key, UNIQUE_KEY_MAX)
-        if problem:
-            raise ValueError(f"Task {task.module_path!r}: {problem}.")
-        return key
-
     def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
         """Store the task as a laterite job and return its result, READY.
 
         A task with a unique_key whose key already waits is not queued again:
         the waiting task's result is returned instead.
         """
-        from ..models import TaskResultRecord
-
-        self.validate_task(task)
-        enqueued_at = timezone.now()
-        result: TaskResult[Any] = TaskResult(
-            task=task,
-            id=get_random_string(32),
-            status=TaskResultStatus.READY,
-            enqueued_at=enqueued_at,
-            started_at=None,
-            finished_at=None,
-            last_attempted_at=None,
-            args=list(args),
-            kwargs=dict(kwargs),
-            backend=self.alias,
-            errors=[],
-            worker_ids=[],
-        )
-        check_keys(f"Task {task.module_path!r}", result.args, result.kwargs)
-        key = self._unique_key(task, result.args, result.kwargs)
-        call: dict[str, Any] = {
-            "task": task.module_path,
-            "args": result.args,
-            "kwargs": result.kwargs,
-            "backend": self.alias,
-            "result": result.id,
-        }
-        if key is not None:
-            call["unique_key"] = key
-        limited = concurrency_of(self, task, result.args, result.kwargs)
-        if limited is not None:
-            call["concurrency"], call["concurrency_key"] = limited
-        job = task_job()
-        inline = settings.MODE == "inline"
-
-        def record(job_id: object = None) -> TaskResultRecord:
-            return TaskResultRecord.objects.using(settings.DATABASE).create(
-                id=result.id,
-                task_path=task.module_path,
-                backend=self.alias,
-                queue=task.queue_name,
-                priority=task.priority,
-                run_after=task.run_after,
-                args=result.args,
-                kwargs=result.kwargs,
-                status=TaskResultStatus.READY,
-                enqueued_at=enqueued_at,
-                job_id="" if job_id is None else str(job_id),
-                unique_key=key or "",
-            )
-
-        def push() -> Pushed:
-            return job.enqueue((), call, at=task.run_after, queue=task.queue_name,
-                               priority=task.priority)
-
-        database = settings.DATABASE
-        if inline:
-            # The task runs at the push: its result must exist first.
-            with transaction.atomic(using=database):
-                saved = record()
-                task_enqueued.send(sender=type(self), task_result=result)
-                push()
-                saved.refresh_from_db()
-            return build_result(saved, task)
-        if get_store().transactional_push:
-            # The job and its result commit (or roll back) together.
-            with transaction.atomic(using=database):
-                pushed = push()
-                if pushed.status == "duplicate":
-                    return self._waiting(key) or result
-                record(pushed.id)
-        elif key is None and transaction.get_connection(database).in_atomic_block:
-            # The store cannot join the transaction (Redis): the push goes to its
-            # outbox in this transaction, with the result, and moves at the commit, or
-            # at a worker's sweep if the store is down then. (A unique task needs the
-            # store's answer at once: it is pushed at the commit, below.)
-            with transaction.atomic(using=database):
-                record()
-                push()
-        else:
-            # The result first, so the worker finds it; the job once it is committed.
-            saved = record()
-
-            def push_now() -> Pushed:
-                try:
-                    pushed = push()
-                except BaseException:
-                    saved.delete()
-                    raise
-                if pushed.status == "duplicate":
-                    saved.delete()
-                elif pushed.id is not None:
-                    type(saved).objects.using(database).filter(pk=saved.pk).update(
-                        job_id=str(pushed.id)
-                    )
-                return pushed
-
-            if transaction.get_connection(database).in_atomic_block:
-                transaction.on_commit(push_now, using=database)
-            elif push_now().status == "duplicate":
-                return self._waiting(key) or result
-        task_enqueued.send(sender=type(self), task_result=result)
-        return result
-
-    def _waiting(self, key: str | None) -> TaskResult | None:
-        from ..models import TaskResultRecord
-
-        found = (
-            TaskResultRecord.objects.using(settings.DATABASE)
-            .filter(backend=self.alias, unique_key=key, status=TaskResultStatus.READY)
-            .order_by("-enqueued_at")
-            .first()
-        )
-        return None if found is None else build_result(found)
+        return enqueue_task(self, task, args, kwargs)
 
     # -- results ----------------------------------------------------------------------
 

@@ -1,0 +1,253 @@
+"""One attempt of one task (`TaskRun`): start it, call it and record its outcome in its result."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import traceback
+from collections.abc import Callable
+from inspect import iscoroutinefunction
+from types import SimpleNamespace
+from typing import Any
+
+from django.utils import timezone
+
+from ..context import JobContext
+from ..exceptions import Cancelled, Fail
+from ..worker.execute import JobTimeout
+from ..worker.rules import Action, Decision
+
+__all__ = ["TaskRun"]
+
+
+def _worker_id() -> str:
+    from ..worker.loop import default_worker_name
+
+    thread = threading.current_thread()
+    if thread is threading.main_thread():
+        return default_worker_name()
+    return f"{default_worker_name()}/{thread.name}"
+
+
+def _call(task: Any, task_result: Any, args: list, kwargs: dict) -> Any:
+    if task.takes_context:
+        from .compat import TaskContext
+
+        args = [TaskContext(task_result=task_result), *args]
+    if iscoroutinefunction(task.func):
+        # Run in this thread, so a timeout (SIGALRM) interrupts the coroutine itself.
+        return asyncio.run(task.func(*args, **kwargs))
+    return task.func(*args, **kwargs)
+
+
+class TaskRun:
+    """One attempt of one task: start, call, and settle its result by the task's rules."""
+
+    def __init__(
+        self, path: str, args: list, kwargs: dict, alias: str, result_id: str | None,
+        cx: JobContext,
+    ) -> None:
+        self.path = path
+        self.args = args
+        self.kwargs = kwargs
+        self.alias = alias
+        self.result_id = result_id
+        self.cx = cx
+        self.inline = cx.id is None
+        self.task: Any = None
+        self.sender: type = TaskRun
+        self.ttl: float | None = None
+        # A task pushed without a result (queue_push, say) is described in memory only.
+        self.unsaved = SimpleNamespace(
+            pk=f"job:{cx.id}", task_path=path, backend=alias, queue=cx.queue, priority=0,
+            run_after=None, args=args, kwargs=kwargs, status="READY",
+            enqueued_at=cx.pushed_at, started_at=None, last_attempted_at=None,
+            finished_at=None, errors=[], worker_ids=[], return_value=None, expires_at=None,
+        )
+
+    def run(self) -> Any:
+        from .compat import normalize_json, task_started
+        from .results import resolve_task
+
+        try:
+            self._backend()
+            self.task = resolve_task(self.path)
+        except Exception as e:
+            self._record(self._failed(e))
+            raise Fail(f"cannot run task {self.path!r}: {_summary(e)}") from e
+        task_result = self._start()
+        task_started.send(sender=self.sender, task_result=task_result)
+        try:
+            value = _call(self.task, task_result, self.args, self.kwargs)
+        except BaseException as e:
+            if _stopping(e):
+                raise  # given back: after_settle undoes the start
+            if self.inline:
+                self._finish(self._failed(e))
+                raise
+            # Retry or fail is the rules' to say; the error is recorded now, with its class.
+            self._record(_errored(e))
+            raise
+        try:
+            value = normalize_json(value)
+        except BaseException as e:
+            # A return value that is not JSON is final.
+            error = f"{_summary(e)}\n\n{''.join(traceback.format_exception(e))}"
+            self._record(_errored(e))
+            raise Fail(error) from e
+        self._finish(self._succeeded(value))
+        return value
+
+    def settled(self, decision: Decision) -> None:
+        """Record how the worker settled this attempt in the task's result."""
+        from .results import WorkerLost
+
+        if decision.action is Action.DELETE:
+            return  # recorded by run() as it returned
+        self._backend()
+        if decision.action is Action.GIVE_BACK:
+            self._record(_undo_start)
+        elif decision.action is Action.RELEASE:
+            self._record(_ready)
+        else:
+            reason = decision.error.split("\n", 1)[0]
+            error: BaseException = WorkerLost(reason)
+            if reason.startswith("JobTimeout"):
+                error = JobTimeout()
+                error.args = (reason.removeprefix("JobTimeout: "),)
+            elif reason.startswith("Cancelled"):  # killed past its grace by the supervisor
+                error = Cancelled(reason.removeprefix("Cancelled: "))
+            self._finish(self._failed(error, record_error=self._unrecorded))
+
+    def _unrecorded(self, record: Any) -> bool:
+        """Whether this attempt's error is not in the result yet (the task never ran,
+        or its process died): then the rules' reason is recorded."""
+        return len(record.errors) < self.cx.attempt
+
+    def _backend(self) -> None:
+        from .backend import laterite_backend
+
+        backend = laterite_backend(self.alias)
+        self.sender = type(backend)
+        self.ttl = backend.result_ttl
+
+    # -- the result -----------------------------------------------------------------
+
+    def _record(self, change: Callable[[Any], None]) -> Any:
+        """Apply `change` to the stored result (or the unsaved one); return it."""
+        from .results import update_record
+
+        if self.result_id is None:
+            change(self.unsaved)
+            return self.unsaved
+        return update_record(self.result_id, change)
+
+    def _result(self, record: Any) -> Any:
+        from .results import build_result
+
+        return build_result(record, self.task)
+
+    def _start(self) -> Any:
+        now = timezone.now()
+        worker = _worker_id()
+
+        def change(record: Any) -> None:
+            record.status = "RUNNING"
+            record.started_at = record.started_at or now
+            record.last_attempted_at = now
+            record.finished_at = None
+            record.expires_at = None
+            record.worker_ids = [*record.worker_ids, worker]
+
+        record = self._record(change)
+        if record is None:  # pruned meanwhile: carry on without it
+            self.result_id = None
+            record = self._record(change)
+        return self._result(record)
+
+    def _failed(
+        self, error: BaseException, record_error: Callable[[Any], bool] = lambda record: True
+    ) -> Callable[[Any], None]:
+        from .results import expiry
+
+        entry = _error_entry(error)
+        ttl = self.ttl
+
+        def change(record: Any) -> None:
+            now = timezone.now()
+            record.status = "FAILED"
+            record.finished_at = now
+            record.expires_at = expiry(now, ttl)
+            if record_error(record):
+                record.errors = [*record.errors, entry]
+
+        return change
+
+    def _succeeded(self, value: Any) -> Callable[[Any], None]:
+        from .results import expiry
+
+        ttl = self.ttl
+
+        def change(record: Any) -> None:
+            now = timezone.now()
+            record.status = "SUCCESSFUL"
+            record.finished_at = now
+            record.expires_at = expiry(now, ttl)
+            record.return_value = value
+
+        return change
+
+    def _finish(self, change: Callable[[Any], None]) -> None:
+        """Record the outcome and send task_finished.
+
+        On failure this runs inside the except block, as in Django's own
+        backends, so the framework's log line carries the traceback.
+        """
+        from .compat import task_finished
+
+        record = self._record(change) or self._record_unsaved(change)
+        task_finished.send(sender=self.sender, task_result=self._result(record))
+
+    def _record_unsaved(self, change: Callable[[Any], None]) -> Any:
+        self.result_id = None
+        return self._record(change)
+
+
+def _undo_start(record: Any) -> None:
+    """Give the attempt back: the worker returns the job to its queue uncounted."""
+    record.status = "READY"
+    record.worker_ids = record.worker_ids[:-1]
+
+
+def _errored(error: BaseException) -> Callable[[Any], None]:
+    entry = _error_entry(error)
+
+    def change(record: Any) -> None:
+        record.errors = [*record.errors, entry]
+
+    return change
+
+
+def _ready(record: Any) -> None:
+    """Released for another attempt."""
+    record.status = "READY"
+
+
+def _error_entry(error: BaseException) -> dict[str, str]:
+    kind = type(error)
+    return {
+        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+        "traceback": "".join(traceback.format_exception(error)),
+    }
+
+
+def _stopping(error: BaseException) -> bool:
+    """Whether `error` stops the worker (the attempt is given back, not failed)."""
+    from ..worker.attempt import WorkerStopped
+
+    return isinstance(error, KeyboardInterrupt | GeneratorExit | WorkerStopped)
+
+
+def _summary(error: BaseException) -> str:
+    kind = type(error)
+    return f"{kind.__module__}.{kind.__qualname__}: {error}".removeprefix("builtins.")
