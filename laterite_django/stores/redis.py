@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from ..conf import settings
-from ..exceptions import LateriteConfigurationError, PushNotReplicated, StoreUnavailable
+from ..exceptions import LateriteConfigurationError, StoreUnavailable
 from ..flow.limits import any_job_limited, queue_limits
 from ..minutes import Minute
 from . import (
@@ -35,14 +35,15 @@ from . import (
     redis_minutes,
     redis_outbox,
     redis_progress,
+    redis_replicated,
     redis_schedules,
 )
 from . import redis_calls as calls
 from .base import Claim, NewJob, Running, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
 from .redis_reads import RedisReads
+from .redis_values import PUSH_CHUNK, dt, push_packed, text, us
 from .redis_values import claims as claims_from_rows
-from .redis_values import dt, push_packed, text, us
 from .redis_wait import RedisWaiting
 from .schedule_state import Fired, ScheduleFire, ScheduleState
 
@@ -52,8 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RedisStore"]
 
-# Jobs per script call; a bigger push is several calls in one pipeline.
-_PUSH_CHUNK = 2000
 class RedisStore(RedisReads, RedisWaiting, Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
@@ -137,44 +136,18 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         now = str(us(timezone.now()))
         wait = settings.REDIS_WAIT
         if wait is not None:
-            return self._push_replicated(now, jobs, wait)
+            return redis_replicated.push(self, now, jobs, wait)
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key (redis_limits).
             return [int(i) or None for i in redis_limits.run(
                 self.client, redis_limits.PUSH_LIMITED,
                 [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
-        if len(jobs) <= _PUSH_CHUNK:
+        if len(jobs) <= PUSH_CHUNK:
             results = [self._run("PUSH", push_packed(now, jobs))]
         else:
-            chunks = [jobs[i : i + _PUSH_CHUNK] for i in range(0, len(jobs), _PUSH_CHUNK)]
+            chunks = [jobs[i : i + PUSH_CHUNK] for i in range(0, len(jobs), PUSH_CHUNK)]
             results = self._pipeline([("PUSH", push_packed(now, chunk)) for chunk in chunks])
         return [int(i) or None for result in results for i in result]
-
-    def _push_replicated(self, now: str, jobs: Sequence[NewJob], wait: float
-                         ) -> list[int | None]:
-        """Push, then wait up to `wait` seconds for one replica to have the jobs.
-
-        Redis replicates asynchronously: a push the primary acknowledged is lost if
-        the primary fails before a replica copied it. With LATERITE_QUEUE_REDIS_WAIT
-        a push returns once a replica has it, and raises PushNotReplicated if none
-        confirmed it in time (the jobs are on the primary all the same).
-        """
-        if any(job.concurrency_limit for job in jobs):
-            source = redis_limits.PUSH_LIMITED
-            steps = [(redis_limits.sha(source), source,
-                      [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
-        else:
-            steps = [(calls.SHAS["PUSH"], calls.SOURCES["PUSH"],
-                      [self.prefix, *push_packed(now, jobs[i : i + _PUSH_CHUNK])])
-                     for i in range(0, len(jobs), _PUSH_CHUNK)]
-        results, replicas = calls.run_replicated(self.client, steps, wait)
-        ids = [int(i) or None for result in results for i in result]
-        if replicas < 1:
-            raise PushNotReplicated(
-                f"The redis store pushed {len(jobs)} job(s) to {describe_redis(self.alias)}, "
-                f"but no replica confirmed them within {wait:g} s "
-                f"(LATERITE_QUEUE_REDIS_WAIT): a failover now would lose them.", ids)
-        return ids
 
     @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:

@@ -14,10 +14,13 @@ from typing import Any, overload
 from .base import Claim, NewJob
 
 __all__ = [
-    "EPOCH", "claims", "dt", "job_fields", "pack", "push_args", "push_packed", "text", "us",
+    "EPOCH", "PUSH_CHUNK", "claims", "dt", "job_fields", "pack", "push_args", "push_packed",
+    "text", "us",
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Jobs per PUSH script call; a bigger push is several calls in one pipeline.
+PUSH_CHUNK = 2000
 _MICROSECOND = timedelta(microseconds=1)
 
 

@@ -1,0 +1,44 @@
+"""A Redis push that waits for a replica (LATERITE_QUEUE_REDIS_WAIT), so a failover of
+the primary cannot lose a push it acknowledged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..exceptions import PushNotReplicated
+from . import redis_calls as calls
+from . import redis_limits
+from .base import NewJob
+from .errors import describe_redis
+from .redis_values import PUSH_CHUNK, push_packed
+
+if TYPE_CHECKING:
+    from .redis import RedisStore
+
+__all__ = ["push"]
+
+def push(store: RedisStore, now: str, jobs: Sequence[NewJob], wait: float) -> list[int | None]:
+    """Push, then wait up to `wait` seconds for one replica to have the jobs.
+
+    Redis replicates asynchronously: a push the primary acknowledged is lost if
+    the primary fails before a replica copied it. With LATERITE_QUEUE_REDIS_WAIT
+    a push returns once a replica has it, and raises PushNotReplicated if none
+    confirmed it in time (the jobs are on the primary all the same).
+    """
+    if any(job.concurrency_limit for job in jobs):
+        source = redis_limits.PUSH_LIMITED
+        steps = [(redis_limits.sha(source), source,
+                  [store.prefix, *redis_limits.push_limited_args(now, jobs)])]
+    else:
+        steps = [(calls.SHAS["PUSH"], calls.SOURCES["PUSH"],
+                  [store.prefix, *push_packed(now, jobs[i : i + PUSH_CHUNK])])
+                 for i in range(0, len(jobs), PUSH_CHUNK)]
+    results, replicas = calls.run_replicated(store.client, steps, wait)
+    ids = [int(i) or None for result in results for i in result]
+    if replicas < 1:
+        raise PushNotReplicated(
+            f"The redis store pushed {len(jobs)} job(s) to {describe_redis(store.alias)}, "
+            f"but no replica confirmed them within {wait:g} s "
+            f"(LATERITE_QUEUE_REDIS_WAIT): a failover now would lose them.", ids)
+    return ids
