@@ -1,6 +1,6 @@
 """Turn the figures of a run into tables (Markdown, also printed). Stdlib only."""
 
-from bench.systems import SYSTEMS, system
+from bench.systems import METRICS_ROWS, SYSTEMS, system
 
 __all__ = [
     "COLUMNS",
@@ -140,6 +140,36 @@ def _ref_history(meta):
         " figure moves from run to run is the noise to read the ratios against.",
         "",
         _table(["date", "load", "row", *_ref_heads(), "command"], lines),
+        "",
+    ]
+
+
+METRICS_COLUMNS = ["drain_1", "drain_2", "drain_4"]
+
+
+def _metrics_section(results):
+    """The drains with metrics on divided by the same drains with metrics off."""
+    lines = []
+    for on, off in METRICS_ROWS.items():
+        a, b = results.get(on), results.get(off)
+        if not a or not b or a.get("failed") or b.get("failed"):
+            continue
+        cells = [SYSTEMS[off].store, f"{on} / {off}"]
+        for key in METRICS_COLUMNS:
+            x, y = value(a, key), value(b, key)
+            cells.append(f"{x / y:.2f} ({_fmt(x, key)} / {_fmt(y, key)})" if x and y else "-")
+        lines.append(cells)
+    if not lines:
+        return []
+    heads = [h for k, h, _ in COLUMNS if k in METRICS_COLUMNS]
+    return [
+        "## Metrics on / off",
+        "",
+        "The drains of workers serving Prometheus metrics (`queue_work --metrics-port 0`)"
+        " divided by the same drains without, the two rows measured in alternating"
+        " rounds of the same run.",
+        "",
+        _table(["store", "rows", *heads], lines),
         "",
     ]
 
@@ -324,6 +354,7 @@ def _figures(results, meta, figures, notes):
         "",
     ]
     out += _ref_section(results, meta)
+    out += _metrics_section(results)
     out += [
         "## Ratios",
         "",

@@ -32,6 +32,7 @@ if __package__ in (None, ""):  # `python bench/run.py`
 
 from bench import report
 from bench.systems import (
+    METRICS_ROWS,
     REF_BASES,
     REF_PATH,
     ROOT,
@@ -569,7 +570,8 @@ def main(argv=None):
     def prepare(desc):
         """Return None, or why `desc` cannot run (a store down, a failed install)."""
         # laterite on Redis keeps its failed list in PostgreSQL here.
-        needs = {desc.store} | ({"PostgreSQL"} if desc.base == "laterite_redis" else set())
+        on_redis = desc.kind == "laterite" and desc.store == "Redis"
+        needs = {desc.store} | ({"PostgreSQL"} if on_redis else set())
         down = [s for s in needs if s in services and not services[s]]
         if down:
             return f"{down[0]} is not reachable on 127.0.0.1"
@@ -589,9 +591,12 @@ def main(argv=None):
         if name in done:
             continue
         desc = system(name)
-        # With --ref, a row and its earlier commit's row are measured in alternating rounds.
-        ref = f"{name}@{args.ref}" if args.ref else None
-        pair = [desc, system(ref)] if ref in args.names and args.repeat > 1 else [desc]
+        # A row and its earlier commit's row (--ref), or else its metrics-on row,
+        # are measured in alternating rounds.
+        partner = f"{name}@{args.ref}" if args.ref else None
+        if partner not in args.names:
+            partner = next((m for m, base in METRICS_ROWS.items() if base == name), None)
+        pair = [desc, system(partner)] if partner in args.names and args.repeat > 1 else [desc]
         ready = []
         for d in pair:
             say(f"== {d.name} ({d.label}, {d.store})")

@@ -105,6 +105,8 @@ _ALL = [
     System("django_tasks_db_tuned", "django_tasks_db", "django_tasks_db", PG, "peer", None,
            "django-tasks-db, tuned (CONN_MAX_AGE=None, --interval 0.1)"),
     System("laterite_pg", "laterite", "laterite", PG, "laterite", None, "laterite_django"),
+    System("laterite_pg_metrics", "laterite", "laterite", PG, "laterite", None,
+           "laterite_django, metrics on"),
     System("floor_redis", "floor_redis", "floor", REDIS, "floor", 9,
            "bare redis-py: LMOVE + LREM"),
     System("huey", "huey", "huey", REDIS, "peer", 10, "Huey"),
@@ -112,6 +114,8 @@ _ALL = [
     System("rq_simple", "rq", "rq", REDIS, "peer", 12, "RQ, SimpleWorker"),
     System("celery", "celery", "celery", REDIS, "peer", 13, "Celery, solo pool"),
     System("laterite_redis", "laterite", "laterite", REDIS, "laterite", 14, "laterite_django"),
+    System("laterite_redis_metrics", "laterite", "laterite", REDIS, "laterite", 7,
+           "laterite_django, metrics on"),
     System("laterite_sqlite", "laterite", "laterite", SQLITE, "laterite", None, "laterite_django"),
 ]
 # fmt: on
@@ -131,7 +135,10 @@ SCALE_SCENARIOS = ("churn", "backlog", "idle")
 
 # laterite rows that `--ref` measures at an earlier commit too.
 REF_BASES = ("laterite_pg", "laterite_redis", "laterite_sqlite")
-REF_REDIS_DB = 8  # laterite_redis uses 14; the tests use 15
+REF_REDIS_DB = 8  # laterite_redis uses 14 (its metrics row 7); the tests use 15
+# Rows of laterite with its workers serving metrics (`--metrics-port 0`), and the
+# row each is compared with (metrics off) in the report.
+METRICS_ROWS = {"laterite_pg_metrics": "laterite_pg", "laterite_redis_metrics": "laterite_redis"}
 
 
 def slug(name):

@@ -1,6 +1,7 @@
 """laterite_django itself, on SQLite, PostgreSQL or Redis: push / push_many; queue_work.
 
-Extra worker arguments (say `--batch 100`) come from $BENCH_LATERITE_ARGS. A row
+Extra worker arguments (say `--batch 100`) come from $BENCH_LATERITE_ARGS; the
+`*_metrics` rows add `--metrics-port 0`. A row
 `laterite_pg@<commit>` runs the same code against the package installed from
 that commit (see bench/systems/__init__.py).
 """
@@ -10,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench.systems import ROOT, slug
+from bench.systems import METRICS_ROWS, ROOT, slug
 from bench.systems.base import DB_SUFFIX, pkg_versions
 from bench.systems.djangobase import DjangoBase
 
@@ -25,6 +26,9 @@ class System(DjangoBase):
     def __init__(self, *args):
         super().__init__(*args)
         self.extra = shlex.split(os.environ.get("BENCH_LATERITE_ARGS", ""))
+        if self.name in METRICS_ROWS:
+            # Prometheus metrics served on a free port: what they cost the drain.
+            self.extra += ["--metrics-port", "0"]
         if self.extra:
             self.notes = f"laterite workers ran with: {' '.join(self.extra)}"
 
