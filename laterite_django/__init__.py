@@ -10,6 +10,7 @@ from .exceptions import Cancelled, Fail, JobNotRegistered, PushFromEventLoop, Re
 from .flow import cancel, pause_queue, resume_queue
 from .jobs import JobFunction, job
 from .registry import registry
+from .workflows import add_to_batch, batch, cancel_batch, chain
 
 __all__ = [
     "Cancelled",
@@ -20,7 +21,11 @@ __all__ = [
     "PushFromEventLoop",
     "Pushed",
     "Retry",
+    "add_to_batch",
+    "batch",
     "cancel",
+    "cancel_batch",
+    "chain",
     "job",
     "pause_queue",
     "registry",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .flow.cancel import CancelWatch
@@ -24,6 +24,7 @@ class JobContext:
     pushed_at: datetime
     schedule: str | None = None  # the schedule that pushed it, if one did
     scheduled_at: datetime | None = None  # the tick it was pushed for (--run: that moment)
+    batch_id: int | None = None  # the batch it belongs to, if any (workflows)
     # Where `progress` goes (the worker's ProgressDesk); None: nowhere (inline, run_jobs).
     report_progress: Callable[[object], None] | None = field(
         default=None, repr=False, compare=False)
@@ -44,6 +45,15 @@ class JobContext:
     def cancelled(self) -> bool:
         """True once someone asked to cancel this job (`laterite_django.cancel`)."""
         return self.cancel_watch is not None and self.cancel_watch.asked.is_set()
+
+    def add_to_batch(self, calls: Any) -> int:
+        """Add calls (made with `job.call(...)`) to this job's batch: its callbacks wait
+        for them too. Return how many were added."""
+        if self.batch_id is None:
+            raise ValueError(f"Job {self.name!r} #{self.id} is not part of a batch.")
+        from .workflows.batches import add_to_batch
+
+        return add_to_batch(self.batch_id, calls)
 
     def check(self) -> None:
         """Raise Cancelled if this job was cancelled; call it where stopping is safe."""

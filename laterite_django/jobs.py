@@ -24,6 +24,7 @@ from .registry import registry
 if TYPE_CHECKING:
     from .stores import Claim, NewJob
     from .worker.rules import Decision, JobOptions
+    from .workflows.calls import JobCall
 
 __all__ = ["JobFunction", "job"]
 
@@ -98,6 +99,13 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     def push_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run at `when`, an aware datetime."""
         return self.enqueue(args, kwargs, at=self._checked_when(when))
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> JobCall:
+        """A call of this job to push later, in a chain or a batch; checked and encoded
+        as a push would be."""
+        from .workflows.calls import JobCall
+
+        return JobCall.checked(self, args, kwargs)
 
     def push_many(self, calls: Iterable[Call]) -> list[Pushed]:
         """Store many calls in one round trip: each an args tuple/list or a kwargs dict."""

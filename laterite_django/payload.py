@@ -113,11 +113,11 @@ def decode(text: str | bytes) -> tuple[list[Any], dict[str, Any]]:
             f'The payload must be an object {{"args": [...], "kwargs": {{...}}}}, '
             f"got {type(data).__name__}: {text!r:.200}"
         )
-    unknown = set(data) - {"args", "kwargs", "schedule", "trace"}
+    unknown = set(data) - {"args", "kwargs", "schedule", "trace", "chain", "batch"}
     if unknown:
         raise InvalidPayload(
             f'The payload has unknown keys {sorted(unknown)}; only "args" and "kwargs" '
-            f'(and "schedule", "trace") are allowed.'
+            f'(and "schedule", "trace", "chain", "batch") are allowed.'
         )
     args = data.get("args", [])
     kwargs = data.get("kwargs", {})

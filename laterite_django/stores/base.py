@@ -238,6 +238,12 @@ class Store(FailedList, abc.ABC):
     def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
         """Return the ids of those held `claims` whose cancel was asked."""
 
+    def drop_batch(self, batch_id: int) -> int:
+        """Remove the jobs of cancelled batch `batch_id` not started yet, counting each as
+        ended (workflows.batches.cancel_batch); return how many. A store that cannot
+        find them cheaply returns 0: its workers drop each as they claim it."""
+        return 0
+
     def close(self) -> None:
         """Release whatever connections this store holds for the calling thread."""
 

@@ -26,7 +26,16 @@ from django.utils import timezone
 
 from ..flow.limits import any_job_limited, queue_limits
 from ..minutes import KEEP, Minute
-from . import database_flow, database_schedules, sql, sql_limits, sql_postgres, sql_sqlite
+from ..workflows.ending import any_marked
+from . import (
+    database_flow,
+    database_schedules,
+    database_workflows,
+    sql,
+    sql_limits,
+    sql_postgres,
+    sql_sqlite,
+)
 from .base import Claim, NewJob, Store, job_ids
 from .database_reads import DatabaseReads
 from .database_wait import DatabaseWaiting, aware
@@ -165,6 +174,10 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
         if not queues or limit < 1:
             self.delete(finished)
             return []
+        if finished and any_marked(finished):
+            # Jobs of a chain or batch: deleted with what their end brings, first.
+            self.delete(finished)
+            finished = ()
         limits = queue_limits(queues)
         if limits or any_job_limited():
             # A limit may apply: the limited claim (sql_limits); else the plain one below.
@@ -215,6 +228,8 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
     def delete(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
+        if any_marked(claims):
+            return database_workflows.delete_marked(self, claims)
         return self._hot(*self.dialect.delete(claims))[1]
 
     @guarded
@@ -236,8 +251,10 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
             rows, _ = self._execute(sql.FAIL_DELETE, [claim.id, claim.token], fetch=True)
             if not rows:
                 return None
-            rows, _ = self._execute(sql.FAIL_INSERT, [*rows[0], now, error], fetch=True)
-            return rows[0][0]
+            failed, _ = self._execute(sql.FAIL_INSERT, [*rows[0], now, error], fetch=True)
+            if any_marked([claim]):
+                database_workflows.fail_counted(self, claim)
+            return failed[0][0]
 
     # -- schedules (database_schedules.py) -----------------------------------------
 
@@ -320,6 +337,10 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
     @guarded
     def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
         return database_flow.cancel_requested(self, claims)
+
+    @guarded
+    def drop_batch(self, batch_id: int) -> int:
+        return database_workflows.drop_batch(self, batch_id)
 
     @guarded
     def close(self) -> None:

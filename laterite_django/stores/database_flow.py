@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..flow.cancel import Outcome, reason
-from . import sql
+from . import database_workflows, sql
 from .base import Claim, job_ids
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ def cancel(store: DatabaseStore, ids: Iterable[int]) -> dict[int, str]:
         for row in rows:
             store._execute(sql.FAIL_INSERT, [*row, now, reason(False)])
             result[row[0]] = Outcome.CANCELLED
+        database_workflows.failed_payloads(store, [row[3] for row in rows])
         running, _ = store._execute(
             f"UPDATE {sql.TABLE} SET cancel_requested_at = %s "
             f"WHERE token IS NOT NULL AND id IN ({marks}) RETURNING id",

@@ -29,6 +29,7 @@ from ..registry import registry
 from ..signals import job_started, job_succeeded
 from ..stores import Claim
 from ..tracing import AttemptSpan, attempt_span
+from ..workflows.marks import marks_of
 from . import rules
 from .execute import Ran, run_job, time_limit_passed
 from .rules import Action, Attempt, Decision, Ending, JobOptions
@@ -196,6 +197,10 @@ def _run(
     scheduled = payload.schedule_of(claim.payload)
     if scheduled is not None:
         cx = replace(cx, schedule=scheduled[0], scheduled_at=scheduled[1])
+    if '"batch":' in claim.payload:
+        batch = marks_of(claim.payload).batch
+        if batch is not None:
+            cx = replace(cx, batch_id=batch[0])
     try:
         if worker.manage_connections:
             close_old_connections()

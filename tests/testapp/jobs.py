@@ -347,3 +347,25 @@ if os.environ.get("LATERITE_TEST_FLOW"):
     # Jobs with a concurrency limit make every claim the limited one: only the workers
     # of the flow tests register them (tests/worker/test_flow_limits.py).
     from . import flow_jobs  # noqa: F401
+
+
+# -- workflows (chains and batches) ---------------------------------------------------
+
+
+@job("tests.step", tries=2, backoff=0)
+def step(value: str, cx: JobContext) -> str:
+    """Record a step of a workflow (with its batch, if any); fail for good while a
+    `gate` record of the same value exists."""
+    if Record.objects.filter(kind="gate", value=value).exists():
+        raise Fail(f"gate {value} is closed")
+    _record("step", value, cx.attempt)
+    if cx.batch_id is not None:
+        _record("step-batch", f"{value}@{cx.batch_id}")
+    return value
+
+
+@job("tests.grow", tries=1)
+def grow(value: str, more: int, cx: JobContext) -> None:
+    """Add `more` steps to this job's batch, then record itself."""
+    cx.add_to_batch([step.call(f"{value}-{k}") for k in range(more)])
+    _record("step", value, cx.attempt)

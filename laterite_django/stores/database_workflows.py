@@ -1,0 +1,77 @@
+"""The database store's side of chains and batches (workflows/): a job of a workflow
+is deleted, or moved to the failed list, in the transaction that pushes the next link
+of its chain and counts its end on its batch, so a worker killed at any instant
+leaves either all of it or none of it done."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from ..workflows.counts import count_ends
+from ..workflows.ending import End, ends_of, ends_of_payloads, next_links
+from .sql import TABLE
+
+if TYPE_CHECKING:
+    from .base import Claim, NewJob
+    from .database import DatabaseStore
+
+__all__ = ["batch_pattern", "delete_marked", "drop_batch", "fail_counted", "failed_payloads"]
+
+
+def delete_marked(store: DatabaseStore, claims: Sequence[Claim]) -> int:
+    """Delete finished jobs whose claims are still held, some of a workflow: push the
+    next links and count the batch ends of those deleted, in one transaction."""
+    pairs = ", ".join(["(%s, %s)"] * len(claims))
+    params = [v for c in claims for v in (c.id, c.token)]
+    with transaction.atomic(using=store.database):
+        rows, _ = store._execute(
+            f"DELETE FROM {TABLE} WHERE (id, token) IN (VALUES {pairs}) RETURNING id",
+            params, fetch=True)
+        deleted = {row[0] for row in rows}
+        done = [c for c in claims if c.id in deleted]
+        links: list[NewJob] = [new for c in done for new in next_links(c)]
+        if links:
+            store.push(links)
+        count_ends(store.database, ends_of(done), store.push)
+    return len(deleted)
+
+
+def fail_counted(store: DatabaseStore, claim: Claim) -> None:
+    """Count a job of a batch moved to the failed list (in fail()'s transaction)."""
+    count_ends(store.database, ends_of([claim], failed=True), store.push)
+
+
+def batch_pattern(batch_id: int) -> str:
+    """A LIKE pattern for the payloads of the jobs of batch `batch_id`."""
+    return f'%"batch":[{int(batch_id)},%'
+
+
+def drop_batch(store: DatabaseStore, batch_id: int) -> int:
+    """Delete the jobs of a cancelled batch that have not started, counting each as
+    ended (not failed); return how many."""
+    lock = " FOR UPDATE SKIP LOCKED" if store.postgres else ""
+    with transaction.atomic(using=store.database):
+        rows, _ = store._execute(
+            f"SELECT id, payload FROM {TABLE} WHERE token IS NULL AND payload LIKE %s{lock}",
+            [batch_pattern(batch_id)], fetch=True)
+        ends: list[End] = []
+        removed = 0
+        for chunk in range(0, len(rows), 500):
+            ids = [row[0] for row in rows[chunk:chunk + 500]]
+            marks = ", ".join(["%s"] * len(ids))
+            gone, _ = store._execute(
+                f"DELETE FROM {TABLE} WHERE id IN ({marks}) AND token IS NULL "
+                f"RETURNING id, payload", ids, fetch=True)
+            removed += len(gone)
+            ends += ends_of_payloads([text for _, text in gone])
+        count_ends(store.database, [e for e in ends if e.batch == batch_id], store.push)
+    return removed
+
+
+
+def failed_payloads(store: DatabaseStore, payloads: Sequence[str]) -> None:
+    """Count the jobs of these payloads, moved to the failed list, on their batches."""
+    count_ends(store.database, ends_of_payloads(payloads, failed=True), store.push)

@@ -1,0 +1,83 @@
+"""A call of a job made but not pushed (`job.call(...)`): what chains and batches
+are made of. It is checked and encoded as a push would be, so a bad argument fails
+where the call is written, not when its turn comes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from .. import payload
+from .marks import with_marks
+
+if TYPE_CHECKING:
+    from ..jobs import JobFunction
+    from ..stores import NewJob
+
+__all__ = ["JobCall", "from_link", "link_job"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobCall:
+    """`job(*args, **kwargs)`, to push later as part of a chain or a batch."""
+
+    job: JobFunction
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+
+    @classmethod
+    def checked(cls, job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any]
+                ) -> JobCall:
+        """The call, once its arguments fit the function and encode as JSON."""
+        job._check_registered()
+        job._check_arguments(args, kwargs)
+        payload.encode(job.name, args, kwargs)  # raises InvalidPayload naming the argument
+        return cls(job, tuple(args), dict(kwargs))
+
+    def __repr__(self) -> str:
+        return f"<JobCall {self.job.name}>"
+
+    def link(self) -> dict[str, Any]:
+        """The call as a chain link or batch callback, stored as JSON."""
+        return {"job": self.job.name, "args": list(self.args), "kwargs": dict(self.kwargs)}
+
+    def new_job(self, *, chain: list[dict[str, Any]] | None = None,
+                batch: tuple[int, int] | None = None) -> NewJob:
+        """The job to store for this call, marked with the rest of its chain and its
+        place in a batch."""
+        new = self.job.new_jobs([(self.args, self.kwargs)])[0]
+        new.payload = with_marks(new.payload, chain, batch)
+        return new
+
+
+def from_link(link: Mapping[str, Any]) -> JobCall:
+    """The call a stored link stands for; raises if its job is not registered here or
+    its arguments no longer fit."""
+    from ..registry import registry
+
+    job = registry.get(str(link.get("job")))
+    args, kwargs = link.get("args", []), link.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise ValueError(f"a malformed link: {link!r:.200}")
+    return JobCall.checked(job, args, kwargs)
+
+
+def link_job(link: Mapping[str, Any], *, chain: list[dict[str, Any]] | None = None,
+             batch: tuple[int, int] | None = None) -> NewJob:
+    """The job to store for a stored link. A link that cannot be made into its job (a
+    job this process does not know, arguments that no longer fit) is stored all the
+    same, as written: the worker that claims it moves it to the failed list with the
+    reason, so nothing of the workflow is lost."""
+    from ..stores import NewJob
+
+    try:
+        return from_link(link).new_job(chain=chain, batch=batch)
+    except Exception:
+        now = timezone.now()
+        text = payload._encoder.encode(
+            {"args": link.get("args", []), "kwargs": link.get("kwargs", {})})
+        return NewJob(name=str(link.get("job"))[:200], queue="default",
+                      payload=with_marks(text, chain, batch), available_at=now, pushed_at=now)

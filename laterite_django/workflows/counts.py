@@ -1,0 +1,97 @@
+"""A batch's counts, moved in the database for every store, and its callbacks pushed
+by the transaction that moves them: the one that deletes the job on the database
+store, the one that records its end on Redis (see stores/redis_ends.py).
+
+Each job's end is counted once: its `BatchEnd` row (batch, position) is inserted with
+ON CONFLICT DO NOTHING, and only the rows inserted are counted, so an end told twice
+(a crash between the record and its removal on Redis) or a job retried from the
+failed list after it was counted moves nothing. The UPDATE of the batch's row locks
+it, so concurrent ends are counted one after another and exactly one of them takes
+`pending` to 0 (or counts the first failure): that one pushes the callbacks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+from django.utils import timezone
+
+from .calls import link_job
+
+if TYPE_CHECKING:
+    from ..stores import NewJob
+    from .ending import End
+
+__all__ = ["count_ends", "finished_jobs"]
+
+_UPDATE = (
+    "UPDATE laterite_batch SET pending = pending - %s, failed = failed + %s "
+    "WHERE id = %s AND finished_at IS NULL "
+    "RETURNING pending, failed, allow_failures, caught_at, cancelled_at, "
+    "then_call, catch_call, finally_call"
+)
+
+
+def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], Any]) -> None:
+    """Count `ends` on their batches and `push` the callbacks they set off. Runs in the
+    caller's transaction on database `using`."""
+    if not ends:
+        return
+    counted: dict[int, list[int]] = {}
+    with connections[using].cursor() as cursor:
+        values = ", ".join(["(%s, %s)"] * len(ends))
+        cursor.execute(
+            f"INSERT INTO laterite_batch_end (batch_id, position) VALUES {values} "
+            "ON CONFLICT DO NOTHING RETURNING batch_id, position",
+            [v for end in ends for v in (end.batch, end.position)],
+        )
+        new = {(int(b), int(p)) for b, p in cursor.fetchall()}
+        for end in ends:
+            if (end.batch, end.position) in new:
+                new.discard((end.batch, end.position))  # an end listed twice counts once
+                count = counted.setdefault(end.batch, [0, 0])
+                count[0] += 1
+                count[1] += end.failed
+        jobs: list[NewJob] = []
+        for batch in sorted(counted):  # one order for every transaction: no deadlock
+            jobs += _count(cursor, batch, *counted[batch])
+    if jobs:
+        push(jobs)
+
+
+def _count(cursor: Any, batch: int, ended: int, failed: int) -> list[NewJob]:
+    cursor.execute(_UPDATE, [ended, failed, batch])
+    row = cursor.fetchone()
+    if row is None:  # finished (or gone): nothing more to count
+        cursor.execute("DELETE FROM laterite_batch_end WHERE batch_id = %s", [batch])
+        return []
+    return finished_jobs(cursor, batch, row, failed)
+
+
+def finished_jobs(cursor: Any, batch: int, row: Sequence[Any], failed_now: int) -> list[NewJob]:
+    """The callbacks due now for a batch whose counts were just moved to `row`, and
+    its row marked for them (caught, finished)."""
+    pending, failed, allow, caught_at, cancelled_at, then, catch, finally_ = row
+    now = timezone.now()
+    connection = cursor.db
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    jobs = []
+    if failed_now and not allow and caught_at is None and cancelled_at is None:
+        if catch:
+            jobs.append(_callback(catch))
+        cursor.execute("UPDATE laterite_batch SET caught_at = %s WHERE id = %s", [stamp, batch])
+    if pending <= 0:
+        if then and cancelled_at is None and (not failed or allow):
+            jobs.append(_callback(then))
+        if finally_:
+            jobs.append(_callback(finally_))
+        cursor.execute("UPDATE laterite_batch SET finished_at = %s WHERE id = %s", [stamp, batch])
+        cursor.execute("DELETE FROM laterite_batch_end WHERE batch_id = %s", [batch])
+    return jobs
+
+
+def _callback(text: str) -> NewJob:
+    return link_job(json.loads(text))

@@ -1,0 +1,68 @@
+"""What a job's payload says of the workflow it belongs to: the rest of its chain and
+its place in a batch, kept beside its arguments so that a job retried from the
+failed list still carries them.
+
+    {"args": [...], "kwargs": {...}, "chain": [link, ...], "batch": [batch id, position]}
+
+A link is a call not pushed yet: {"job": name, "args": [...], "kwargs": {...}}.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Marks", "marks_of", "with_marks"]
+
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_KEYS = ('"chain":', '"batch":')
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """A job's place in workflows: the links to push after it, its batch and position."""
+
+    chain: list[dict[str, Any]]
+    batch: tuple[int, int] | None
+
+    def __bool__(self) -> bool:
+        return bool(self.chain) or self.batch is not None
+
+
+NONE = Marks([], None)
+
+
+def marks_of(text: str | bytes) -> Marks:
+    """The workflow marks of a payload; NONE for most jobs, found without parsing it."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if _KEYS[0] not in text and _KEYS[1] not in text:
+        return NONE
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return NONE
+    if not isinstance(data, dict):
+        return NONE
+    chain = data.get("chain") or []
+    batch = data.get("batch")
+    if not isinstance(chain, list) or not all(isinstance(link, dict) for link in chain):
+        chain = []
+    if not (isinstance(batch, list) and len(batch) == 2 and all(type(v) is int for v in batch)):
+        batch = None
+    return Marks(chain, None if batch is None else (batch[0], batch[1]))
+
+
+def with_marks(
+    text: str, chain: list[dict[str, Any]] | None = None, batch: tuple[int, int] | None = None
+) -> str:
+    """The payload `text` with the rest of its chain and its batch position added."""
+    if not chain and batch is None:
+        return text
+    data = json.loads(text)
+    if chain:
+        data["chain"] = chain
+    if batch is not None:
+        data["batch"] = list(batch)
+    return _encoder.encode(data)

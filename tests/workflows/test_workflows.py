@@ -1,0 +1,146 @@
+"""Chains and batches on every store, run by the worker's rules (testing.run_jobs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from laterite_django import batch, cancel_batch, chain
+from laterite_django.exceptions import InvalidPayload
+from laterite_django.models import Batch, BatchEnd, FailedJob
+from laterite_django.stores import get_store
+from laterite_django.testing import run_jobs
+from tests.testapp.jobs import grow, record, step
+from tests.testapp.models import Record
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def steps() -> list[str]:
+    return list(Record.objects.filter(kind="step").order_by("id").values_list("value", flat=True))
+
+
+def records(value: str) -> int:
+    return Record.objects.filter(kind="record", value=value).count()
+
+
+def test_a_chain_runs_its_links_in_order(store):
+    pushed = chain(step.call("a"), step.call("b"), step.call("c")).push()
+    assert pushed.status == "queued"
+    assert store.counts()["default"].waiting == 1  # only the first link waits
+    run_jobs()
+    assert steps() == ["a", "b", "c"]
+    assert "default" not in store.counts()
+
+
+def test_a_failed_link_keeps_the_rest_and_its_retry_resumes_the_chain(store):
+    Record.objects.create(kind="gate", value="b")
+    chain(step.call("a"), step.call("b"), step.call("c")).push()
+    run_jobs()
+    assert steps() == ["a"]
+    row = FailedJob.objects.get()
+    assert row.name == "tests.step" and '"chain":' in row.payload
+    Record.objects.filter(kind="gate").delete()
+    store.retry([row.pk])
+    run_jobs()
+    assert steps() == ["a", "b", "c"]
+
+
+def test_a_batch_pushes_then_and_finally_once_when_all_succeeded(store):
+    b = batch([step.call(f"s{i}") for i in range(5)], then=record.call("then"),
+              catch=record.call("catch"), finally_=record.call("finally"), name="five").push()
+    assert b.pk and b.total == 5 and b.pending == 5
+    run_jobs()
+    b.refresh_from_db()
+    assert sorted(steps()) == [f"s{i}" for i in range(5)]
+    assert (b.pending, b.failed, b.succeeded, b.state) == (0, 0, 5, "finished")
+    assert (records("then"), records("catch"), records("finally")) == (1, 0, 1)
+    assert set(Record.objects.filter(kind="step-batch").values_list("value", flat=True)) == {
+        f"s{i}@{b.pk}" for i in range(5)}
+    assert not BatchEnd.objects.exists()
+
+
+def test_a_failure_pushes_catch_once_and_never_then(store):
+    Record.objects.create(kind="gate", value="s1")
+    Record.objects.create(kind="gate", value="s3")
+    b = batch([step.call(f"s{i}") for i in range(5)], then=record.call("then"),
+              catch=record.call("catch"), finally_=record.call("finally")).push()
+    run_jobs()
+    b.refresh_from_db()
+    assert (b.pending, b.failed, b.state) == (0, 2, "failed")
+    assert (records("then"), records("catch"), records("finally")) == (0, 1, 1)
+    # A failed job retried afterwards runs, but the finished batch counts nothing again.
+    Record.objects.filter(kind="gate").delete()
+    store.retry(list(FailedJob.objects.values_list("pk", flat=True)))
+    run_jobs()
+    b.refresh_from_db()
+    assert (b.pending, b.failed) == (0, 2)
+    assert (records("then"), records("catch"), records("finally")) == (0, 1, 1)
+
+
+def test_allow_failures_still_pushes_then(store):
+    Record.objects.create(kind="gate", value="s0")
+    b = batch([step.call(f"s{i}") for i in range(3)], then=record.call("then"),
+              catch=record.call("catch"), finally_=record.call("finally"),
+              allow_failures=True).push()
+    run_jobs()
+    b.refresh_from_db()
+    assert (b.pending, b.failed) == (0, 1)
+    assert (records("then"), records("catch"), records("finally")) == (1, 0, 1)
+
+
+def test_a_job_adding_to_its_batch_makes_the_callbacks_wait(store):
+    b = batch([grow.call("g", 3), step.call("x")], then=record.call("then")).push()
+    run_jobs()
+    b.refresh_from_db()
+    assert sorted(steps()) == ["g", "g-0", "g-1", "g-2", "x"]
+    assert (b.total, b.pending) == (5, 0)
+    assert records("then") == 1
+    then_id = Record.objects.get(kind="record", value="then").pk
+    assert all(r.pk < then_id for r in Record.objects.filter(kind="step"))
+
+
+def test_an_empty_batch_pushes_its_callbacks_at_once(store):
+    b = batch([], then=record.call("then"), finally_=record.call("finally")).push()
+    assert b.finished_at is not None
+    run_jobs()
+    assert (records("then"), records("finally")) == (1, 1)
+
+
+def test_cancelling_a_batch_drops_what_waits_and_pushes_finally(store):
+    b = batch([step.call(f"s{i}") for i in range(4)], then=record.call("then"),
+              catch=record.call("catch"), finally_=record.call("finally")).push()
+    cancel_batch(b.pk)
+    run_jobs()
+    b.refresh_from_db()
+    assert steps() == []
+    assert b.state == "cancelled" and b.pending == 0 and b.finished_at is not None
+    assert (records("then"), records("catch"), records("finally")) == (0, 0, 1)
+    assert not FailedJob.objects.exists()
+
+
+def test_cancelling_an_unknown_batch_names_it(store):
+    with pytest.raises(ValueError, match="12345"):
+        cancel_batch(12345)
+
+
+def test_a_call_is_checked_where_it_is_written(store):
+    with pytest.raises(InvalidPayload, match="positional argument 0"):
+        step.call(object())
+    with pytest.raises(TypeError):
+        step.call("a", "b", "c")
+    with pytest.raises(TypeError, match="job.call"):
+        chain(step.call("a"), "b")
+    with pytest.raises(TypeError, match="then"):
+        batch([step.call("a")], then="x")
+    assert get_store().counts() == {}
+
+
+def test_batch_rows_and_jobs_commit_or_roll_back_together(store):
+    from django.db import transaction
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        batch([step.call("a")], then=record.call("then")).push()
+        raise RuntimeError("rolled back")
+    assert not Batch.objects.exists()
+    run_jobs()
+    assert steps() == []
