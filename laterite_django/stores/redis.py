@@ -27,8 +27,10 @@ from ..conf import settings
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
 from ..flow.limits import any_job_limited, queue_limits
 from ..minutes import Minute
+from ..workflows.ending import any_marked
 from . import (
     redis_alias,
+    redis_ends,
     redis_failed,
     redis_flow,
     redis_limits,
@@ -183,6 +185,10 @@ class RedisStore(RedisReads, RedisWaiting, Store):
                 *redis_limits.claim_args(us(timezone.now()), token, worker, limit, queues,
                                          limits)])
             return claims_from_rows(rows, token)
+        if finished and any_marked(finished):
+            # Jobs of a chain or batch: deleted with what their end brings, first.
+            self.delete(finished)
+            finished = ()
         if not finished:
             return self.claim(queues, worker, limit)
         if not queues or limit < 1:
@@ -223,6 +229,7 @@ class RedisStore(RedisReads, RedisWaiting, Store):
                 count += 1
         # Jobs pushed in transactions that committed while Redis was away.
         redis_outbox.sweep(self)
+        redis_ends.apply(self)  # batch ends a worker died before counting
         return count
 
     @guarded
@@ -259,6 +266,8 @@ class RedisStore(RedisReads, RedisWaiting, Store):
     def delete(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
+        if any_marked(claims):
+            return sum(1 for code in redis_ends.finish(self, claims) if code == 1)
         pairs = [value for c in claims for value in (c.id, c.token)]
         return sum(1 for code in self._run("DELETE", pairs) if int(code) == 1)
 
@@ -282,7 +291,7 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         if not self._run("MARK_FAILING", [claim.id, claim.token]):
             return None  # the claim was lost, or the job has left already
         link = redis_failed.retried_link(self, claim.id)
-        row = redis_failed.write_row(self._failed_rows(None), claim, error, link)
+        row = redis_ends.write_row_counted(self, claim, error, link)
         (code,) = self._run("DELETE", [claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it

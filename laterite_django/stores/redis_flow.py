@@ -24,9 +24,12 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
+
 from ..flow.cancel import Outcome, reason
+from . import redis_ends
 from .base import Claim, job_ids
-from .redis_failed import claim_token, failed_row, retried_link, write_row
+from .redis_failed import claim_token, failed_row, retried_link
 from .redis_scripts import _COMMON
 from .redis_values import dt, text, us
 
@@ -121,8 +124,10 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
         from ..models import FailedJob
 
         # The rows first (one statement), then the jobs leave Redis: see the docstring.
-        FailedJob.objects.using(store.database).bulk_create(
-            [FailedJob(**fields) for fields in failed])
+        with transaction.atomic(using=store.database):
+            FailedJob.objects.using(store.database).bulk_create(
+                [FailedJob(**fields) for fields in failed])
+            redis_ends.count_failed(store, [fields["payload"] for fields in failed])
         store._run("DELETE", [value for fields in failed
                               for value in (fields["job_id"], token)])
     return result
@@ -141,7 +146,7 @@ def finish_cancel(store: RedisStore, job_id: int, token: str) -> None:
     claim = Claim(id=job_id, name=name or "", queue=queue or "", payload=payload or "",
                   attempts=int(attempts or 0), pushed_at=dt(pushed_at) or store_now(),
                   token=token, unique_key=key or None, priority=int(priority or 0))
-    write_row(store._failed_rows(None), claim, reason(False), retried_link(store, job_id))
+    redis_ends.write_row_counted(store, claim, reason(False), retried_link(store, job_id))
     store._run("DELETE", [job_id, token])
 
 

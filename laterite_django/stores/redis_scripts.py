@@ -28,6 +28,7 @@ __all__ = [
     "CLAIM",
     "CLEAR",
     "DELETE",
+    "FINISH",
     "HEARTBEAT",
     "MAKE_DUE",
     "MARK_FAILING",
@@ -111,9 +112,9 @@ end
 # none), has_key ('1'/'0'), unique_key. One argument rather than nine per job: each
 # argument costs the client more to send than the script to decode.
 # Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
-PUSH = _COMMON + """
-local now = tonumber(ARGV[2])
-local A = cjson.decode(ARGV[3])
+_PUSH_JOBS = """
+-- Store the jobs of packed array A (see PUSH); return their ids (0: a duplicate).
+local function push_jobs(now, A)
 local n = #A / 9
 local ids = {}
 local pushed = {}
@@ -156,6 +157,10 @@ for q, count in pairs(pushed) do
   wake(q, count)
 end
 return ids
+end
+"""
+PUSH = _COMMON + _PUSH_JOBS + """
+return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]))
 """
 
 # ARGV: prefix, now, token, worker, limit, then the queue names in priority order.
@@ -274,6 +279,27 @@ for i = 2, #ARGV, 2 do
   end
 end
 return out
+"""
+
+# ARGV: prefix, now, id, token, record, then the jobs to push (packed as for PUSH).
+# Deletes a finished job of a workflow if its claim is still held and, in the same
+# step, pushes the next link of its chain and appends `record` (its batch end, ''
+# for none) to the list of ends the database has yet to count (stores/redis_ends).
+# Returns 1 deleted, 0 the job is gone, -1 the claim was lost, as DELETE.
+FINISH = _COMMON + _PUSH_JOBS + """
+local id, token, record = ARGV[3], ARGV[4], ARGV[5]
+local k = jkey(id)
+local held = redis.call('HGET', k, 'token')
+if held ~= token then
+  if redis.call('EXISTS', k) == 0 then return 0 end
+  return -1
+end
+drop_key(k, id)
+redis.call('ZREM', qkey(redis.call('HGET', k, 'queue'), 'claimed'), id)
+redis.call('DEL', k)
+if record ~= '' then redis.call('RPUSH', P .. ':ended', record) end
+push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[6]))
+return 1
 """
 
 # ARGV: prefix, now, id, token, available_at, error, undo ('1'/'0'). Returns 1 if

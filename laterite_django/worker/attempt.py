@@ -29,6 +29,7 @@ from ..registry import registry
 from ..signals import job_started, job_succeeded
 from ..stores import Claim
 from ..tracing import AttemptSpan, attempt_span
+from ..workflows.cancelled import batch_cancelled
 from ..workflows.marks import marks_of
 from . import rules
 from .execute import Ran, run_job, time_limit_passed
@@ -98,7 +99,7 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
                 attempt = Attempt(Ending.UNRUNNABLE, str(e) or type(e).__name__)
     decision = None
     if attempt is None:
-        decision = rules.before_run(claim, options)
+        decision = rules.before_run(claim, options, batch_cancelled=batch_cancelled(claim))
     if attempt is None and decision is None:
         assert job is not None
         watch = CancelWatch()

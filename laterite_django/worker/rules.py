@@ -107,14 +107,19 @@ def timeout_reason(seconds: float | None) -> str:
     return f"JobTimeout: timed out after {seconds:g} s" if seconds else "JobTimeout: timed out"
 
 
-def before_run(claim: Claim, options: JobOptions, now: datetime | None = None
-               ) -> Decision | None:
+def before_run(claim: Claim, options: JobOptions, now: datetime | None = None,
+               *, batch_cancelled: bool = False) -> Decision | None:
     """Return a decision if the job must not run at all, else None.
 
     A job reclaimed after its worker died, already past its tries and outside
     its retry window, fails without running: it may be what kills its worker.
     (A job released for a retry was granted its next attempt when released.)
+    A job of a cancelled batch is deleted without running (its end counted on
+    the batch, not as a failure): a store that could not remove it at the cancel
+    leaves it to the worker that claims it.
     """
+    if batch_cancelled:
+        return Decision(Action.DELETE, "its batch was cancelled")
     if (
         is_lost(claim)
         and options.tries

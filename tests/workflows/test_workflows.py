@@ -128,7 +128,7 @@ def test_a_call_is_checked_where_it_is_written(store):
         step.call(object())
     with pytest.raises(TypeError):
         step.call("a", "b", "c")
-    with pytest.raises(TypeError, match="job.call"):
+    with pytest.raises(TypeError, match=r"job\.call"):
         chain(step.call("a"), "b")
     with pytest.raises(TypeError, match="then"):
         batch([step.call("a")], then="x")
