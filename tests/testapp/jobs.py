@@ -369,3 +369,22 @@ def grow(value: str, more: int, cx: JobContext) -> None:
     """Add `more` steps to this job's batch, then record itself."""
     cx.add_to_batch([step.call(f"{value}-{k}") for k in range(more)])
     _record("step", value, cx.attempt)
+
+
+@job("tests.step_then_pause", queue="low", tries=1)
+def step_then_pause(value: str, cx: JobContext) -> None:
+    """Record a link, then pause its queue: the next link waits, pushed, unclaimed."""
+    from laterite_django import pause_queue
+
+    _record("step", value, cx.attempt)
+    pause_queue("low")
+    time.sleep(0.3)  # the worker sees the pause (LATERITE_QUEUE_POLL) before it claims again
+
+
+@job("tests.member", tries=3, backoff=0)
+def member(i: int, cx: JobContext) -> None:
+    """A job of a big batch: record it; fail for good while a `gate` record of its
+    number exists."""
+    if Record.objects.filter(kind="gate", value=str(i)).exists():
+        raise Fail(f"member {i} is gated")
+    _record("member", str(i), cx.attempt)
