@@ -240,9 +240,9 @@ class Store(FailedList, abc.ABC):
 
     def drop_batch(self, batch_id: int) -> int:
         """Remove the jobs of cancelled batch `batch_id` not started yet, counting each as
-        ended (workflows.batches.cancel_batch); return how many. A store that cannot
-        find them cheaply returns 0: its workers drop each as they claim it."""
-        return 0
+        ended (workflows.batches.cancel_batch); return how many. One that escapes (a
+        job claimed meanwhile) is dropped, unrun, by the worker that claimed it."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Release whatever connections this store holds for the calling thread."""

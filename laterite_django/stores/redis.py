@@ -132,23 +132,28 @@ class RedisStore(RedisReads, RedisWaiting, Store):
     # -- push -------------------------------------------------------------------
 
     @guarded
-    def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
+    def push(self, jobs: Sequence[NewJob], *, once: Sequence[str] | None = None
+             ) -> list[int | None]:
+        """Push `jobs`; with `once` (a mark per job), a job whose mark an earlier push
+        set is not stored again (the outbox's moves: see redis_outbox)."""
         if not jobs:
             return []
         now = str(us(timezone.now()))
         wait = settings.REDIS_WAIT
         if wait is not None:
-            return redis_replicated.push(self, now, jobs, wait)
+            return redis_replicated.push(self, now, jobs, wait, once)
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key (redis_limits).
             return [int(i) or None for i in redis_limits.run(
                 self.client, redis_limits.PUSH_LIMITED,
                 [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
         if len(jobs) <= PUSH_CHUNK:
-            results = [self._run("PUSH", push_packed(now, jobs))]
+            results = [self._run("PUSH", push_packed(now, jobs, once))]
         else:
-            chunks = [jobs[i : i + PUSH_CHUNK] for i in range(0, len(jobs), PUSH_CHUNK)]
-            results = self._pipeline([("PUSH", push_packed(now, chunk)) for chunk in chunks])
+            starts = range(0, len(jobs), PUSH_CHUNK)
+            results = self._pipeline([("PUSH", push_packed(
+                now, jobs[i : i + PUSH_CHUNK], None if once is None else once[i : i + PUSH_CHUNK]))
+                for i in starts])
         return [int(i) or None for result in results for i in result]
 
     @guarded
@@ -381,6 +386,10 @@ class RedisStore(RedisReads, RedisWaiting, Store):
     @guarded
     def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
         return redis_flow.cancel_requested(self, claims)
+
+    @guarded
+    def drop_batch(self, batch_id: int) -> int:
+        return redis_ends.drop_batch(self, batch_id)
 
     @guarded
     def ping(self) -> None:

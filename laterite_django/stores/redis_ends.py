@@ -23,20 +23,50 @@ from django.utils import timezone
 
 from ..workflows.counts import count_ends
 from ..workflows.ending import End, any_marked, ends_of, ends_of_payloads, next_links
-from . import redis_outbox
+from . import redis_calls, redis_outbox
 from .redis_failed import write_row
+from .redis_scripts import _COMMON
 from .redis_values import pack, us
 
 if TYPE_CHECKING:
     from .base import Claim, NewJob
     from .redis import RedisStore
 
-__all__ = ["apply", "count_failed", "finish", "write_row_counted"]
+__all__ = ["DROP_BATCH", "apply", "count_failed", "drop_batch", "finish", "write_row_counted"]
 
 logger = logging.getLogger("laterite")
 
-# Ends counted per database transaction.
+# Ends counted per database transaction; jobs looked at per DROP_BATCH call.
 CHUNK = 500
+
+# ARGV: prefix, batch id, queue, 'ready' or 'delayed', start, count. Looks at `count`
+# jobs of that set from index `start` and removes those of the batch (not claimed:
+# a claimed job is in neither set), listing each one's end as FINISH does. Returns
+# {removed, looked at}.
+DROP_BATCH = _COMMON + """
+local batch, q, kind = ARGV[2], ARGV[3], ARGV[4]
+local start, count = tonumber(ARGV[5]), tonumber(ARGV[6])
+local set = qkey(q, kind)
+local members = redis.call('ZRANGE', set, start, start + count - 1)
+local removed = 0
+for _, m in ipairs(members) do
+  local id = m
+  if kind == 'ready' then id = member_id(m) end
+  local k = jkey(id)
+  local payload = redis.call('HGET', k, 'payload')
+  local b, pos = nil, nil
+  if payload then b, pos = string.match(payload, '"batch":%[(%d+),(%d+)%]') end
+  if b == batch then
+    drop_key(k, id)
+    redis.call('ZREM', set, m)
+    redis.call('DEL', k)
+    redis.call('RPUSH', P .. ':ended', '[' .. b .. ',' .. pos .. ']')
+    removed = removed + 1
+  end
+end
+return {removed, #members}
+"""
+redis_calls.register("DROP_BATCH", DROP_BATCH)
 
 
 def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
@@ -115,3 +145,23 @@ def count_failed(store: RedisStore, payloads: Sequence[str]) -> None:
     """Count jobs moved to the failed list on their batches (in the caller's transaction)."""
     count_ends(store.database, ends_of_payloads(payloads, failed=True),
                lambda jobs: redis_outbox.hold(store, jobs))
+
+
+def drop_batch(store: RedisStore, batch_id: int) -> int:
+    """Remove the waiting and delayed jobs of cancelled batch `batch_id`, counting each
+    as ended; return how many. One script call per CHUNK jobs looked at, so Redis is
+    never held long; a job that moves meanwhile is dropped by the worker that claims
+    it (workflows.cancelled)."""
+    removed = 0
+    for raw in store.client.smembers(store.key("queues")):
+        queue = raw.decode() if isinstance(raw, bytes) else str(raw)
+        for kind in ("ready", "delayed"):
+            start = 0
+            while True:
+                gone, seen = store._run("DROP_BATCH", [int(batch_id), queue, kind, start, CHUNK])
+                removed += int(gone)
+                if int(seen) < CHUNK:
+                    break
+                start += CHUNK - int(gone)
+    apply(store)
+    return removed

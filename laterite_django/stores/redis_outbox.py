@@ -9,6 +9,10 @@ away then, the hook logs a warning and the rows wait for the workers' periodic s
 A move deletes its rows and pushes them to Redis in one database transaction
 (rows locked with SKIP LOCKED on PostgreSQL; SQLite lets one writer in at a time),
 so two movers never move one row twice, and a failed push leaves the rows in place.
+If the commit is lost after the push (the mover killed between the two), the rows
+come back and are moved again: each row's push carries a mark that Redis keeps for
+a week (ONCE_TTL), and a job whose mark is set is not stored a second time. (Jobs
+with a concurrency limit go through their own script, without the mark.)
 Unique keys are checked when a row reaches Redis, where a duplicate is dropped.
 """
 
@@ -118,11 +122,20 @@ def _move_batch(store: RedisStore, chosen) -> int:
             for row in rows
         ]
         try:
-            store.push(jobs)
+            # Marked with their rows: if this transaction's commit is lost after the
+            # push (a crash, a lost connection), the rows come back and are moved
+            # again, and Redis stores each job once all the same.
+            store.push(jobs, once=[_mark(row) for row in rows])
         except PushNotReplicated as e:
             # On the primary all the same: moved. Pushing them again would double them.
             logger.warning("%s", e, extra={"action": "push_not_replicated"})
     return len(rows)
+
+
+def _mark(row) -> str:
+    """A row's mark for the PUSH script's `once`: its id and push time (microseconds),
+    unique even if the table's ids start again."""
+    return f"outbox:{row.pk}:{int(row.pushed_at.timestamp() * 1_000_000)}"
 
 
 def sweep(store: RedisStore) -> int:

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 __all__ = ["push"]
 
-def push(store: RedisStore, now: str, jobs: Sequence[NewJob], wait: float) -> list[int | None]:
+def push(store: RedisStore, now: str, jobs: Sequence[NewJob], wait: float,
+         once: Sequence[str] | None = None) -> list[int | None]:
     """Push, then wait up to `wait` seconds for one replica to have the jobs.
 
     Redis replicates asynchronously: a push the primary acknowledged is lost if
@@ -32,7 +33,8 @@ def push(store: RedisStore, now: str, jobs: Sequence[NewJob], wait: float) -> li
                   [store.prefix, *redis_limits.push_limited_args(now, jobs)])]
     else:
         steps = [(calls.SHAS["PUSH"], calls.SOURCES["PUSH"],
-                  [store.prefix, *push_packed(now, jobs[i : i + PUSH_CHUNK])])
+                  [store.prefix, *push_packed(now, jobs[i : i + PUSH_CHUNK],
+                                              None if once is None else once[i : i + PUSH_CHUNK])])
                  for i in range(0, len(jobs), PUSH_CHUNK)]
     results, replicas = calls.run_replicated(store.client, steps, wait)
     ids = [int(i) or None for result in results for i in result]

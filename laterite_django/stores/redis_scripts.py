@@ -41,6 +41,8 @@ __all__ = [
 # At most this many wake-up tokens wait per queue: enough to wake every idle worker
 # at once, few enough that stale tokens cost idle workers only a few empty claims.
 WAKE_CAP = 32
+# Seconds a push's "once" mark is kept (the outbox's moves: see redis_outbox).
+ONCE_TTL = 7 * 24 * 3600
 
 _COMMON = """
 local P = ARGV[1]
@@ -111,10 +113,13 @@ end
 # job name, queue, payload, priority, pushed_at, available_at, retry_until ('' for
 # none), has_key ('1'/'0'), unique_key. One argument rather than nine per job: each
 # argument costs the client more to send than the script to decode.
+# Optional ARGV[4]: one JSON array of marks, one per job (see push_jobs).
 # Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
 _PUSH_JOBS = """
 -- Store the jobs of packed array A (see PUSH); return their ids (0: a duplicate).
-local function push_jobs(now, A)
+-- `once` (or nil): per job a mark ('' for none); a job whose mark was set by an
+-- earlier push (within ONCE_TTL s) is not pushed again (its id: 0).
+local function push_jobs(now, A, once)
 local n = #A / 9
 local ids = {}
 local pushed = {}
@@ -123,8 +128,16 @@ for i = 0, n - 1 do
   local name, queue, payload = A[b + 1], A[b + 2], A[b + 3]
   local priority, pushed_at, avail = A[b + 4], A[b + 5], A[b + 6]
   local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]
-  local id = tostring(redis.call('INCR', P .. ':id'))
-  if has_key == '1' and not take_key(key, id) then
+  local id = '0'
+  if once and once[i + 1] ~= '' and not redis.call(
+      'SET', P .. ':once:' .. once[i + 1], '1', 'NX', 'EX', """ + str(ONCE_TTL) + """) then
+    ids[i + 1] = 0
+  else
+    id = tostring(redis.call('INCR', P .. ':id'))
+  end
+  if id == '0' then
+    -- pushed before: nothing to do
+  elseif has_key == '1' and not take_key(key, id) then
     ids[i + 1] = 0
   else
     local k = jkey(id)
@@ -160,7 +173,7 @@ return ids
 end
 """
 PUSH = _COMMON + _PUSH_JOBS + """
-return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]))
+return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4] and cjson.decode(ARGV[4]))
 """
 
 # ARGV: prefix, now, token, worker, limit, then the queue names in priority order.

@@ -74,9 +74,14 @@ def pack(values: Iterable[str]) -> str:
 _PACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def push_packed(now: str, jobs: Sequence[NewJob]) -> list[Any]:
-    """The PUSH script's arguments after the prefix (see redis_scripts.PUSH)."""
-    return [now, pack(value for job in jobs for value in job_fields(job))]
+def push_packed(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = None
+                ) -> list[Any]:
+    """The PUSH script's arguments after the prefix (see redis_scripts.PUSH); `once`:
+    a mark per job, so that a push made again (the outbox's) stores it only once."""
+    args = [now, pack(value for job in jobs for value in job_fields(job))]
+    if once is not None:
+        args.append(pack(once))
+    return args
 
 
 def push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:

@@ -203,8 +203,8 @@ def add_to_batch(batch_id: int, calls: Sequence[JobCall]) -> int:
 def cancel_batch(batch_id: int) -> int:
     """Cancel a batch: its jobs not started yet are removed (counted as ended, not as
     failed), running ones finish; `then` and `catch` are never pushed, `finally_` is,
-    once every job has ended. Return how many jobs were removed now (on the Redis
-    store, each is removed when a worker reaches it instead)."""
+    once every job has ended. Return how many jobs were removed now (a job claimed
+    meanwhile is dropped by the worker that claimed it, unrun)."""
     from ..models import Batch
     from ..stores import get_store
 

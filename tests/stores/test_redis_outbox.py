@@ -102,6 +102,25 @@ def test_a_rolled_back_push_leaves_no_outbox_row(store):
     assert OutboxJob.objects.count() == 0 and store.counts() == {}
 
 
+def test_a_move_whose_commit_is_lost_after_the_push_stores_each_job_once(store):
+    """The mover dies between the push to Redis and the commit of the rows' deletion:
+    the rows come back, the next move pushes them again, Redis keeps each job once."""
+    from laterite_django.stores import redis_outbox
+
+    with transaction.atomic():
+        jobs.record.push_many([("a",), ("b",), ("c",)])
+        transaction.on_commit(lambda: None)
+        ids = list(OutboxJob.objects.values_list("pk", flat=True))
+        # The commit's own move, undone: the rows are pushed, then the deletion rolls back.
+        with pytest.raises(RuntimeError), transaction.atomic():
+            assert redis_outbox.move(store, ids) == 3
+            raise RuntimeError("the commit is lost")
+        assert OutboxJob.objects.count() == 3
+    assert OutboxJob.objects.count() == 0  # moved again at the commit
+    assert store.counts()["default"].waiting == 3
+    assert sweep(store) == 0 and store.counts()["default"].waiting == 3
+
+
 def test_a_moved_duplicate_of_a_waiting_unique_job_is_dropped(store):
     assert jobs.unique.push(7).status == "queued"
     with transaction.atomic():

@@ -72,6 +72,7 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "paused_queues": store.paused_queues,
         "cancel": lambda: store.cancel([1]),
         "cancel_requested": lambda: store.cancel_requested([claim]),
+        "drop_batch": lambda: store.drop_batch(1),
     }
 
 

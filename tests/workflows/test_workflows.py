@@ -144,3 +144,18 @@ def test_batch_rows_and_jobs_commit_or_roll_back_together(store):
     assert not Batch.objects.exists()
     run_jobs()
     assert steps() == []
+
+
+def test_cancel_removes_the_waiting_and_delayed_jobs_of_the_batch_only(store):
+    from datetime import timedelta
+
+    b = batch([step.call(f"s{i}") for i in range(3)], finally_=record.call("finally")).push()
+    other = batch([step.call("o")]).push()
+    step.push_in(timedelta(hours=1), "plain")
+    assert cancel_batch(b.pk) == 3
+    assert cancel_batch(b.pk) == 0  # already cancelled
+    assert store.counts()["default"].total == 3  # the other batch's job, plain, finally
+    run_jobs()
+    assert steps() == ["o"] and records("finally") == 1
+    other.refresh_from_db()
+    assert other.state == "finished"
