@@ -1,6 +1,6 @@
 """Turn the figures of a run into tables (Markdown, also printed). Stdlib only."""
 
-from bench.systems import METRICS_ROWS, SYSTEMS, system
+from bench.systems import SYSTEMS, VARIANT_ROWS, system
 
 __all__ = [
     "COLUMNS",
@@ -144,32 +144,33 @@ def _ref_history(meta):
     ]
 
 
-METRICS_COLUMNS = ["drain_1", "drain_2", "drain_4"]
+VARIANT_COLUMNS = ["drain_1", "drain_2", "drain_4"]
 
 
-def _metrics_section(results):
-    """The drains with metrics on divided by the same drains with metrics off."""
+def _variants_section(results):
+    """The drains of each variant row (VARIANT_ROWS) divided by its base row's."""
     lines = []
-    for on, off in METRICS_ROWS.items():
-        a, b = results.get(on), results.get(off)
+    for name, (base, what) in VARIANT_ROWS.items():
+        a, b = results.get(name), results.get(base)
         if not a or not b or a.get("failed") or b.get("failed"):
             continue
-        cells = [SYSTEMS[off].store, f"{on} / {off}"]
-        for key in METRICS_COLUMNS:
+        cells = [SYSTEMS[base].store, what, f"{name} / {base}"]
+        for key in VARIANT_COLUMNS:
             x, y = value(a, key), value(b, key)
             cells.append(f"{x / y:.2f} ({_fmt(x, key)} / {_fmt(y, key)})" if x and y else "-")
         lines.append(cells)
     if not lines:
         return []
-    heads = [h for k, h, _ in COLUMNS if k in METRICS_COLUMNS]
+    heads = [h for k, h, _ in COLUMNS if k in VARIANT_COLUMNS]
     return [
-        "## Metrics on / off",
+        "## Variants against their base rows",
         "",
-        "The drains of workers serving Prometheus metrics (`queue_work --metrics-port 0`)"
-        " divided by the same drains without, the two rows measured in alternating"
+        "Drains of laterite with its workers serving Prometheus metrics (`queue_work"
+        " --metrics-port 0`), and of the same jobs pushed as one `batch()`, divided by"
+        " the plain drains; each variant and its base row measured in alternating"
         " rounds of the same run.",
         "",
-        _table(["store", "rows", *heads], lines),
+        _table(["store", "what", "rows", *heads], lines),
         "",
     ]
 
@@ -354,7 +355,7 @@ def _figures(results, meta, figures, notes):
         "",
     ]
     out += _ref_section(results, meta)
-    out += _metrics_section(results)
+    out += _variants_section(results)
     out += [
         "## Ratios",
         "",

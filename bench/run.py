@@ -32,13 +32,13 @@ if __package__ in (None, ""):  # `python bench/run.py`
 
 from bench import report
 from bench.systems import (
-    METRICS_ROWS,
     REF_BASES,
     REF_PATH,
     ROOT,
     SCALE_SCENARIOS,
     SCENARIO_ROWS,
     SYSTEMS,
+    VARIANT_ROWS,
     code_root,
     ref_tree,
     requirements,
@@ -344,15 +344,16 @@ def merge_result(old, new, scenarios):
     return out
 
 
-def measure_pair(a, b, args):
-    """Measure rows `a` and `b` in alternating rounds of one repetition: a b, b a, a b, ...
+def measure_group(descs, args):
+    """Measure rows `descs` in alternating rounds of one repetition each: a b c, c b a,
+    a b c, ...
 
-    Load from other work on the machine then falls on both alike, which matters
-    more for a ratio between them than for either figure alone.
+    Load from other work on the machine then falls on all alike, which matters
+    more for a ratio between them than for any figure alone.
     """
-    parts = {a.name: [], b.name: []}
+    parts = {d.name: [] for d in descs}
     for r in range(args.repeat):
-        for desc in (a, b) if r % 2 == 0 else (b, a):
+        for desc in descs if r % 2 == 0 else descs[::-1]:
             say(f"== {desc.name}, round {r + 1} of {args.repeat}")
             parts[desc.name].append(run_system(desc, args, repeat=1))
     return {name: combine(p) for name, p in parts.items()}
@@ -591,14 +592,17 @@ def main(argv=None):
         if name in done:
             continue
         desc = system(name)
-        # A row and its earlier commit's row (--ref), or else its metrics-on row,
-        # are measured in alternating rounds.
-        partner = f"{name}@{args.ref}" if args.ref else None
-        if partner not in args.names:
-            partner = next((m for m, base in METRICS_ROWS.items() if base == name), None)
-        pair = [desc, system(partner)] if partner in args.names and args.repeat > 1 else [desc]
+        # A row, its earlier commit's row (--ref) and its variants (VARIANT_ROWS) are
+        # measured in alternating rounds.
+        group = [desc]
+        if args.ref and f"{name}@{args.ref}" in args.names:
+            group.append(system(f"{name}@{args.ref}"))
+        group += [system(v) for v, (base, _) in VARIANT_ROWS.items()
+                  if base == name and v in args.names and v not in done]
+        if args.repeat < 2:
+            group = [desc]
         ready = []
-        for d in pair:
+        for d in group:
             say(f"== {d.name} ({d.label}, {d.store})")
             reason = prepare(d)
             if reason:
@@ -606,15 +610,15 @@ def main(argv=None):
                 say(f"   failed: {reason}")
             else:
                 ready.append(d)
-        if len(ready) == 2:
-            measured = measure_pair(*ready, args)
+        if len(ready) >= 2:
+            measured = measure_group(ready, args)
         else:
             measured = {d.name: run_system(d, args) for d in ready}
         for name_, res in measured.items():
             results[name_] = merge_result(results.get(name_), res, args.scenarios)
             if res.get("failed"):
                 say(f"   failed: {res['failed']}")
-        done.update(d.name for d in pair)
+        done.update(d.name for d in group)
     entry = report.ref_history_entry(
         results,
         args.names,

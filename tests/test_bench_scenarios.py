@@ -90,3 +90,21 @@ def test_flow_is_asked_for_by_name_and_reported_as_ratios():
             "processes": 2, "keys": 100, "concurrency": 10, "batch": "20 (default)"}
     text = "\n".join(report.scenario_sections({"laterite_pg": {"flow": flow}}, {}))
     assert "| 4,000 | 3,000 (0.75x) | 2,000 (0.50x) |" in text
+
+
+def test_variants_are_reported_against_their_base_rows():
+    def row(rate):
+        return {f"drain_{n}": _fig(rate * n) for n in (1, 2, 4)} | {"errors": []}
+
+    results = {"laterite_pg": row(1000.0), "laterite_pg_in_batch": row(850.0),
+               "laterite_redis": row(2000.0), "laterite_redis_metrics": row(1900.0)}
+    meta = {
+        "date": "d", "nproc": 2, "cpu": "c", "memory": "m", "os": "o", "load_start": "0",
+        "load_end": "0", "python": "3", "n": 2000, "repeat": 3, "latency_samples": 100,
+        "command": "python bench/run.py", "png_name": "x.png",
+    }  # fmt: skip
+    text = report.markdown({"meta": meta, "results": results})
+    section = text.split("## Variants against their base rows")[1]
+    assert "| PostgreSQL | in one batch / plain | laterite_pg_in_batch / laterite_pg |" \
+        " 0.85 (850 / 1,000) | 0.85 (1,700 / 2,000) | 0.85 (3,400 / 4,000) |" in section
+    assert "| Redis | metrics on / off | laterite_redis_metrics / laterite_redis | 0.95" in section

@@ -1,7 +1,8 @@
 """One small Django project for every Django-based system in the bench.
 
 $BENCH_SYSTEM picks the apps and the store: django_q2[_tuned],
-django_tasks_db[_tuned], laterite_pg[_metrics], laterite_redis[_metrics] or laterite_sqlite (also
+django_tasks_db[_tuned], laterite_pg[_metrics|_in_batch], laterite_redis[_metrics|_in_batch] or
+laterite_sqlite (also
 `laterite_pg@<commit>` and so on: the same settings for an earlier commit of
 laterite, which must accept them too). Settings are as shipped (CONN_MAX_AGE=0,
 each library's defaults) unless the comment says why not.
@@ -12,8 +13,8 @@ import re
 from pathlib import Path
 
 SYSTEM = os.environ.get("BENCH_SYSTEM", "laterite_sqlite")
-# laterite_pg@2d1d5a0 and laterite_pg_metrics are set up as laterite_pg.
-BASE = SYSTEM.partition("@")[0].removesuffix("_metrics")
+# laterite_pg@2d1d5a0, laterite_pg_metrics and laterite_pg_in_batch are set up as laterite_pg.
+BASE = re.sub(r"_(metrics|in_batch)$", "", SYSTEM.partition("@")[0])
 SLUG = re.sub(r"[^A-Za-z0-9_]", "_", SYSTEM.replace("@", "_at_"))  # as bench.systems.slug
 SLUG += os.environ.get("BENCH_DB_SUFFIX", "")  # as bench.systems.base.DB_SUFFIX
 RUN_DIR = Path(os.environ.get("BENCH_RUN_DIR", Path(__file__).resolve().parents[1] / ".runs"))

@@ -107,6 +107,8 @@ _ALL = [
     System("laterite_pg", "laterite", "laterite", PG, "laterite", None, "laterite_django"),
     System("laterite_pg_metrics", "laterite", "laterite", PG, "laterite", None,
            "laterite_django, metrics on"),
+    System("laterite_pg_in_batch", "laterite", "laterite", PG, "laterite", None,
+           "laterite_django, the jobs in one batch()"),
     System("floor_redis", "floor_redis", "floor", REDIS, "floor", 9,
            "bare redis-py: LMOVE + LREM"),
     System("huey", "huey", "huey", REDIS, "peer", 10, "Huey"),
@@ -116,6 +118,8 @@ _ALL = [
     System("laterite_redis", "laterite", "laterite", REDIS, "laterite", 14, "laterite_django"),
     System("laterite_redis_metrics", "laterite", "laterite", REDIS, "laterite", 7,
            "laterite_django, metrics on"),
+    System("laterite_redis_in_batch", "laterite", "laterite", REDIS, "laterite", 2,
+           "laterite_django, the jobs in one batch()"),
     System("laterite_sqlite", "laterite", "laterite", SQLITE, "laterite", None, "laterite_django"),
 ]
 # fmt: on
@@ -135,10 +139,16 @@ SCALE_SCENARIOS = ("churn", "backlog", "idle")
 
 # laterite rows that `--ref` measures at an earlier commit too.
 REF_BASES = ("laterite_pg", "laterite_redis", "laterite_sqlite")
-REF_REDIS_DB = 8  # laterite_redis uses 14 (its metrics row 7); the tests use 15
-# Rows of laterite with its workers serving metrics (`--metrics-port 0`), and the
-# row each is compared with (metrics off) in the report.
-METRICS_ROWS = {"laterite_pg_metrics": "laterite_pg", "laterite_redis_metrics": "laterite_redis"}
+REF_REDIS_DB = 8  # laterite_redis uses 14 (its variants 7 and 2); the tests use 15
+# Variants of a laterite row, each measured in alternating rounds with its base row
+# and compared with it in the report: workers serving metrics (`--metrics-port 0`),
+# or the jobs pushed as one batch (`laterite_django.batch`). Name: (base, what).
+VARIANT_ROWS = {
+    "laterite_pg_metrics": ("laterite_pg", "metrics on / off"),
+    "laterite_redis_metrics": ("laterite_redis", "metrics on / off"),
+    "laterite_pg_in_batch": ("laterite_pg", "in one batch / plain"),
+    "laterite_redis_in_batch": ("laterite_redis", "in one batch / plain"),
+}
 
 
 def slug(name):

@@ -1,7 +1,8 @@
 """laterite_django itself, on SQLite, PostgreSQL or Redis: push / push_many; queue_work.
 
 Extra worker arguments (say `--batch 100`) come from $BENCH_LATERITE_ARGS; the
-`*_metrics` rows add `--metrics-port 0`. A row
+`*_metrics` rows add `--metrics-port 0`; the `*_in_batch` rows push their jobs as one
+`batch()` (with a `finally_` callback). A row
 `laterite_pg@<commit>` runs the same code against the package installed from
 that commit (see bench/systems/__init__.py).
 """
@@ -11,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench.systems import METRICS_ROWS, ROOT, slug
+from bench.systems import ROOT, slug
 from bench.systems.base import DB_SUFFIX, pkg_versions
 from bench.systems.djangobase import DjangoBase
 
@@ -26,7 +27,7 @@ class System(DjangoBase):
     def __init__(self, *args):
         super().__init__(*args)
         self.extra = shlex.split(os.environ.get("BENCH_LATERITE_ARGS", ""))
-        if self.name in METRICS_ROWS:
+        if self.name.endswith("_metrics"):
             # Prometheus metrics served on a free port: what they cost the drain.
             self.extra += ["--metrics-port", "0"]
         if self.extra:
@@ -98,6 +99,11 @@ class System(DjangoBase):
             from bench.laterite_app.flow_jobs import noop_keyed
 
             noop_keyed.push_many([(i,) for i in ids])
+            return
+        if self.name.endswith("_in_batch"):
+            from laterite_django import batch
+
+            batch([self.noop.call(i) for i in ids], finally_=self.noop.call(-1)).push()
             return
         self.noop.push_many([(i,) for i in ids])
 
