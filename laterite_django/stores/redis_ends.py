@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from ..workflows.counts import count_ends
 from ..workflows.ending import End, any_marked, ends_of, ends_of_payloads, next_links
-from . import redis_calls, redis_outbox
+from . import redis_calls, redis_limits, redis_outbox
 from .redis_failed import write_row
 from .redis_scripts import _COMMON
 from .redis_values import pack, us
@@ -91,8 +91,15 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
             end = batch_ends[0]
             record = json.dumps([end.batch, end.position])
             ended = True
-        jobs = pack(value for job in links for value in job_fields(job))
-        codes[claim.id] = store._run("FINISH", [now, claim.id, claim.token, record, jobs])
+        args = [now, claim.id, claim.token, record]
+        if any(job.concurrency_limit for job in links):
+            # The next link runs under a concurrency limit: its key goes with it.
+            args.append(redis_limits.push_limited_args(now, links)[1])
+            codes[claim.id] = redis_limits.run(
+                store.client, redis_limits.FINISH_LIMITED, [store.prefix, *args])
+        else:
+            args.append(pack(value for job in links for value in job_fields(job)))
+            codes[claim.id] = store._run("FINISH", args)
     if ended:
         apply(store)
     return [int(codes[c.id]) for c in claims]

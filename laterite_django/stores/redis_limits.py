@@ -25,37 +25,46 @@ from typing import TYPE_CHECKING, Any
 
 from ..flow.limits import QueueLimit
 from .base import NewJob
-from .redis_scripts import _COMMON, PUSH
+from .redis_scripts import _COMMON, FINISH, PUSH
 from .redis_values import job_fields, pack
 
 if TYPE_CHECKING:
     from redis import Redis
 
-__all__ = ["CLAIM_LIMITED", "PUSH_LIMITED", "claim_args", "push_limited_args", "run", "sha"]
+__all__ = ["CLAIM_LIMITED", "FINISH_LIMITED", "PUSH_LIMITED", "claim_args", "push_limited_args",
+           "run", "sha"]
 
 # Candidates the claim looks at per queue past the jobs of keys at their limit.
 CANDIDATES = 200
 
-# PUSH with two more values per job: the concurrency key and limit ('' for none).
-PUSH_LIMITED = (
-    PUSH.replace("local n = #A / 9", "local n = #A / 11")
-    .replace("local b = i * 9", "local b = i * 11")
-    .replace(
-        "local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]",
-        "local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]\n"
-        "  local ck, cl = A[b + 10], A[b + 11]",
+def _limited(source: str) -> str:
+    """A script that pushes jobs (PUSH, FINISH) taking two more values per job: the
+    concurrency key and limit ('' for none), kept on the job's hash."""
+    out = (
+        source.replace("local n = #A / 9", "local n = #A / 11")
+        .replace("local b = i * 9", "local b = i * 11")
+        .replace(
+            "local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]",
+            "local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]\n"
+            "  local ck, cl = A[b + 10], A[b + 11]",
+        )
+        .replace(
+            "    redis.call('HSET', k, unpack(fields))",
+            "    if ck ~= '' then\n"
+            "      fields[#fields + 1] = 'ck'\n      fields[#fields + 1] = ck\n"
+            "      fields[#fields + 1] = 'cl'\n      fields[#fields + 1] = cl\n"
+            "    end\n"
+            "    redis.call('HSET', k, unpack(fields))",
+        )
     )
-    .replace(
-        "    redis.call('HSET', k, unpack(fields))",
-        "    if ck ~= '' then\n"
-        "      fields[#fields + 1] = 'ck'\n      fields[#fields + 1] = ck\n"
-        "      fields[#fields + 1] = 'cl'\n      fields[#fields + 1] = cl\n"
-        "    end\n"
-        "    redis.call('HSET', k, unpack(fields))",
-    )
-)
-assert PUSH_LIMITED.count("A[b + 11]") == 1 and PUSH_LIMITED.count("#A / 11") == 1 \
-    and PUSH_LIMITED.count("i * 11") == 1 and PUSH_LIMITED.count("'ck'") == 1
+    assert out.count("A[b + 11]") == 1 and out.count("#A / 11") == 1 \
+        and out.count("i * 11") == 1 and out.count("'ck'") == 1
+    return out
+
+
+PUSH_LIMITED = _limited(PUSH)
+# FINISH (a finished job of a workflow) whose next link has a concurrency limit.
+FINISH_LIMITED = _limited(FINISH)
 
 # ARGV: prefix, now, token, worker, limit, then per queue in priority order: name,
 # concurrency, rate, period in microseconds ('' where none). Returns rows as CLAIM.
@@ -133,7 +142,7 @@ return out
 """
 
 _SHAS = {source: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-         for source in (PUSH_LIMITED, CLAIM_LIMITED)}
+         for source in (PUSH_LIMITED, FINISH_LIMITED, CLAIM_LIMITED)}
 
 
 def sha(source: str) -> str:

@@ -67,17 +67,22 @@ def from_link(link: Mapping[str, Any]) -> JobCall:
 
 def link_job(link: Mapping[str, Any], *, chain: list[dict[str, Any]] | None = None,
              batch: tuple[int, int] | None = None) -> NewJob:
-    """The job to store for a stored link. A link that cannot be made into its job (a
-    job this process does not know, arguments that no longer fit) is stored all the
-    same, as written: the worker that claims it moves it to the failed list with the
-    reason, so nothing of the workflow is lost."""
+    """The job to store for a stored link (a chain's next, a batch's callback), without
+    a unique key. A link that cannot be made into its job (a job this process does
+    not know, arguments that no longer fit) is stored all the same, as written: the
+    worker that claims it moves it to the failed list with the reason, so nothing of
+    the workflow is lost."""
     from ..stores import NewJob
 
     try:
-        return from_link(link).new_job(chain=chain, batch=batch)
+        new = from_link(link).new_job(chain=chain, batch=batch)
     except Exception:
         now = timezone.now()
         text = payload._encoder.encode(
             {"args": link.get("args", []), "kwargs": link.get("kwargs", {})})
         return NewJob(name=str(link.get("job"))[:200], queue="default",
                       payload=with_marks(text, chain, batch), available_at=now, pushed_at=now)
+    # Pushed once by the step that settles the job before it: a unique key could only
+    # drop it (a duplicate waiting) and break the workflow.
+    new.unique_key = None
+    return new

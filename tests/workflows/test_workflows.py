@@ -159,3 +159,36 @@ def test_cancel_removes_the_waiting_and_delayed_jobs_of_the_batch_only(store):
     assert steps() == ["o"] and records("finally") == 1
     other.refresh_from_db()
     assert other.state == "finished"
+
+
+def _stored_key(store) -> str | None:
+    """The concurrency key of the one job waiting, as the store keeps it."""
+    if store.__class__.__name__ == "RedisStore":
+        (key,) = [k for k in store.client.scan_iter(f"{store.prefix}:job:*")
+                  if store.client.type(k) == b"hash"]
+        value = store.client.hget(key, "ck")
+        return None if value is None else value.decode()
+    from laterite_django.models import Job
+
+    return Job.objects.get().concurrency_key
+
+
+def test_a_link_keeps_its_concurrency_key_and_loses_its_unique_key(store):
+    from laterite_django import job
+    from laterite_django.registry import registry
+
+    @job("tests.wf_keyed", concurrency=1, concurrency_key=lambda tenant: f"t:{tenant}",
+         unique_key=lambda tenant: f"u:{tenant}")
+    def keyed(tenant: int) -> None: ...
+
+    try:
+        chain(step.call("a"), keyed.call(7)).push()
+        claim = store.claim(["default"], "w")[0]
+        assert claim.name == "tests.step"
+        assert store.delete([claim]) == 1  # settles the first link, pushes the second
+        assert _stored_key(store) == "t:7"
+        # Its unique key is not kept: a push of the same key is not its duplicate.
+        assert keyed.push(7).status == "queued"
+        assert store.counts()["default"].waiting == 2
+    finally:
+        registry.unregister("tests.wf_keyed")
