@@ -79,7 +79,7 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
     if plain:
         pairs = [value for c in plain for value in (c.id, c.token)]
         codes = dict(zip((c.id for c in plain), store._run("DELETE", pairs), strict=True))
-    now = us(timezone.now())
+    now = str(us(timezone.now()))
     ended = False
     for claim in claims:
         if claim.id in codes:
@@ -91,7 +91,7 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
             end = batch_ends[0]
             record = json.dumps([end.batch, end.position])
             ended = True
-        args = [now, claim.id, claim.token, record]
+        args: list[Any] = [now, claim.id, claim.token, record]
         if any(job.concurrency_limit for job in links):
             # The next link runs under a concurrency limit: its key goes with it.
             args.append(redis_limits.push_limited_args(now, links)[1])
@@ -126,7 +126,7 @@ def apply(store: RedisStore) -> int:
                 count_ends(store.database, ends, lambda jobs: redis_outbox.hold(store, jobs))
             pipe = store.client.pipeline(transaction=False)
             for raw in records:
-                pipe.lrem(key, 1, raw)
+                pipe.lrem(key, 1, raw)  # type: ignore[arg-type]
             pipe.execute()
             taken += len(records)
     except Exception as e:

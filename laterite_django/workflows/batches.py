@@ -10,7 +10,7 @@ commit), so a batch is never half pushed.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
@@ -32,15 +32,14 @@ __all__ = ["BatchPlan", "add_to_batch", "batch", "cancel_batch"]
 def _checked(calls: object, what: str) -> list[JobCall]:
     if isinstance(calls, JobCall):
         calls = [calls]
-    try:
-        calls = list(calls)  # type: ignore[call-overload]
-    except TypeError:
+    if not isinstance(calls, Iterable) or isinstance(calls, (str, bytes)):
         raise TypeError(f"{what} takes a list of calls made with job.call(...), "
-                        f"not {calls!r:.80}.") from None
-    for call in calls:
+                        f"not {calls!r:.80}.")
+    found = list(calls)
+    for call in found:
         if not isinstance(call, JobCall):
             raise TypeError(f"{what} takes calls made with job.call(...), not {call!r:.80}.")
-    return calls
+    return found
 
 
 def _callback(call: JobCall | None, what: str) -> str:

@@ -192,3 +192,79 @@ def test_a_link_keeps_its_concurrency_key_and_loses_its_unique_key(store):
         assert store.counts()["default"].waiting == 2
     finally:
         registry.unregister("tests.wf_keyed")
+
+
+def test_inline_mode_runs_a_chain_and_a_batch_at_the_push(store, settings):
+    settings.LATERITE_QUEUE_MODE = "inline"
+    assert chain(step.call("a"), step.call("b")).push().status == "ran"
+    b = batch([step.call("c"), step.call("d")], then=record.call("then"),
+              finally_=record.call("finally")).push()
+    assert steps() == ["a", "b", "c", "d"]
+    assert (b.pending, b.finished_at is not None) == (0, True)
+    assert (records("then"), records("finally")) == (1, 1)
+    Record.objects.create(kind="gate", value="f")
+    with pytest.raises(Exception, match="gate f is closed"):
+        batch([step.call("e"), step.call("f"), step.call("g")], then=record.call("then"),
+              catch=record.call("catch"), finally_=record.call("finally")).push()
+    assert (records("then"), records("catch"), records("finally")) == (1, 1, 2)
+    assert store.counts() == {} and not Batch.objects.exists()
+
+
+def test_capture_jobs_records_a_chains_first_link_and_a_batchs_jobs(store):
+    from laterite_django.testing import capture_jobs
+
+    with capture_jobs() as pushed:
+        chain(step.call("a"), step.call("b")).push()
+        b = batch([step.call("c"), step.call("d")], then=record.call("then")).push()
+    assert [(p.name, p.args) for p in pushed] == [
+        ("tests.step", ("a",)), ("tests.step", ("c",)), ("tests.step", ("d",))]
+    assert b.pk is None and store.counts() == {} and not Batch.objects.exists()
+
+
+def test_apush_pushes_from_async_code(store):
+    from asgiref.sync import async_to_sync
+
+    async def push_both():
+        await chain(step.call("a"), step.call("b")).apush()
+        return await batch([step.call("c")], then=record.call("then")).apush()
+
+    b = async_to_sync(push_both)()
+    run_jobs()
+    assert sorted(steps()) == ["a", "b", "c"] and records("then") == 1
+    b.refresh_from_db()
+    assert b.state == "finished"
+
+
+def test_a_plain_push_of_a_workflow_on_the_event_loop_is_refused(store):
+    import asyncio
+
+    from laterite_django import PushFromEventLoop
+
+    async def push():
+        chain(step.call("a")).push()
+
+    with pytest.raises(PushFromEventLoop):
+        asyncio.run(push())
+
+
+def test_bad_batch_options_name_the_value(store):
+    with pytest.raises(TypeError, match="'yes'"):
+        batch([step.call("a")], allow_failures="yes")
+    with pytest.raises(ValueError, match="at most 200"):
+        batch([step.call("a")], name="x" * 201)
+    with pytest.raises(TypeError, match="list of calls"):
+        batch(step)
+    with pytest.raises(ValueError, match="at least one call"):
+        chain()
+
+
+def test_adding_to_a_finished_batch_or_outside_a_batch_is_an_error(store):
+    from laterite_django import JobContext, add_to_batch
+
+    b = batch([step.call("a")]).push()
+    run_jobs()
+    with pytest.raises(ValueError, match=f"Batch {b.pk} has finished"):
+        add_to_batch(b.pk, [step.call("late")])
+    cx = JobContext(id=1, name="tests.step", queue="default", attempt=1, pushed_at=b.created_at)
+    with pytest.raises(ValueError, match="not part of a batch"):
+        cx.add_to_batch([step.call("x")])
