@@ -70,39 +70,36 @@ redis_calls.register("DROP_BATCH", DROP_BATCH)
 
 
 def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
-    """Delete finished jobs, those of a workflow with what their end brings; return
-    each one's DELETE code (1 deleted, 0 gone, -1 the claim was lost)."""
+    """Delete finished jobs, those of a workflow with what their end brings, in one
+    script call; return each one's DELETE code (1 deleted, 0 gone, -1 the claim was
+    lost)."""
     from .redis_values import job_fields
 
-    plain = [c for c in claims if not any_marked([c])]
-    codes = {}
-    if plain:
-        pairs = [value for c in plain for value in (c.id, c.token)]
-        codes = dict(zip((c.id for c in plain), store._run("DELETE", pairs), strict=True))
     now = str(us(timezone.now()))
+    found: list[tuple[Claim, str, list[NewJob]]] = []
     ended = False
     for claim in claims:
-        if claim.id in codes:
-            continue
-        links: list[NewJob] = next_links(claim)
         record = ""
-        batch_ends = ends_of([claim])
-        if batch_ends:
-            end = batch_ends[0]
-            record = json.dumps([end.batch, end.position])
+        for end in ends_of([claim]):
+            record = f"[{end.batch},{end.position}]"
             ended = True
-        args: list[Any] = [now, claim.id, claim.token, record]
-        if any(job.concurrency_limit for job in links):
-            # The next link runs under a concurrency limit: its key goes with it.
-            args.append(redis_limits.push_limited_args(now, links)[1])
-            codes[claim.id] = redis_limits.run(
-                store.client, redis_limits.FINISH_LIMITED, [store.prefix, *args])
-        else:
-            args.append(pack(value for job in links for value in job_fields(job)))
-            codes[claim.id] = store._run("FINISH", args)
+        found.append((claim, record, next_links(claim)))
+    if any(job.concurrency_limit for _, _, links in found for job in links):
+        # A next link runs under a concurrency limit: every link carries its key.
+        entries = [[str(c.id), c.token, record, [value for job in links for value in (
+            *job_fields(job), job.concurrency_key or "",
+            "" if job.concurrency_limit is None else str(job.concurrency_limit))]]
+            for c, record, links in found]
+        codes = redis_limits.run(store.client, redis_limits.FINISH_LIMITED,
+                                 [store.prefix, now, pack(entries)])
+    else:
+        entries = [[str(c.id), c.token, record,
+                    [value for job in links for value in job_fields(job)]]
+                   for c, record, links in found]
+        codes = store._run("FINISH", [now, pack(entries)])
     if ended:
         apply(store)
-    return [int(codes[c.id]) for c in claims]
+    return [int(code) for code in codes]
 
 
 def apply(store: RedisStore) -> int:

@@ -294,25 +294,33 @@ end
 return out
 """
 
-# ARGV: prefix, now, id, token, record, then the jobs to push (packed as for PUSH).
-# Deletes a finished job of a workflow if its claim is still held and, in the same
-# step, pushes the next link of its chain and appends `record` (its batch end, ''
-# for none) to the list of ends the database has yet to count (stores/redis_ends).
-# Returns 1 deleted, 0 the job is gone, -1 the claim was lost, as DELETE.
+# ARGV: prefix, now, then one JSON array: per finished job of a workflow, its id,
+# token, record and the jobs to push after it (an array packed as for PUSH). Deletes
+# each job whose claim is still held and, in the same step, pushes the next link of
+# its chain and appends `record` (its batch end, '' for none) to the list of ends
+# the database has yet to count (stores/redis_ends). Returns one code per job: 1
+# deleted, 0 the job is gone, -1 the claim was lost, as DELETE.
 FINISH = _COMMON + _PUSH_JOBS + """
-local id, token, record = ARGV[3], ARGV[4], ARGV[5]
-local k = jkey(id)
-local held = redis.call('HGET', k, 'token')
-if held ~= token then
-  if redis.call('EXISTS', k) == 0 then return 0 end
-  return -1
+local now = tonumber(ARGV[2])
+local out = {}
+for _, e in ipairs(cjson.decode(ARGV[3])) do
+  local id, token, record, jobs = e[1], e[2], e[3], e[4]
+  local k = jkey(id)
+  local held = redis.call('HGET', k, 'token')
+  if held == token then
+    drop_key(k, id)
+    redis.call('ZREM', qkey(redis.call('HGET', k, 'queue'), 'claimed'), id)
+    redis.call('DEL', k)
+    if record ~= '' then redis.call('RPUSH', P .. ':ended', record) end
+    if #jobs > 0 then push_jobs(now, jobs) end
+    out[#out + 1] = 1
+  elseif redis.call('EXISTS', k) == 0 then
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = -1
+  end
 end
-drop_key(k, id)
-redis.call('ZREM', qkey(redis.call('HGET', k, 'queue'), 'claimed'), id)
-redis.call('DEL', k)
-if record ~= '' then redis.call('RPUSH', P .. ':ended', record) end
-push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[6]))
-return 1
+return out
 """
 
 # ARGV: prefix, now, id, token, available_at, error, undo ('1'/'0'). Returns 1 if

@@ -66,8 +66,9 @@ def job_fields(job: NewJob) -> tuple[str, ...]:
     )
 
 
-def pack(values: Iterable[str]) -> str:
-    """Strings as one JSON array, for a script that decodes them with cjson."""
+def pack(values: Iterable[Any]) -> str:
+    """Values (strings, or arrays of them) as one JSON array, for a script that decodes
+    them with cjson."""
     return _PACK(list(values))
 
 
