@@ -71,7 +71,6 @@ def drop_batch(store: DatabaseStore, batch_id: int) -> int:
     return removed
 
 
-
 def failed_payloads(store: DatabaseStore, payloads: Sequence[str]) -> None:
     """Count the jobs of these payloads, moved to the failed list, on their batches."""
     count_ends(store.database, ends_of_payloads(payloads, failed=True), store.push)

@@ -126,6 +126,8 @@ def apply(store: RedisStore) -> int:
                 pipe.lrem(key, 1, raw)  # type: ignore[arg-type]
             pipe.execute()
             taken += len(records)
+            if len(records) < CHUNK:
+                return taken
     except Exception as e:
         logger.warning("Could not count the ends of batch jobs yet (%s); the next sweep "
                        "tries again.", e, extra={"action": "batch_ends_kept"})

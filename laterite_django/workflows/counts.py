@@ -40,6 +40,10 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
     caller's transaction on database `using`."""
     if not ends:
         return
+    # One order for every transaction (rows inserted, then batch rows updated): two
+    # that count the same ends (a Redis end told twice) wait for each other, never
+    # for each other's next row.
+    ends = sorted(ends, key=lambda end: (end.batch, end.position))
     counted: dict[int, list[int]] = {}
     with connections[using].cursor() as cursor:
         values = ", ".join(["(%s, %s)"] * len(ends))
@@ -56,7 +60,7 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
                 count[0] += 1
                 count[1] += end.failed
         jobs: list[NewJob] = []
-        for batch in sorted(counted):  # one order for every transaction: no deadlock
+        for batch in sorted(counted):
             jobs += _count(cursor, batch, *counted[batch])
     if jobs:
         push(jobs)
