@@ -12,6 +12,7 @@ from django.db import transaction
 
 from ..workflows.counts import count_ends
 from ..workflows.ending import End, ends_of, ends_of_payloads, next_links
+from . import sql_postgres
 from .sql import TABLE
 
 if TYPE_CHECKING:
@@ -24,12 +25,19 @@ __all__ = ["batch_pattern", "delete_marked", "drop_batch", "fail_counted", "fail
 def delete_marked(store: DatabaseStore, claims: Sequence[Claim]) -> int:
     """Delete finished jobs whose claims are still held, some of a workflow: push the
     next links and count the batch ends of those deleted, in one transaction."""
-    pairs = ", ".join(["(%s, %s)"] * len(claims))
-    params = [v for c in claims for v in (c.id, c.token)]
+    if store.postgres:
+        # As the plain deletion: committed without waiting for the WAL flush (see
+        # sql_postgres). A crash of the server that loses the commit loses the next
+        # link and the count with the deletion, so the job runs again, and they
+        # come with it then: never one without the other.
+        statement = f"{sql_postgres.DELETE} RETURNING {TABLE}.id"
+        params: list = [[c.id for c in claims], [c.token for c in claims]]
+    else:
+        pairs = ", ".join(["(%s, %s)"] * len(claims))
+        statement = f"DELETE FROM {TABLE} WHERE (id, token) IN (VALUES {pairs}) RETURNING id"
+        params = [v for c in claims for v in (c.id, c.token)]
     with transaction.atomic(using=store.database):
-        rows, _ = store._execute(
-            f"DELETE FROM {TABLE} WHERE (id, token) IN (VALUES {pairs}) RETURNING id",
-            params, fetch=True)
+        rows, _ = store._execute(statement, params, fetch=True)
         deleted = {row[0] for row in rows}
         done = [c for c in claims if c.id in deleted]
         links: list[NewJob] = [new for c in done for new in next_links(c)]

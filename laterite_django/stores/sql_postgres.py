@@ -15,7 +15,7 @@ from .base import Claim, NewJob
 from .pooler import behind_pooler
 from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
 
-__all__ = ["claim", "delete", "execute_hot", "make_due", "push", "waking"]
+__all__ = ["DELETE", "claim", "delete", "execute_hot", "make_due", "push", "waking"]
 
 Statement = tuple[str, list[Any]]
 
@@ -45,7 +45,7 @@ _CLAIM = (
     f"FROM ({_PICK}) picked WHERE {TABLE}.id = picked.id {returning()}"
 )
 # Params: ids, tokens.
-_DELETE = (
+DELETE = (
     f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
     f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token "
     f"AND {_ASYNC_COMMIT} IS NOT NULL"
@@ -108,13 +108,13 @@ def claim(
     if not finished:
         return [(_CLAIM, params)]
     return [(
-        f"WITH done AS ({_DELETE}) {_CLAIM}",
+        f"WITH done AS ({DELETE}) {_CLAIM}",
         [[c.id for c in finished], [c.token for c in finished], *params],
     )]
 
 
 def delete(claims: Sequence[Claim]) -> Statement:
-    return _DELETE, [[c.id for c in claims], [c.token for c in claims]]
+    return DELETE, [[c.id for c in claims], [c.token for c in claims]]
 
 
 def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
