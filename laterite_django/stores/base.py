@@ -244,6 +244,13 @@ class Store(FailedList, abc.ABC):
         job claimed meanwhile) is dropped, unrun, by the worker that claimed it."""
         raise NotImplementedError
 
+    def flush(self) -> bool:
+        """Finish what this process put off to do in bulk (the Redis store: count the
+        batch ends it listed); return True if that may have pushed jobs (a batch's
+        callbacks). The worker calls it when it finds nothing to claim (and claims
+        again if so) and as it stops; cheap when there is nothing to do."""
+        return False
+
     def close(self) -> None:
         """Release whatever connections this store holds for the calling thread."""
 

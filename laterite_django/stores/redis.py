@@ -74,6 +74,9 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         self.alias = alias
         self.prefix = prefix
         self._client: Redis | None = None
+        # Batch ends listed by this process, not counted yet (redis_ends).
+        self._ends_pending = False
+        self._ends_applied = 0.0
 
     def __repr__(self) -> str:
         return f"<RedisStore alias={self.alias!r} prefix={self.prefix!r}>"
@@ -390,6 +393,9 @@ class RedisStore(RedisReads, RedisWaiting, Store):
     @guarded
     def drop_batch(self, batch_id: int) -> int:
         return redis_ends.drop_batch(self, batch_id)
+
+    def flush(self) -> bool:
+        return redis_ends.apply_pending(self) > 0
 
     @guarded
     def ping(self) -> None:

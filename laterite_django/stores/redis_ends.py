@@ -4,7 +4,9 @@ A finished job of a workflow leaves Redis by the FINISH script, which in the sam
 step pushes the next link of its chain and appends its batch end to the `ended`
 list. The batch's counts live in the database (workflows.counts) for every store:
 `apply` counts the listed ends there, its callbacks going to the outbox in the same
-transaction (moved to Redis at the commit), then takes the ends off the list. A
+transaction (moved to Redis at the commit), then takes the ends off the list; a
+busy worker applies at most every APPLY_EVERY seconds (one commit for many ends), an
+idle one at once. A
 crash between the two leaves the ends listed, and the next `apply` (the worker's
 next flush, or its sweep) counts them again, which moves nothing: each end is
 counted once (its BatchEnd row). A job that fails for good is counted in the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,12 +35,15 @@ if TYPE_CHECKING:
     from .base import Claim, NewJob
     from .redis import RedisStore
 
-__all__ = ["DROP_BATCH", "apply", "count_failed", "drop_batch", "finish", "write_row_counted"]
+__all__ = ["DROP_BATCH", "apply", "apply_pending", "count_failed", "drop_batch", "finish",
+           "write_row_counted"]
 
 logger = logging.getLogger("laterite")
 
 # Ends counted per database transaction; jobs looked at per DROP_BATCH call.
 CHUNK = 500
+# Seconds between a busy worker's counts of the ends it listed.
+APPLY_EVERY = 0.25
 
 # ARGV: prefix, batch id, queue, 'ready' or 'delayed', start, count. Looks at `count`
 # jobs of that set from index `start` and removes those of the batch (not claimed:
@@ -98,8 +104,19 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
                    for c, record, links in found]
         codes = store._run("FINISH", [now, pack(entries)])
     if ended:
-        apply(store)
+        # Counted at most every APPLY_EVERY s by each worker (one database commit for
+        # many ends), and when it finds nothing to claim or stops (Store.flush); ends
+        # of a worker that died are counted by the sweep.
+        store._ends_pending = True
+        if time.monotonic() - store._ends_applied >= APPLY_EVERY:
+            apply(store)
     return [int(code) for code in codes]
+
+
+def apply_pending(store: RedisStore) -> int:
+    """Count the ends this process listed and has not counted yet (a worker going
+    idle: the batch it worked on may be done); return how many ends were taken."""
+    return apply(store) if store._ends_pending else 0
 
 
 def apply(store: RedisStore) -> int:
@@ -107,6 +124,8 @@ def apply(store: RedisStore) -> int:
     taken off it. Never raises: what is not counted now is counted by the next call."""
     key = store.key("ended")
     taken = 0
+    store._ends_applied = time.monotonic()
+    store._ends_pending = False
     try:
         while True:
             records = store.client.lrange(key, 0, CHUNK - 1)
@@ -129,6 +148,7 @@ def apply(store: RedisStore) -> int:
             if len(records) < CHUNK:
                 return taken
     except Exception as e:
+        store._ends_pending = True
         logger.warning("Could not count the ends of batch jobs yet (%s); the next sweep "
                        "tries again.", e, extra={"action": "batch_ends_kept"})
         return taken

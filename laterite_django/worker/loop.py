@@ -223,6 +223,8 @@ class Worker(HeldJobs):
             raise
         self._deleted(finished)
         self.outage.back()  # said now, not after an idle wait
+        if not claims and self.store.flush():
+            return False  # what the store put off pushed jobs (a batch's callbacks)
         if not claims:
             if self.stop_when_empty and self._wait_for_delayed():
                 return False
@@ -299,6 +301,8 @@ class Worker(HeldJobs):
         except Exception:
             logger.exception("Could not delete finished jobs; they may run again")
         self._give_back(self.hand.take_unstarted())
+        with contextlib.suppress(Exception):
+            self.store.flush()
         self.heartbeat.stop()
         if self.tally is not None:
             self.tally.flush()
