@@ -1,5 +1,6 @@
 """The admin in a real browser: log in, open the failed list, retry a job, see it waiting;
-both lists fit a 1400 px window with the navigation sidebar open.
+both lists fit a 1400 px window with the navigation sidebar open; the batches, a
+batch's page and its failed jobs, cancelling one.
 
 Headless Chromium (Debian's `chromium` and `chromium-driver`) driven by Selenium
 against a live server, as Django's own admin tests do. Each page is saved as a
@@ -290,6 +291,105 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
         self.screenshot("08-overview")
         if os.environ.get("LATERITE_SAVE_DOCS_SCREENSHOTS"):
             shutil.copy(ARTIFACTS / "08-overview.png", ROOT / "docs" / "admin-overview.png")
+
+    def make_batches(self) -> dict[str, int]:
+        """Batches in every state, run by a real worker: one finished, one failed, one
+        cancelled, and one running (its jobs on the mail queue still wait)."""
+        from laterite_django import batch, cancel_batch
+        from laterite_django.models import Batch
+        from tests.testapp.models import Record
+
+        Record.objects.create(kind="gate", value="13")
+        made = {
+            "finished": batch([jobs.member.call(i) for i in range(8)],
+                              then=jobs.record.call("thumbnails ready"),
+                              name="thumbnails-2024").push().pk,
+            "failed": batch([jobs.member.call(i) for i in range(10, 16)],
+                            catch=jobs.record.call("import failed"),
+                            name="import-customers").push().pk,
+            "running": batch([*(jobs.member.call(i) for i in range(20, 26)),
+                              *(jobs.mail.call(f"welcome-{i}") for i in range(4))],
+                             then=jobs.record.call("album 7 published"),
+                             catch=jobs.record.call("album 7 broken"),
+                             finally_=jobs.step.call("unlock album 7"),
+                             name="album-7").push().pk,
+        }
+        cancelled = batch([jobs.mail.call(f"digest-{i}") for i in range(5)],
+                          finally_=jobs.record.call("digest over"), name="weekly-digest").push()
+        cancel_batch(cancelled.pk)
+        made["cancelled"] = cancelled.pk
+        result = Workers("database").run("--stop-when-empty", "--queue", "default")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        # The widest moment Django's DATETIME_FORMAT writes (see the lists' test above),
+        # a year back: the oldest batch stays the oldest.
+        now = _in_an_hour() - timedelta(hours=1)
+        widest = now.replace(year=now.year - 1, month=9, day=28, hour=22, minute=58)
+        Batch.objects.filter(pk=made["finished"]).update(created_at=widest, finished_at=widest)
+        return made
+
+    def test_the_batches_list_a_batch_and_cancelling_it(self) -> None:
+        """Background jobs > Batches at 1400 px with the sidebar open: states, progress
+        bars, counts; a batch's page with its callbacks and links to its jobs; cancel.
+        Saved as docs/admin-batches.png when LATERITE_SAVE_DOCS_SCREENSHOTS is set."""
+        from laterite_django.models import Batch
+
+        made = self.make_batches()
+        self.log_in()
+        self.viewport(1400)
+        self.open("/admin/laterite_django/")
+        self.find("a[href='/admin/laterite_django/batch/']").click()
+        self.wait_for("#result_list")
+        self.nav_sidebar(shown=True)
+        rows = self.browser.find_elements("css selector", "#result_list tbody tr")
+        self.assertEqual(len(rows), 4)
+        states = [row.find_element("css selector", ".field-state_and_progress .laterite-state").text
+                  for row in rows]
+        self.assertEqual(states, ["cancelled", "running", "failed", "finished"])
+        bars = self.browser.find_elements("css selector", "#result_list progress")
+        self.assertEqual(len(bars), 4)
+        running = rows[1].find_element("css selector", ".laterite-progress").text
+        self.assertEqual(running, "6 of 10 ended")
+        sizes = self.overflow()
+        self.screenshot("09-batches-list-1400")
+        self.assertLessEqual(sizes["scroll"], sizes["client"], sizes)
+        self.assertLessEqual(sizes["last_right"], sizes["box_right"], sizes)
+        self.assertLessEqual(sizes["page"], sizes["window"], sizes)
+        if os.environ.get("LATERITE_SAVE_DOCS_SCREENSHOTS"):
+            shutil.copy(ARTIFACTS / "09-batches-list-1400.png", ROOT / "docs" / "admin-batches.png")
+
+        # The failed batch's page: its catch, and a link to its failed job.
+        self.find(f'#result_list a[href*="/batch/{made["failed"]}/change/"]').click()
+        self.wait_for(".field-catch")
+        self.assertEqual(self.find(".field-catch .readonly").text, 'tests.record("import failed")')
+        self.assertEqual(self.find(".field-then .readonly").text, "-")
+        self.screenshot("10-batch-detail")
+        self.find("a.laterite-batch-link[href*='/failedjob/?batch=']").click()
+        self.wait_for("#result_list")
+        rows = self.browser.find_elements("css selector", "#result_list tbody tr")
+        self.assertEqual(len(rows), 1)
+        self.assertIn("member 13 is gated", rows[0].text)
+
+        # The running batch's waiting jobs, then cancelling it (confirmed first).
+        self.open(f"/admin/laterite_django/batch/{made['running']}/change/")
+        self.find("a.laterite-batch-link[href*='/job/?batch=']").click()
+        self.wait_for("#result_list")
+        names = {row.find_element("css selector", ".field-job_name").text
+                 for row in self.browser.find_elements("css selector", "#result_list tbody tr")}
+        self.assertEqual(names, {"tests.mail"})
+        self.open("/admin/laterite_django/batch/?state=running")
+        self.find(f'#result_list input[value="{made["running"]}"]').click()
+        from selenium.webdriver.support.ui import Select
+
+        Select(self.find("select[name=action]")).select_by_value("cancel_batches")
+        self.find("button[name=index]").click()
+        confirm = self.wait_for('input[type=submit][value="Yes, cancel it"]')
+        self.assertIn("Cancel 1 batch?", self.find("#content").text)
+        self.screenshot("11-cancel-batch")
+        confirm.click()
+        self.wait_for(".messagelist")
+        self.assertIn("1 batch cancelled: 4 waiting jobs removed now.",
+                      self.find(".messagelist").text)
+        self.assertEqual(Batch.objects.get(pk=made["running"]).state, "cancelled")
 
 
 def _in_an_hour():
