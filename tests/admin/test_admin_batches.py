@@ -211,3 +211,20 @@ def test_the_lists_need_their_view_permission(client, django_user_model, store, 
     assert ("laterite-batch-jobs" in page) == (store_kind == "redis")
     user.user_permissions.clear()
     assert client.get(BATCHES).status_code == 403
+
+
+def test_the_list_costs_the_same_queries_for_2_or_20_batches(admin_client, store):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert admin_client.get(BATCHES).status_code == 200
+        return len(seen)
+
+    for i in range(2):
+        batch([step.call(f"a{i}")], then=record.call("then")).push()
+    few = queries()
+    for i in range(18):
+        batch([step.call(f"b{i}")], then=record.call("then")).push()
+    assert queries() == few  # none per row
