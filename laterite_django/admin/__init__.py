@@ -1,6 +1,7 @@
-"""The Django admin for the queue: what waits, what runs, what failed, and putting it back.
+"""The Django admin for the queue: what waits, what runs, what failed, and putting it back;
+the batches and cancelling them.
 
-Both lists are read-only (a job is pushed by code, not typed in a form); every
+The lists are read-only (a job is pushed by code, not typed in a form); every
 action goes through the store, the same code path as the queue_* commands.
 Django's admin autodiscovery imports this package, which registers them.
 """
@@ -9,15 +10,20 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import FailedJob, Job, MinuteCount, ScheduleRecord
+from ..models import Batch, FailedJob, Job, MinuteCount, ScheduleRecord
 from .base import ReadOnlyQueueAdmin
+from .batches import BatchAdmin
 from .lists import FailedJobAdmin, JobAdmin
 from .overview import OverviewAdmin
 from .schedules import ScheduleAdmin
 
-__all__ = ["FailedJobAdmin", "JobAdmin", "OverviewAdmin", "ReadOnlyQueueAdmin", "ScheduleAdmin"]
+__all__ = [
+    "BatchAdmin", "FailedJobAdmin", "JobAdmin", "OverviewAdmin", "ReadOnlyQueueAdmin",
+    "ScheduleAdmin",
+]
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(FailedJob, FailedJobAdmin)
 admin.site.register(ScheduleRecord, ScheduleAdmin)
 admin.site.register(MinuteCount, OverviewAdmin)
+admin.site.register(Batch, BatchAdmin)

@@ -1,4 +1,4 @@
-"""What the Job and FailedJob admins share: read-only pages, the summary, fast lists."""
+"""What the Job, FailedJob and Batch admins share: read-only pages, the summary, fast lists."""
 
 from __future__ import annotations
 
@@ -42,6 +42,10 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
 
     # Big text columns the list does not show, left out of its query.
     list_defer: tuple[str, ...] = ()
+    # Whether the list is shown under the queue summary (every queue's counts).
+    shows_queue_summary = True
+    # What a ticked row's id names, in the message that refuses one that is no number.
+    id_noun = "job"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).using(settings.DATABASE)
@@ -84,7 +88,8 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
         for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
             if not (value.isascii() and value.isdigit()):
                 self.message_user(
-                    request, f"Nothing changed: {value!r} is not a job id.", messages.ERROR
+                    request, f"Nothing changed: {value!r} is not a {self.id_noun} id.",
+                    messages.ERROR,
                 )
                 return HttpResponseRedirect(request.get_full_path())
         # `action_location` (Django 6.1 on) passes through.
@@ -125,7 +130,7 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
 
     def render_change_form(self, request, context, add=False, change=False, form_url="",
                            obj=None):
-        if obj is not None and obj.retried_from_id is not None:
+        if obj is not None and getattr(obj, "retried_from_id", None) is not None:
             # The failed row it came from left the failed list at the retry: its id
             # and error are all that is kept.
             context["retried_from"] = (
@@ -139,6 +144,9 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
             for name in request.POST.getlist("action"):
                 if name in self.guarded_actions and name not in allowed:
                     raise PermissionDenied(f"You may not run the action {name!r}.")
+        if not self.shows_queue_summary:
+            return super().changelist_view(request, extra_context={
+                "title": capfirst(self.model._meta.verbose_name_plural), **(extra_context or {})})
         summary = queue_summary(request)
         context = {
             "title": capfirst(self.model._meta.verbose_name_plural),

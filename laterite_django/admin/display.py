@@ -13,7 +13,7 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-__all__ = ["breakable", "moment", "preformatted", "pretty_json", "progress_bar"]
+__all__ = ["breakable", "fraction_bar", "moment", "preformatted", "pretty_json", "progress_bar"]
 
 # Where a long job, queue or host name may wrap in a narrow column.
 _BREAK_AFTER = re.compile(r"([._:/-])")
@@ -32,17 +32,19 @@ def breakable(text: str) -> SafeString:
     ))
 
 
-def moment(value: datetime | None) -> SafeString | str:
+def moment(value: datetime | None, *, stacked: bool = False) -> SafeString | str:
     """Show a moment in Django's DATETIME_FORMAT, as the rest of the admin does, with
     the exact timestamp (to the millisecond) on hover. Every date on the queue's pages
-    goes through here, lists and detail pages alike."""
+    goes through here, lists and detail pages alike. `stacked`: its DATE_FORMAT above
+    its TIME_FORMAT, for a list with two dates to fit."""
     if value is None:
         return "-"
     local = timezone.localtime(value)
+    shown = date_format(local, "DATETIME_FORMAT") if not stacked else format_html(
+        "{}<br>{}", date_format(local, "DATE_FORMAT"), date_format(local, "TIME_FORMAT"))
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
-        value.isoformat(), local.isoformat(sep=" ", timespec="milliseconds"),
-        date_format(local, "DATETIME_FORMAT"),
+        value.isoformat(), local.isoformat(sep=" ", timespec="milliseconds"), shown,
     )
 
 
@@ -65,8 +67,12 @@ def progress_bar(job: Any) -> SafeString | str:
     progress = Progress.parse(getattr(job, "progress", ""), job.token)
     if progress is None:
         return ""
-    said = progress.describe()
-    fraction = progress.fraction
+    return fraction_bar(progress.fraction, progress.describe())
+
+
+def fraction_bar(fraction: float | None, said: str) -> SafeString:
+    """How far something is (a running job, a batch): a bar when the fraction is known,
+    then the words (cut short, whole on hover)."""
     bar = format_html('<progress max="1" value="{}"></progress> ', f"{fraction:.3f}") if (
         fraction is not None) else ""
     return format_html('<span class="laterite-progress" title="{}">{}{}</span>', said, bar,

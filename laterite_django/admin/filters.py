@@ -1,4 +1,5 @@
-"""Changelist filters: by queue (the queues the summary knows), job name and job state."""
+"""Changelist filters: by queue (the queues the summary knows), job name, job state, and
+the batch a job belongs to (`?batch=ID`, the links of a batch's page)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..stores import get_store
 from .states import STATES, state_filter
 from .summary import queue_summary
 
-__all__ = ["NameFilter", "QueueFilter", "StateFilter"]
+__all__ = ["BatchFilter", "NameFilter", "QueueFilter", "StateFilter"]
 
 # The most names the name filter offers.
 NAMES_SHOWN = 500
@@ -73,3 +74,26 @@ class StateFilter(admin.SimpleListFilter):
         except ValueError as e:
             # The changelist answers this with its "invalid filter" redirect.
             raise IncorrectLookupParameters(e) from e
+
+
+class BatchFilter(admin.SimpleListFilter):
+    """The jobs of one batch (`?batch=ID`), as a batch's page links to them; shown only
+    while in use. Anything but a whole number is an invalid filter."""
+
+    title = "batch"
+    parameter_name = "batch"
+
+    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+        # A filter without choices is not applied: offer the one chosen (none otherwise).
+        chosen = self.value()
+        return [] if chosen is None else [(chosen, f"#{chosen}")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        from ..workflows.actions import batch_jobs_filter
+
+        value = self.value()
+        if value is None:
+            return queryset
+        if not (value.isascii() and value.isdigit() and len(value) < 19):
+            raise IncorrectLookupParameters(f"{value!r} is not a batch id.")
+        return queryset.filter(batch_jobs_filter(int(value)))

@@ -37,7 +37,7 @@ from .actions import (
 )
 from .base import ReadOnlyQueueAdmin
 from .display import breakable, moment, preformatted, pretty_json, progress_bar
-from .filters import NameFilter, QueueFilter, StateFilter
+from .filters import BatchFilter, NameFilter, QueueFilter, StateFilter
 from .states import STATES, state_of
 
 __all__ = ["FailedJobAdmin", "JobAdmin"]
@@ -49,7 +49,7 @@ class JobAdmin(ReadOnlyQueueAdmin):
     # Fits a 1400 px window with the navigation sidebar open: who claimed a job shows
     # in its state cell; when it was pushed, on its page.
     list_display = ("id", "job_name", "queue_name", "state", "attempts", "due_at")
-    list_filter = (QueueFilter, NameFilter, StateFilter)
+    list_filter = (QueueFilter, NameFilter, StateFilter, BatchFilter)
     search_fields = ("name", "payload")
     list_defer = ("payload", "last_error")
     actions = (run_now, cancel_selected, "delete_selected")
@@ -189,7 +189,7 @@ class FailedJobAdmin(ReadOnlyQueueAdmin):
     """The failed list: why each job failed, and putting it back on its queue."""
 
     list_display = ("id", "job_name", "queue_name", "attempts", "failed", "error_line")
-    list_filter = (QueueFilter, NameFilter, "failed_at")
+    list_filter = (QueueFilter, NameFilter, "failed_at", BatchFilter)
     search_fields = ("name", "error")
     list_defer = ("payload",)
     actions = (retry_selected, forget_selected)

@@ -1,9 +1,9 @@
 """The admin in a real browser: log in, open the failed list, retry a job, see it waiting;
-both lists fit a 1400 px window with the navigation sidebar open.
+both lists fit a 1400 px window with the navigation sidebar open; the batches, a
+batch's page and its failed jobs, cancelling one.
 
-Headless Chromium (Debian's `chromium` and `chromium-driver`) driven by Selenium
-against a live server, as Django's own admin tests do. Each page is saved as a
-screenshot under test-artifacts/admin/. Without Chromium the test is skipped
+Headless Chromium against a live server (tests/admin/browser.py). Each page is saved
+as a screenshot under test-artifacts/admin/. Without Chromium the tests are skipped
 locally; in CI (CI=true) a missing browser is a failure, not a skip.
 """
 
@@ -11,140 +11,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
-import unittest
 from datetime import timedelta
-from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.contrib.staticfiles.testing import StaticLiveServerTestCase
-from django.test import override_settings
 
 from laterite_django.models import FailedJob, Job
+from tests.admin.browser import ARTIFACTS, BrowserTestCase
 from tests.conftest import ROOT, Workers
 from tests.testapp import jobs
 
-ARTIFACTS = Path(os.environ.get("LATERITE_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "admin"
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-    "--no-first-run", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--window-size=1440,900", "--force-device-scale-factor=1",
-    "--lang=en-US",
-]
 
-
-def _browser_paths() -> tuple[str, str]:
-    """Return (chromium, chromedriver), or skip (fail in CI) saying what is missing."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    missing = [name for name, path in (("chromium", chromium), ("chromium-driver", driver))
-               if path is None]
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        missing.append("selenium (pip install -e '.[test]')")
-    if missing:
-        reason = (f"The browser test needs {', '.join(missing)}: "
-                  f"apt-get install -y chromium chromium-driver")
-        if os.environ.get("CI") == "true":
-            raise RuntimeError(f"{reason} (CI must install them, so this is not skipped)")
-        raise unittest.SkipTest(reason)
-    return chromium, driver
-
-
-@override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"])
-class AdminInBrowserTests(StaticLiveServerTestCase):
+class AdminInBrowserTests(BrowserTestCase):
     """One operator's round trip through the admin, in headless Chromium."""
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        chromium, driver = _browser_paths()
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-
-        super().setUpClass()
-        cls.profile = tempfile.mkdtemp(prefix="laterite-chromium-")
-        options = webdriver.ChromeOptions()
-        options.binary_location = chromium
-        for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={cls.profile}"]:
-            options.add_argument(flag)
-        try:
-            cls.browser = webdriver.Chrome(service=Service(driver), options=options)
-        except Exception:
-            super().tearDownClass()
-            shutil.rmtree(cls.profile, ignore_errors=True)
-            raise
-        cls.browser.implicitly_wait(5)
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.browser.quit()
-        shutil.rmtree(cls.profile, ignore_errors=True)
-        super().tearDownClass()
-
-    def screenshot(self, name: str) -> None:
-        """Save the whole page, beyond the window, as test-artifacts/admin/NAME.png."""
-        import base64
-
-        size = self.browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-        shot = self.browser.execute_cdp_cmd("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"],
-                     "scale": 1},
-        })
-        path = ARTIFACTS / f"{name}.png"
-        path.write_bytes(base64.b64decode(shot["data"]))
-
-    def open(self, path: str) -> None:
-        self.browser.get(f"{self.live_server_url}{path}")
-
-    def find(self, css: str):
-        from selenium.webdriver.common.by import By
-
-        return self.browser.find_element(By.CSS_SELECTOR, css)
-
-    def wait_for(self, css: str):
-        from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
-        from selenium.webdriver.support.ui import WebDriverWait
-
-        return WebDriverWait(self.browser, 10).until(
-            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
-
-    def log_in(self) -> None:
-        get_user_model().objects.create_superuser("operator", "op@example.com", "s3cret-pw")
-        self.open("/admin/")
-        self.wait_for("#id_username").send_keys("operator")
-        self.find("#id_password").send_keys("s3cret-pw")
-        self.find("input[type=submit]").click()
-        self.wait_for("#user-tools")
-
-    def viewport(self, width: int, height: int = 900) -> None:
-        """Make the page exactly `width` CSS pixels wide (until the next call)."""
-        self.browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
-
-    def nav_sidebar(self, shown: bool) -> None:
-        """Show or fold the navigation sidebar (the browser remembers it), then reload."""
-        self.browser.execute_script(
-            "localStorage.setItem('django.admin.navSidebarIsOpen', arguments[0]);",
-            "true" if shown else "false")
-        self.browser.refresh()
-        self.wait_for("#result_list")
-
-    def overflow(self) -> dict:
-        """How the list's table sits in its box: widths, and the last column's right edge."""
-        return self.browser.execute_script("""
-            const box = document.querySelector('#changelist .results');
-            const cells = document.querySelectorAll('#result_list thead th');
-            const last = cells[cells.length - 1].getBoundingClientRect();
-            return {scroll: box.scrollWidth, client: box.clientWidth,
-                    box_right: box.getBoundingClientRect().right, last_right: last.right,
-                    page: document.documentElement.scrollWidth,
-                    window: document.documentElement.clientWidth,
-                    last: cells[cells.length - 1].innerText};
-        """)
 
     def make_failures(self) -> None:
         """Fail two jobs in a real worker, then queue a few more that wait."""
@@ -290,6 +168,105 @@ class AdminInBrowserTests(StaticLiveServerTestCase):
         self.screenshot("08-overview")
         if os.environ.get("LATERITE_SAVE_DOCS_SCREENSHOTS"):
             shutil.copy(ARTIFACTS / "08-overview.png", ROOT / "docs" / "admin-overview.png")
+
+    def make_batches(self) -> dict[str, int]:
+        """Batches in every state, run by a real worker: one finished, one failed, one
+        cancelled, and one running (its jobs on the mail queue still wait)."""
+        from laterite_django import batch, cancel_batch
+        from laterite_django.models import Batch
+        from tests.testapp.models import Record
+
+        Record.objects.create(kind="gate", value="13")
+        made = {
+            "finished": batch([jobs.member.call(i) for i in range(8)],
+                              then=jobs.record.call("thumbnails ready"),
+                              name="thumbnails-2024").push().pk,
+            "failed": batch([jobs.member.call(i) for i in range(10, 16)],
+                            catch=jobs.record.call("import failed"),
+                            name="import-customers").push().pk,
+            "running": batch([*(jobs.member.call(i) for i in range(20, 26)),
+                              *(jobs.mail.call(f"welcome-{i}") for i in range(4))],
+                             then=jobs.record.call("album 7 published"),
+                             catch=jobs.record.call("album 7 broken"),
+                             finally_=jobs.step.call("unlock album 7"),
+                             name="album-7").push().pk,
+        }
+        cancelled = batch([jobs.mail.call(f"digest-{i}") for i in range(5)],
+                          finally_=jobs.record.call("digest over"), name="weekly-digest").push()
+        cancel_batch(cancelled.pk)
+        made["cancelled"] = cancelled.pk
+        result = Workers("database").run("--stop-when-empty", "--queue", "default")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        # The widest moment Django's DATETIME_FORMAT writes (see the lists' test above),
+        # a year back: the oldest batch stays the oldest.
+        now = _in_an_hour() - timedelta(hours=1)
+        widest = now.replace(year=now.year - 1, month=9, day=28, hour=22, minute=58)
+        Batch.objects.filter(pk=made["finished"]).update(created_at=widest, finished_at=widest)
+        return made
+
+    def test_the_batches_list_a_batch_and_cancelling_it(self) -> None:
+        """Background jobs > Batches at 1400 px with the sidebar open: states, progress
+        bars, counts; a batch's page with its callbacks and links to its jobs; cancel.
+        Saved as docs/admin-batches.png when LATERITE_SAVE_DOCS_SCREENSHOTS is set."""
+        from laterite_django.models import Batch
+
+        made = self.make_batches()
+        self.log_in()
+        self.viewport(1400)
+        self.open("/admin/laterite_django/")
+        self.find("a[href='/admin/laterite_django/batch/']").click()
+        self.wait_for("#result_list")
+        self.nav_sidebar(shown=True)
+        rows = self.browser.find_elements("css selector", "#result_list tbody tr")
+        self.assertEqual(len(rows), 4)
+        states = [row.find_element("css selector", ".field-state_and_progress .laterite-state").text
+                  for row in rows]
+        self.assertEqual(states, ["cancelled", "running", "failed", "finished"])
+        bars = self.browser.find_elements("css selector", "#result_list progress")
+        self.assertEqual(len(bars), 4)
+        running = rows[1].find_element("css selector", ".laterite-progress").text
+        self.assertEqual(running, "6 of 10 ended")
+        sizes = self.overflow()
+        self.screenshot("09-batches-list-1400")
+        self.assertLessEqual(sizes["scroll"], sizes["client"], sizes)
+        self.assertLessEqual(sizes["last_right"], sizes["box_right"], sizes)
+        self.assertLessEqual(sizes["page"], sizes["window"], sizes)
+        if os.environ.get("LATERITE_SAVE_DOCS_SCREENSHOTS"):
+            shutil.copy(ARTIFACTS / "09-batches-list-1400.png", ROOT / "docs" / "admin-batches.png")
+
+        # The failed batch's page: its catch, and a link to its failed job.
+        self.find(f'#result_list a[href*="/batch/{made["failed"]}/change/"]').click()
+        self.wait_for(".field-catch")
+        self.assertEqual(self.find(".field-catch .readonly").text, 'tests.record("import failed")')
+        self.assertEqual(self.find(".field-then .readonly").text, "-")
+        self.screenshot("10-batch-detail")
+        self.find("a.laterite-batch-link[href*='/failedjob/?batch=']").click()
+        self.wait_for("#result_list")
+        rows = self.browser.find_elements("css selector", "#result_list tbody tr")
+        self.assertEqual(len(rows), 1)
+        self.assertIn("member 13 is gated", rows[0].text)
+
+        # The running batch's waiting jobs, then cancelling it (confirmed first).
+        self.open(f"/admin/laterite_django/batch/{made['running']}/change/")
+        self.find("a.laterite-batch-link[href*='/job/?batch=']").click()
+        self.wait_for("#result_list")
+        names = {row.find_element("css selector", ".field-job_name").text
+                 for row in self.browser.find_elements("css selector", "#result_list tbody tr")}
+        self.assertEqual(names, {"tests.mail"})
+        self.open("/admin/laterite_django/batch/?state=running")
+        self.find(f'#result_list input[value="{made["running"]}"]').click()
+        from selenium.webdriver.support.ui import Select
+
+        Select(self.find("select[name=action]")).select_by_value("cancel_batches")
+        self.find("button[name=index]").click()
+        confirm = self.wait_for('input[type=submit][value="Yes, cancel it"]')
+        self.assertIn("Cancel 1 batch?", self.find("#content").text)
+        self.screenshot("11-cancel-batch")
+        confirm.click()
+        self.wait_for(".messagelist")
+        self.assertIn("1 batch cancelled: 4 waiting jobs removed now.",
+                      self.find(".messagelist").text)
+        self.assertEqual(Batch.objects.get(pk=made["running"]).state, "cancelled")
 
 
 def _in_an_hour():

@@ -247,6 +247,8 @@ BEFORE_MIGRATE = [
     ["queue_forget", "--all", "--no-input"],
     ["queue_clear", "--no-input"],
     ["queue_prune_results"],
+    ["queue_batches"],
+    ["queue_batches", "--cancel", "1", "--no-input"],
 ]
 
 
