@@ -12,6 +12,7 @@ from django.db import transaction
 
 from ..workflows.counts import count_ends
 from ..workflows.ending import End, ends_of, ends_of_payloads, next_links
+from ..workflows.marks import marks_of
 from . import sql_postgres
 from .sql import TABLE
 
@@ -65,6 +66,9 @@ def drop_batch(store: DatabaseStore, batch_id: int) -> int:
         rows, _ = store._execute(
             f"SELECT id, payload FROM {TABLE} WHERE token IS NULL AND payload LIKE %s{lock}",
             [batch_pattern(batch_id)], fetch=True)
+        # The pattern also matches a job whose arguments hold such a list: only the
+        # jobs whose own mark names this batch are removed.
+        rows = [row for row in rows if (marks_of(row[1]).batch or (None,))[0] == batch_id]
         ends: list[End] = []
         removed = 0
         for chunk in range(0, len(rows), 500):
@@ -75,7 +79,7 @@ def drop_batch(store: DatabaseStore, batch_id: int) -> int:
                 f"RETURNING id, payload", ids, fetch=True)
             removed += len(gone)
             ends += ends_of_payloads([text for _, text in gone])
-        count_ends(store.database, [e for e in ends if e.batch == batch_id], store.push)
+        count_ends(store.database, ends, store.push)
     return removed
 
 

@@ -61,7 +61,9 @@ for _, m in ipairs(members) do
   local k = jkey(id)
   local payload = redis.call('HGET', k, 'payload')
   local b, pos = nil, nil
-  if payload then b, pos = string.match(payload, '"batch":%[(%d+),(%d+)%]') end
+  -- The mark is the payload's last key (workflows.marks): a list in the arguments
+  -- that looks like it is not taken for it.
+  if payload then b, pos = string.match(payload, '"batch":%[(%d+),(%d+)%]}$') end
   if b == batch then
     drop_key(k, id)
     redis.call('ZREM', set, m)

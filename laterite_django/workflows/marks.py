@@ -4,6 +4,8 @@ failed list still carries them.
 
     {"args": [...], "kwargs": {...}, "chain": [link, ...], "batch": [batch id, position]}
 
+"batch" is always the last key (the Redis store's cancel finds it at the end).
+
 A link is a call not pushed yet: {"job": name, "args": [...], "kwargs": {...}}.
 """
 
@@ -64,5 +66,6 @@ def with_marks(
     if chain:
         data["chain"] = chain
     if batch is not None:
-        data["batch"] = list(batch)
+        data.pop("batch", None)
+        data["batch"] = list(batch)  # the last key
     return _encoder.encode(data)

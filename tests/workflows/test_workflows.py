@@ -268,3 +268,12 @@ def test_adding_to_a_finished_batch_or_outside_a_batch_is_an_error(store):
     cx = JobContext(id=1, name="tests.step", queue="default", attempt=1, pushed_at=b.created_at)
     with pytest.raises(ValueError, match="not part of a batch"):
         cx.add_to_batch([step.call("x")])
+
+
+def test_cancel_leaves_a_job_whose_arguments_look_like_a_batch_mark(store):
+    b = batch([step.call("s0")]).push()
+    # Arguments whose JSON holds the mark's text: not jobs of the batch.
+    record.push({"batch": [b.pk, 0]})
+    record.push(value={"batch": [b.pk, 0]})
+    assert cancel_batch(b.pk) == 1
+    assert store.counts()["default"].waiting == 2
