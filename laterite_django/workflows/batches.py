@@ -180,7 +180,8 @@ def batch(
 
 def add_to_batch(batch_id: int, calls: Sequence[JobCall]) -> int:
     """Add calls to a batch that has not finished (a job of it adds them before it ends,
-    so the callbacks wait for them); return how many were added."""
+    so the callbacks wait for them); return how many were added: none to a cancelled
+    batch."""
     calls = _checked(calls, "add_to_batch()")
     if not calls:
         return 0
@@ -192,7 +193,12 @@ def add_to_batch(batch_id: int, calls: Sequence[JobCall]) -> int:
             [len(calls), len(calls), batch_id])
         row = cursor.fetchone()
         if row is None:
-            raise ValueError(f"Batch {batch_id} has finished or was cancelled: "
+            from ..models import Batch
+
+            found = Batch.objects.using(using).filter(pk=batch_id).first()
+            if found is not None and found.cancelled_at is not None:
+                return 0  # a job of a cancelled batch still running: nothing to add
+            raise ValueError(f"Batch {batch_id} has finished (or does not exist): "
                              f"nothing can be added to it.")
         start = int(row[0]) - len(calls)
         _store([call.new_job(batch=(batch_id, start + i)) for i, call in enumerate(calls)])

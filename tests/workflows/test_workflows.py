@@ -277,3 +277,13 @@ def test_cancel_leaves_a_job_whose_arguments_look_like_a_batch_mark(store):
     record.push(value={"batch": [b.pk, 0]})
     assert cancel_batch(b.pk) == 1
     assert store.counts()["default"].waiting == 2
+
+
+def test_adding_to_a_cancelled_batch_adds_nothing(store):
+    from laterite_django import add_to_batch
+
+    b = batch([step.call("a")]).push()
+    cancel_batch(b.pk)
+    assert add_to_batch(b.pk, [step.call("late")]) == 0
+    b.refresh_from_db()
+    assert b.total == 1
