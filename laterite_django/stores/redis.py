@@ -237,7 +237,7 @@ class RedisStore(RedisReads, RedisWaiting, Store):
                 count += 1
         # Jobs pushed in transactions that committed while Redis was away.
         redis_outbox.sweep(self)
-        redis_ends.apply(self)  # batch ends a worker died before counting
+        redis_ends.apply_all(self)  # batch ends a worker died before counting
         return count
 
     @guarded

@@ -1,22 +1,26 @@
 """The Redis store's side of chains and batches (workflows/).
 
 A finished job of a workflow leaves Redis by the FINISH script, which in the same
-step pushes the next link of its chain and appends its batch end to the `ended`
-list. The batch's counts live in the database (workflows.counts) for every store:
-`apply` counts the listed ends there, its callbacks going to the outbox in the same
-transaction (moved to Redis at the commit), then takes the ends off the list; a
-busy worker applies at most every APPLY_EVERY seconds (one commit for many ends), an
-idle one at once. A
-crash between the two leaves the ends listed, and the next `apply` (the worker's
-next flush, or its sweep) counts them again, which moves nothing: each end is
-counted once (its BatchEnd row). A job that fails for good is counted in the
-transaction that writes its failed row.
+step pushes the next link of its chain and appends its batch end to the list of
+ends of its worker process (`own_list`: each process counts its own, so two never
+count the same ends at once). The batch's counts live in the database
+(workflows.counts) for every store: `apply` counts the listed ends there, the
+callbacks going to the outbox in the same transaction (moved to Redis at the
+commit), then takes the ends off the list. A busy worker applies at most every
+APPLY_EVERY seconds (one commit for many ends), an idle or stopping one at once, and
+the sweep applies every list (those of workers that died). A crash between the
+count and the removal leaves the ends listed, and the next `apply` counts them
+again, which moves nothing: each end is counted once (its BatchEnd row). A job that
+fails for good is counted in the transaction that writes its failed row.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,8 +39,8 @@ if TYPE_CHECKING:
     from .base import Claim, NewJob
     from .redis import RedisStore
 
-__all__ = ["DROP_BATCH", "apply", "apply_pending", "count_failed", "drop_batch", "finish",
-           "write_row_counted"]
+__all__ = ["DROP_BATCH", "FORGET_EMPTY", "apply", "apply_all", "apply_pending", "count_failed",
+           "drop_batch", "finish", "own_list", "write_row_counted"]
 
 logger = logging.getLogger("laterite")
 
@@ -45,13 +49,13 @@ CHUNK = 500
 # Seconds between a busy worker's counts of the ends it listed.
 APPLY_EVERY = 0.25
 
-# ARGV: prefix, batch id, queue, 'ready' or 'delayed', start, count. Looks at `count`
-# jobs of that set from index `start` and removes those of the batch (not claimed:
-# a claimed job is in neither set), listing each one's end as FINISH does. Returns
-# {removed, looked at}.
+# ARGV: prefix, batch id, queue, 'ready' or 'delayed', start, count, the caller's list
+# of ends. Looks at `count` jobs of that set from index `start` and removes those of
+# the batch (not claimed: a claimed job is in neither set), listing each one's end
+# as FINISH does. Returns {removed, looked at}.
 DROP_BATCH = _COMMON + """
 local batch, q, kind = ARGV[2], ARGV[3], ARGV[4]
-local start, count = tonumber(ARGV[5]), tonumber(ARGV[6])
+local start, count, ended = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local set = qkey(q, kind)
 local members = redis.call('ZRANGE', set, start, start + count - 1)
 local removed = 0
@@ -68,13 +72,30 @@ for _, m in ipairs(members) do
     drop_key(k, id)
     redis.call('ZREM', set, m)
     redis.call('DEL', k)
-    redis.call('RPUSH', P .. ':ended', '[' .. b .. ',' .. pos .. ']')
+    redis.call('RPUSH', ended, '[' .. b .. ',' .. pos .. ']')
+    redis.call('SADD', P .. ':ended-lists', ended)
     removed = removed + 1
   end
 end
 return {removed, #members}
 """
+# ARGV: prefix, then lists of ends. Forgets each that is empty (atomic with FINISH's
+# RPUSH and SADD: a list is never forgotten with an end in it).
+FORGET_EMPTY = """
+local P = ARGV[1]
+for i = 2, #ARGV do
+  if redis.call('LLEN', ARGV[i]) == 0 then redis.call('SREM', P .. ':ended-lists', ARGV[i]) end
+end
+return 0
+"""
 redis_calls.register("DROP_BATCH", DROP_BATCH)
+redis_calls.register("FORGET_EMPTY", FORGET_EMPTY)
+
+
+def own_list(store: RedisStore) -> str:
+    """This process's list of ends: each worker process counts its own, so that two
+    never count the same ends at once; the sweep counts those of the dead."""
+    return store.key("ended", socket.gethostname(), str(os.getpid()))
 
 
 def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
@@ -99,12 +120,12 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
             "" if job.concurrency_limit is None else str(job.concurrency_limit))]]
             for c, record, links in found]
         codes = redis_limits.run(store.client, redis_limits.FINISH_LIMITED,
-                                 [store.prefix, now, pack(entries)])
+                                 [store.prefix, now, own_list(store), pack(entries)])
     else:
         entries = [[str(c.id), c.token, record,
                     [value for job in links for value in job_fields(job)]]
                    for c, record, links in found]
-        codes = store._run("FINISH", [now, pack(entries)])
+        codes = store._run("FINISH", [now, own_list(store), pack(entries)])
     if ended:
         # Counted at most every APPLY_EVERY s by each worker (one database commit for
         # many ends), and when it finds nothing to claim or stops (Store.flush); ends
@@ -121,13 +142,16 @@ def apply_pending(store: RedisStore) -> int:
     return apply(store) if store._ends_pending else 0
 
 
-def apply(store: RedisStore) -> int:
-    """Count the ends the `ended` list holds on their batches; return how many were
-    taken off it. Never raises: what is not counted now is counted by the next call."""
-    key = store.key("ended")
+def apply(store: RedisStore, key: str | None = None) -> int:
+    """Count the ends this process's list (or list `key`) holds on their batches;
+    return how many were taken off it. Never raises: what is not counted now is
+    counted by the next call."""
+    own = key is None
+    key = own_list(store) if key is None else key
     taken = 0
-    store._ends_applied = time.monotonic()
-    store._ends_pending = False
+    if own:
+        store._ends_applied = time.monotonic()
+        store._ends_pending = False
     try:
         while True:
             records = store.client.lrange(key, 0, CHUNK - 1)
@@ -142,6 +166,8 @@ def apply(store: RedisStore) -> int:
                     logger.error("An unreadable batch end in Redis was dropped: %r", raw)
             with transaction.atomic(using=store.database):
                 count_ends(store.database, ends, lambda jobs: redis_outbox.hold(store, jobs))
+            # By value, not by position: the sweep may count a live worker's list at
+            # the same moment, and neither must take off an end the other has not seen.
             pipe = store.client.pipeline(transaction=False)
             for raw in records:
                 pipe.lrem(key, 1, raw)  # type: ignore[arg-type]
@@ -150,10 +176,26 @@ def apply(store: RedisStore) -> int:
             if len(records) < CHUNK:
                 return taken
     except Exception as e:
-        store._ends_pending = True
+        if own:
+            store._ends_pending = True
         logger.warning("Could not count the ends of batch jobs yet (%s); the next sweep "
                        "tries again.", e, extra={"action": "batch_ends_kept"})
         return taken
+
+
+def apply_all(store: RedisStore) -> int:
+    """Count the ends of every process's list (the sweep: those of workers that died
+    before counting theirs), and forget the empty lists; return how many were taken."""
+    try:
+        keys = [k.decode() if isinstance(k, bytes) else str(k)
+                for k in store.client.smembers(store.key("ended-lists"))]
+    except Exception:
+        return 0
+    taken = sum(apply(store, key) for key in keys)
+    if keys:
+        with contextlib.suppress(Exception):
+            store._run("FORGET_EMPTY", keys)
+    return taken
 
 
 def write_row_counted(store: RedisStore, claim: Claim, error: str,
@@ -186,7 +228,8 @@ def drop_batch(store: RedisStore, batch_id: int) -> int:
         for kind in ("ready", "delayed"):
             start = 0
             while True:
-                gone, seen = store._run("DROP_BATCH", [int(batch_id), queue, kind, start, CHUNK])
+                gone, seen = store._run("DROP_BATCH", [int(batch_id), queue, kind, start, CHUNK,
+                                                       own_list(store)])
                 removed += int(gone)
                 if int(seen) < CHUNK:
                     break

@@ -294,16 +294,17 @@ end
 return out
 """
 
-# ARGV: prefix, now, then one JSON array: per finished job of a workflow, its id,
-# token, record and the jobs to push after it (an array packed as for PUSH). Deletes
-# each job whose claim is still held and, in the same step, pushes the next link of
-# its chain and appends `record` (its batch end, '' for none) to the list of ends
-# the database has yet to count (stores/redis_ends). Returns one code per job: 1
-# deleted, 0 the job is gone, -1 the claim was lost, as DELETE.
+# ARGV: prefix, now, the caller's list of ends, then one JSON array: per finished
+# job of a workflow, its id, token, record and the jobs to push after it (an array
+# packed as for PUSH). Deletes each job whose claim is still held and, in the same
+# step, pushes the next link of its chain and appends `record` (its batch end, ''
+# for none) to that list of ends the database has yet to count (stores/redis_ends).
+# Returns one code per job: 1 deleted, 0 the job is gone, -1 the claim was lost.
 FINISH = _COMMON + _PUSH_JOBS + """
-local now = tonumber(ARGV[2])
+local now, ended = tonumber(ARGV[2]), ARGV[3]
 local out = {}
-for _, e in ipairs(cjson.decode(ARGV[3])) do
+local listed = false
+for _, e in ipairs(cjson.decode(ARGV[4])) do
   local id, token, record, jobs = e[1], e[2], e[3], e[4]
   local k = jkey(id)
   local held = redis.call('HGET', k, 'token')
@@ -311,7 +312,10 @@ for _, e in ipairs(cjson.decode(ARGV[3])) do
     drop_key(k, id)
     redis.call('ZREM', qkey(redis.call('HGET', k, 'queue'), 'claimed'), id)
     redis.call('DEL', k)
-    if record ~= '' then redis.call('RPUSH', P .. ':ended', record) end
+    if record ~= '' then
+      redis.call('RPUSH', ended, record)
+      listed = true
+    end
     if #jobs > 0 then push_jobs(now, jobs) end
     out[#out + 1] = 1
   elseif redis.call('EXISTS', k) == 0 then
@@ -320,6 +324,7 @@ for _, e in ipairs(cjson.decode(ARGV[3])) do
     out[#out + 1] = -1
   end
 end
+if listed then redis.call('SADD', P .. ':ended-lists', ended) end
 return out
 """
 
