@@ -51,12 +51,17 @@ _DELETE = (
 )
 
 # Params: ids, tokens (finished). Also, for the rest of the transaction: commit without
-# waiting for the WAL flush (see sql_postgres), and plan the statements that follow
-# once per connection (generic plans): planning them anew at each claim, which the
-# server otherwise chooses for them, costs about as much as running them.
+# waiting for the WAL flush (see sql_postgres); plan the statements that follow once
+# per connection (generic plans: planning them anew at each claim, which the server
+# otherwise chooses for them, costs about as much as running them); and never plan a
+# scan of the whole job table: every row they read is reached through an index, but
+# without the table's statistics (autovacuum off or behind, a table that was empty
+# when the plan was made) the planner takes `token IS NOT NULL` for nearly every row
+# and scans it all.
 _FIRST = (
     f"WITH done AS ({_DELETE}) SELECT (SELECT count(*) FROM done), {_ASYNC_COMMIT}, "
-    f"set_config('plan_cache_mode', 'force_generic_plan', true)"
+    f"set_config('plan_cache_mode', 'force_generic_plan', true), "
+    f"set_config('enable_seqscan', 'off', true)"
 )
 
 # Params: queues, now, SCAN, candidates, limit. The candidates: per queue, the first
@@ -80,7 +85,8 @@ _KEYS = (
     f"WHERE pg_try_advisory_xact_lock({_KEY_LOCK.format(name='key')}) LIMIT %s) "
     f"SELECT set_config('{KEYS_SETTING}', "
     f"(SELECT COALESCE(array_agg(key), '{{}}') FROM locked)::text, true), "
-    f"set_config('{IDS_SETTING}', (SELECT COALESCE(array_agg(id), '{{}}') FROM cand)::text, true)"
+    f"set_config('{IDS_SETTING}', (SELECT COALESCE(array_agg(id ORDER BY ord, priority DESC, "
+    f"available_at, id), '{{}}') FROM cand)::text, true)"
 )
 
 # Params: limited queue names. Blocking, taken in one order (of their ids) by every
@@ -115,27 +121,31 @@ _CLAIM = (
     f"running AS (SELECT concurrency_key AS key, count(*) AS n FROM {TABLE} "
     f"WHERE token IS NOT NULL AND concurrency_key = ANY((SELECT keys FROM keys)::varchar[]) "
     f"GROUP BY concurrency_key), "
-    # The candidates of KEYS still waiting. Rows another claim holds are skipped: the
-    # jobs of a key or of a limited queue only its lock holder takes, but a job with
-    # neither any claim may take.
-    f"cand AS (SELECT room.ord, j.* FROM room CROSS JOIN LATERAL ("
-    f"SELECT id, priority, available_at, concurrency_key, concurrency_limit FROM {TABLE} "
-    f"WHERE id = ANY((SELECT ids FROM keys)::bigint[]) AND queue = room.name "
-    f"AND token IS NULL "
+    # The candidates of KEYS still waiting, in their order, each locked as it is taken.
+    # Each is found by its id alone, whatever the table's statistics say (`token IS
+    # NULL` written so that the partial index of waiting jobs cannot serve it: a plan
+    # made while the table was near empty scanned it all for each id). Rows another
+    # claim holds are skipped: the jobs of a key or of a limited queue only its lock
+    # holder takes, but a job with neither any claim may take.
+    f"cand AS (SELECT room.ord, j.* FROM room CROSS JOIN LATERAL (SELECT t.* "
+    f"FROM unnest((SELECT ids FROM keys)::bigint[]) AS c(id) CROSS JOIN LATERAL ("
+    f"SELECT ctid, id, priority, available_at, concurrency_key, concurrency_limit "
+    f"FROM {TABLE} WHERE id = c.id AND queue = room.name AND COALESCE(token, '') = '' "
     f"AND (concurrency_key IS NULL OR concurrency_key = ANY((SELECT keys FROM keys)::varchar[])) "
-    f"ORDER BY priority DESC, available_at, id LIMIT LEAST(room.room, %s) "
-    f"FOR UPDATE SKIP LOCKED) j WHERE room.room > 0), "
+    f"FOR UPDATE SKIP LOCKED) t LIMIT LEAST(room.room, %s)) j WHERE room.room > 0), "
     f"ranked AS (SELECT cand.*, row_number() OVER (PARTITION BY concurrency_key "
     f"ORDER BY ord, priority DESC, available_at, id) AS nth, "
     f"COALESCE(running.n, 0) AS running FROM cand "
     f"LEFT JOIN running ON running.key = cand.concurrency_key), "
-    f"picked AS (SELECT id, row_number() OVER (ORDER BY ord, priority DESC, available_at, id) "
-    f"- 1 AS position FROM ranked "
+    f"picked AS (SELECT ctid, id, "
+    f"row_number() OVER (ORDER BY ord, priority DESC, available_at, id) - 1 AS position "
+    f"FROM ranked "
     f"WHERE concurrency_key IS NULL OR nth <= concurrency_limit - running "
     f"ORDER BY ord, priority DESC, available_at, id LIMIT %s), "
     f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
     f"attempts = attempts + 1, claim_position = picked.position FROM picked "
-    f"WHERE {TABLE}.id = picked.id AND {TABLE}.token IS NULL "
+    # By the row's address: it is locked, so it stays where it is.
+    f"WHERE {TABLE}.ctid = picked.ctid AND {TABLE}.id = picked.id AND {TABLE}.token IS NULL "
     f"RETURNING {', '.join(f'{TABLE}.{c}' for c in COLUMNS)}), "
     f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, %s FROM claimed c "
     f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "
