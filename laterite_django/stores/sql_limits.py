@@ -92,8 +92,18 @@ def claim(
     from django.db import transaction
 
     if store.postgres:
-        return sql_postgres.execute_pipeline(store.connection, sql_limits_postgres.statements(
-            finished, token, store._ts(now), worker, queues, limit, limits, candidates(limit)))
+        rows: list[Sequence[Any]] = []
+        for deleting in (finished, ()):
+            statements = sql_limits_postgres.statements(
+                deleting, token, store._ts(now), worker, queues, limit, limits, candidates(limit))
+            results = sql_postgres.execute_pipeline(store.connection, statements)
+            rows = results[-1]
+            if rows or not sql_limits_postgres.locked_keys(results):
+                break
+            # It locked keys but took no job of theirs: between its two snapshots another
+            # claim took the jobs it had found for them. Once more at once, rather than
+            # leave the worker idle until LATERITE_QUEUE_POLL while jobs wait.
+        return rows
     rated = [(q, lim) for q, lim in limits.items() if lim.rate is not None]
     with transaction.atomic(using=store.database):
         if finished:

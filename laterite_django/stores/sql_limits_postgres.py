@@ -29,7 +29,7 @@ from ..flow.limits import QueueLimit
 from .base import Claim
 from .sql import COLUMNS, TABLE
 
-__all__ = ["statements"]
+__all__ = ["locked_keys", "statements"]
 
 STARTS = "laterite_flow_start"
 # Room that stands for "no limit".
@@ -78,9 +78,13 @@ _KEYS = (
     f"ORDER BY priority DESC, available_at, id LIMIT %s) s "
     f"WHERE key IS NULL OR lim > COALESCE((SELECT n FROM running WHERE running.key = s.key), 0) "
     f"ORDER BY priority DESC, available_at, id LIMIT %s) j), "
-    f"firsts AS (SELECT key FROM (SELECT DISTINCT ON (key) key, ord, priority, available_at, "
-    f"id FROM cand WHERE key IS NOT NULL ORDER BY key, ord, priority DESC, available_at, id) "
-    f"f ORDER BY ord, priority DESC, available_at, id), "
+    # Materialized: the lock below is tried on its rows one by one, in their order, and
+    # stops at `limit` keys (a condition on a plain subquery may be pushed down into
+    # it, and then tried on every key).
+    f"firsts AS MATERIALIZED (SELECT key FROM (SELECT DISTINCT ON (key) key, ord, priority, "
+    f"available_at, id FROM cand WHERE key IS NOT NULL "
+    f"ORDER BY key, ord, priority DESC, available_at, id) f "
+    f"ORDER BY ord, priority DESC, available_at, id), "
     f"locked AS (SELECT key FROM firsts "
     f"WHERE pg_try_advisory_xact_lock({_KEY_LOCK.format(name='key')}) LIMIT %s) "
     f"SELECT set_config('{KEYS_SETTING}', "
@@ -169,3 +173,8 @@ def statements(
         token, ts, worker, ts,
     ]
     return [(_FIRST, first), (_KEYS, keys), (_QUEUES, [sorted(limits)]), (_CLAIM, claim)]
+
+
+def locked_keys(results: Sequence[Sequence[Sequence[Any]]]) -> bool:
+    """Whether KEYS locked any key, from the rows of the statements."""
+    return results[1][0][0] != "{}"

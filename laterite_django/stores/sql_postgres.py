@@ -153,9 +153,9 @@ def execute_hot(
         return (cursor.fetchall() if fetch else []), cursor.rowcount
 
 
-def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list:
-    """Run statements of the hot path in one transaction, in order; return the rows of
-    the last.
+def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list[list]:
+    """Run statements of the hot path (each returning rows) in one transaction, in
+    order; return the rows of each.
 
     Outside a transaction they go in one round trip (psycopg's pipeline mode: BEGIN,
     the statements and COMMIT sent together, one Sync), so a lock a statement takes
@@ -170,9 +170,8 @@ def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list:
     raw = connection.connection
     if connection.in_atomic_block or not raw.autocommit:
         with transaction.atomic(using=connection.alias):
-            for sql, params in statements[:-1]:
-                execute_hot(connection, sql, params)
-            return execute_hot(connection, *statements[-1], fetch=True)[0]
+            return [execute_hot(connection, sql, params, fetch=True)[0]
+                    for sql, params in statements]
     with connection.wrap_database_errors:
         prepare = prepares(connection, raw)
         with psycopg.Cursor(raw) as control:
@@ -183,7 +182,7 @@ def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list:
                     for cursor, (sql, params) in zip(cursors, statements, strict=True):
                         cursor.execute(sql, params, prepare=prepare)
                     control.execute("COMMIT")
-                return cursors[-1].fetchall()
+                return [cursor.fetchall() for cursor in cursors]
             except BaseException:
                 # A failed statement leaves the transaction open, aborted: end it (on a
                 # broken connection there is none left to end).
