@@ -31,7 +31,9 @@ Why racing workers can never together exceed a limit:
 
 In both, a job held back by a limit is simply not picked: it keeps waiting, no
 attempt is counted, and the claim takes the other jobs allowed (the jobs of a
-key at its limit are skipped, not waited behind). A rate counts the starts
+key at its limit are skipped, not waited behind; on PostgreSQL among the first 1000
+waiting jobs of each queue, so that a claim costs the same however many jobs of full
+keys are first in line). A rate counts the starts
 recorded in `laterite_flow_start` over the last period (any window of that
 length), written by the same transaction as the claim.
 """

@@ -16,6 +16,9 @@ Four statements and the commit, sent together in one round trip
    candidates still waiting (a keyed one only if its key is locked); record the
    starts, prune those past their period.
 
+A claim that locked keys but took no job (another claim took the jobs it had found
+for them, between KEYS and CLAIM) runs once more at once (`sql_limits.claim`).
+
 A lock id is `hashtextextended` of the queue or key with a prefix of its kind: two
 names sharing an id share a lock (claims wait or skip more, never less).
 """
