@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..flow.limits import QueueLimit
 from .base import NewJob
-from .redis_scripts import _COMMON, FINISH, PUSH
+from .redis_scripts import CLAIM_HEAD, FINISH, PUSH
 from .redis_values import job_fields, pack
 
 if TYPE_CHECKING:
@@ -68,9 +68,7 @@ FINISH_LIMITED = _limited(FINISH)
 
 # ARGV: prefix, now, token, worker, limit, then per queue in priority order: name,
 # concurrency, rate, period in microseconds ('' where none). Returns rows as CLAIM.
-CLAIM_LIMITED = _COMMON + """
-local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-local out = {}
+CLAIM_LIMITED = CLAIM_HEAD + """
 -- Claimed jobs of a concurrency key, after dropping those no longer claimed.
 local function running(ck)
   local set = P .. ':running:' .. ck
@@ -87,13 +85,7 @@ for qi = 6, #ARGV, 4 do
   local q, conc, rate, period = ARGV[qi], ARGV[qi + 1], ARGV[qi + 2], ARGV[qi + 3]
   if redis.call('SISMEMBER', P .. ':paused', q) == 0 then
   local ready = qkey(q, 'ready')
-  local due = redis.call('ZRANGEBYSCORE', qkey(q, 'delayed'), '-inf', now, 'LIMIT', 0, 1000)
-  for _, id in ipairs(due) do
-    local k = jkey(id)
-    local f = redis.call('HMGET', k, 'priority', 'member')
-    if f[2] then redis.call('ZADD', ready, -tonumber(f[1] or '0'), f[2]) end
-    redis.call('ZREM', qkey(q, 'delayed'), id)
-  end
+  make_ready(q)
   local room = 1000000
   if conc ~= '' then
     room = math.min(room, tonumber(conc) - redis.call('ZCARD', qkey(q, 'claimed')))
@@ -122,17 +114,7 @@ for qi = 6, #ARGV, 4 do
         if lim[1] then redis.call('SADD', P .. ':running:' .. lim[1], id) end
         if rate ~= '' then redis.call('ZADD', starts, now, token .. ':' .. id) end
         room = room - 1
-        local position = #out
-        redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', worker,
-          'position', position)
-        redis.call('HDEL', k, 'failing')
-        local attempts = redis.call('HINCRBY', k, 'attempts', 1)
-        redis.call('ZADD', qkey(q, 'claimed'), now, id)
-        drop_key(k, id)
-        local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
-          'retry_until', 'unique_key', 'priority', 'last_error', 'available_at')
-        out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
-          f[8], f[9], position}
+        take(q, k, id)
       end
     end
   end

@@ -176,18 +176,15 @@ PUSH = _COMMON + _PUSH_JOBS + """
 return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4] and cjson.decode(ARGV[4]))
 """
 
-# ARGV: prefix, now, token, worker, limit, then the queue names in priority order.
-# Moves due delayed jobs to ready first. Returns one array per claimed job, in the
-# order the worker runs them: id, attempts, name, queue, payload, pushed_at,
-# retry_until, unique_key, priority, last_error, available_at, position (0, 1...).
-CLAIM = _COMMON + """
+# The head of both claim scripts (CLAIM, and redis_limits.CLAIM_LIMITED): their
+# first arguments (prefix, now, token, worker, limit), the rows they return (`out`)
+# and the two steps they share.
+CLAIM_HEAD = _COMMON + """
 local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local out = {}
-for qi = 6, #ARGV do
-  if #out >= limit then break end
-  local q = ARGV[qi]
-  -- A paused queue (flow control: queue_pause) is left out of every claim.
-  if redis.call('SISMEMBER', P .. ':paused', q) == 0 then
+
+-- Move the due jobs of queue `q` from its delayed set to its ready set.
+local function make_ready(q)
   local ready = qkey(q, 'ready')
   local due = redis.call('ZRANGEBYSCORE', qkey(q, 'delayed'), '-inf', now, 'LIMIT', 0, 1000)
   for _, id in ipairs(due) do
@@ -196,6 +193,36 @@ for qi = 6, #ARGV do
     if f[2] then redis.call('ZADD', ready, -tonumber(f[1] or '0'), f[2]) end
     redis.call('ZREM', qkey(q, 'delayed'), id)
   end
+end
+
+-- Claim job `id` (hash `k`) of queue `q`, taken off its ready set: the next row of `out`.
+local function take(q, k, id)
+  local position = #out
+  redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', worker,
+    'position', position)
+  redis.call('HDEL', k, 'failing')
+  local attempts = redis.call('HINCRBY', k, 'attempts', 1)
+  redis.call('ZADD', qkey(q, 'claimed'), now, id)
+  drop_key(k, id)
+  local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
+    'retry_until', 'unique_key', 'priority', 'last_error', 'available_at')
+  out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
+    f[8], f[9], position}
+end
+"""
+
+# ARGV: prefix, now, token, worker, limit, then the queue names in priority order.
+# Moves due delayed jobs to ready first. Returns one array per claimed job, in the
+# order the worker runs them: id, attempts, name, queue, payload, pushed_at,
+# retry_until, unique_key, priority, last_error, available_at, position (0, 1...).
+CLAIM = CLAIM_HEAD + """
+for qi = 6, #ARGV do
+  if #out >= limit then break end
+  local q = ARGV[qi]
+  -- A paused queue (flow control: queue_pause) is left out of every claim.
+  if redis.call('SISMEMBER', P .. ':paused', q) == 0 then
+  local ready = qkey(q, 'ready')
+  make_ready(q)
   while #out < limit do
     local members = redis.call('ZRANGE', ready, 0, limit - #out - 1)
     if #members == 0 then break end
@@ -203,19 +230,7 @@ for qi = 6, #ARGV do
       redis.call('ZREM', ready, m)
       local id = member_id(m)
       local k = jkey(id)
-      if redis.call('EXISTS', k) == 1 then
-        local position = #out
-        redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', worker,
-          'position', position)
-        redis.call('HDEL', k, 'failing')
-        local attempts = redis.call('HINCRBY', k, 'attempts', 1)
-        redis.call('ZADD', qkey(q, 'claimed'), now, id)
-        drop_key(k, id)
-        local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
-          'retry_until', 'unique_key', 'priority', 'last_error', 'available_at')
-        out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
-          f[8], f[9], position}
-      end
+      if redis.call('EXISTS', k) == 1 then take(q, k, id) end
     end
   end
   end

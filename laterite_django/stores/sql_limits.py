@@ -7,20 +7,33 @@ or a registered job with `concurrency`); otherwise the claim is the plain one of
 
 Why racing workers can never together exceed a limit:
 
-- PostgreSQL: the claim transaction first takes one transaction-level advisory
-  lock (`pg_advisory_xact_lock`), so limited claims run one after another; the
-  claim statement that follows takes its snapshot after the lock was granted
-  (READ COMMITTED: one snapshot per statement), so it counts every claim that
-  committed before, and its own claims commit before the lock is released. The
-  counts can only be too high (a job finished but not yet deleted still counts
-  as running), never too low.
+- PostgreSQL (statements in `sql_limits_postgres`): each limited queue and each
+  concurrency key has a transaction-level advisory lock of its own. A claim
+  takes jobs of a limited queue only while it holds that queue's lock, and jobs
+  of a key only while it holds that key's lock; it counts (running jobs of the
+  queue or key, the queue's recent starts) in a statement whose snapshot is
+  taken after those locks were granted (READ COMMITTED: one snapshot per
+  statement), and its own claims and starts commit before the locks are let go
+  (at its commit). So every claim that took jobs of that queue or key before is
+  committed and counted, and no other claim of it runs meanwhile: the counts can
+  only be too high (a job finished but not yet deleted still counts as running),
+  never too low. Claims of different queues and keys do not wait for each other.
+  Queue locks are waited for, in the order of their ids (no two claims wait
+  for each other in a circle); a key lock is only tried
+  (`pg_try_advisory_xact_lock`): a key another claim holds is skipped this time,
+  its jobs keep waiting. A job of neither (an unlimited queue, no key) needs no
+  lock: `FOR UPDATE SKIP LOCKED` keeps two claims from taking it both. The
+  statements and the commit go in one round trip, so a lock is held for the
+  server's work alone.
 - SQLite: one claim statement (after the deletion of finished jobs, in the same
   transaction) reads and writes under the database's single write lock, so
   claims are serialized by SQLite itself.
 
 In both, a job held back by a limit is simply not picked: it keeps waiting, no
 attempt is counted, and the claim takes the other jobs allowed (the jobs of a
-key at its limit are skipped, not waited behind). A rate counts the starts
+key at its limit are skipped, not waited behind; on PostgreSQL among the first 1000
+waiting jobs of each queue, so that a claim costs the same however many jobs of full
+keys are first in line). A rate counts the starts
 recorded in `laterite_flow_start` over the last period (any window of that
 length), written by the same transaction as the claim.
 """
@@ -32,19 +45,16 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..flow.limits import QueueLimit
+from . import sql_limits_postgres, sql_postgres
 from .base import Claim, NewJob
 from .sql import COLUMNS, TABLE
+from .sql_limits_postgres import NO_LIMIT, STARTS
 
 if TYPE_CHECKING:
     from .database import DatabaseStore
 
 __all__ = ["claim", "set_keys"]
 
-STARTS = "laterite_flow_start"
-# The advisory lock every limited claim on PostgreSQL takes ('lat-flow').
-LOCK = 0x6C61742D666C6F77
-# Room that stands for "no limit".
-NO_LIMIT = 1_000_000
 # Candidates a claim looks at per queue (the jobs of keys at their limit are skipped
 # by the scan itself, so these are only for several jobs of one key in one claim):
 # CANDIDATES_PER_JOB for each job claimed, at least CANDIDATES_MIN, at most CANDIDATES.
@@ -57,52 +67,10 @@ def candidates(limit: int) -> int:
     """How many waiting jobs a claim of up to `limit` jobs looks at per queue."""
     return min(CANDIDATES, max(CANDIDATES_MIN, CANDIDATES_PER_JOB * limit))
 
+
 _RUNNING_OF_KEY = (
     f"(SELECT count(*) FROM {TABLE} r WHERE r.concurrency_key = {{alias}}.concurrency_key "
     f"AND r.token IS NOT NULL)"
-)
-# Claims and deletions commit without waiting for the WAL flush (see sql_postgres).
-_ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
-
-# Params: queues, concurrency, rate, period (arrays, NULL for none), NO_LIMIT, NO_LIMIT,
-# now, now, CANDIDATES, limit, token, now, worker, now.
-_PG_CLAIM = (
-    f"WITH q AS (SELECT * FROM unnest(%s::varchar[], %s::int[], %s::int[], %s::float8[]) "
-    f"WITH ORDINALITY AS q(name, conc, rate, period, ord)), "
-    # Materialized: each count runs once per claim, and only for a queue with that limit.
-    f"room AS MATERIALIZED (SELECT q.name, q.ord, LEAST("
-    f"CASE WHEN q.conc IS NULL THEN %s ELSE q.conc - (SELECT count(*) FROM {TABLE} r "
-    f"WHERE r.queue = q.name AND r.token IS NOT NULL) END, "
-    f"CASE WHEN q.rate IS NULL THEN %s ELSE q.rate - (SELECT count(*) FROM {STARTS} s "
-    f"WHERE s.queue = q.name AND s.started_at > %s::timestamptz "
-    f"- make_interval(secs => q.period)) END) AS room "
-    f"FROM q), "
-    # The running jobs per key, counted once (the partial index of claimed keyed jobs).
-    f"running AS (SELECT concurrency_key AS key, count(*) AS n FROM {TABLE} "
-    f"WHERE token IS NOT NULL AND concurrency_key IS NOT NULL GROUP BY concurrency_key), "
-    f"cand AS (SELECT room.ord, j.* FROM room CROSS JOIN LATERAL ("
-    f"SELECT id, priority, available_at, concurrency_key, concurrency_limit FROM {TABLE} "
-    f"WHERE queue = room.name AND token IS NULL AND available_at <= %s "
-    f"AND (concurrency_key IS NULL OR concurrency_limit > COALESCE("
-    f"(SELECT n FROM running WHERE running.key = {TABLE}.concurrency_key), 0)) "
-    f"ORDER BY priority DESC, available_at, id LIMIT LEAST(room.room, %s)) j "
-    f"WHERE room.room > 0), "
-    f"ranked AS (SELECT cand.*, row_number() OVER (PARTITION BY concurrency_key "
-    f"ORDER BY ord, priority DESC, available_at, id) AS nth, "
-    f"COALESCE(running.n, 0) AS running FROM cand "
-    f"LEFT JOIN running ON running.key = cand.concurrency_key), "
-    f"picked AS (SELECT id, row_number() OVER (ORDER BY ord, priority DESC, available_at, id) "
-    f"- 1 AS position FROM ranked "
-    f"WHERE concurrency_key IS NULL OR nth <= concurrency_limit - running "
-    f"ORDER BY ord, priority DESC, available_at, id LIMIT %s), "
-    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, "
-    f"claimed_by = %s || left({_ASYNC_COMMIT}, 0), "
-    f"attempts = attempts + 1, claim_position = picked.position FROM picked "
-    f"WHERE {TABLE}.id = picked.id AND {TABLE}.token IS NULL "
-    f"RETURNING {', '.join(f'{TABLE}.{c}' for c in COLUMNS)}), "
-    f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, %s FROM claimed c "
-    f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "
-    f"SELECT {', '.join(COLUMNS)} FROM claimed WHERE (SELECT count(*) FROM started) >= 0"
 )
 
 
@@ -125,30 +93,27 @@ def claim(
     transaction; return the claimed rows (in `sql.COLUMNS` order)."""
     from django.db import transaction
 
+    if store.postgres:
+        rows: list[Sequence[Any]] = []
+        for deleting in (finished, ()):
+            statements = sql_limits_postgres.statements(
+                deleting, token, store._ts(now), worker, queues, limit, limits, candidates(limit))
+            results = sql_postgres.execute_pipeline(store.connection, statements)
+            rows = results[-1]
+            if rows or not sql_limits_postgres.locked_keys(results):
+                break
+            # It locked keys but took no job of theirs: between its two snapshots another
+            # claim took the jobs it had found for them. Once more at once, rather than
+            # leave the worker idle until LATERITE_QUEUE_POLL while jobs wait.
+        return rows
     rated = [(q, lim) for q, lim in limits.items() if lim.rate is not None]
     with transaction.atomic(using=store.database):
-        if store.postgres and finished:
-            # The finished jobs leave, then the lock: one round trip.
-            delete, delete_params = store.dialect.delete(finished)
-            store._hot(f"WITH done AS ({delete} RETURNING 1) SELECT pg_advisory_xact_lock(%s), "
-                       f"(SELECT count(*) FROM done)", [*delete_params, LOCK], fetch=True)
-        elif store.postgres:
-            store._hot("SELECT pg_advisory_xact_lock(%s)", [LOCK], fetch=True)
-        elif finished:
+        if finished:
             store._hot(*store.dialect.delete(finished))
         for queue, lim in rated:
             assert lim.period is not None
             store._execute(f"DELETE FROM {STARTS} WHERE queue = %s AND started_at <= %s",
                            [queue, store._ts(now - timedelta(seconds=lim.period))])
-        if store.postgres:
-            plain = [limits.get(q, QueueLimit()) for q in queues]
-            ts = store._ts(now)
-            params = [
-                list(queues), [lim.concurrency for lim in plain], [lim.rate for lim in plain],
-                [lim.period for lim in plain], NO_LIMIT, NO_LIMIT, ts, ts, candidates(limit), limit,
-                token, ts, worker, ts,
-            ]
-            return store._hot(_PG_CLAIM, params, fetch=True)[0]
         rows = store._execute(*_sqlite_claim(store, token, now, worker, queues, limit, limits),
                               fetch=True)[0]
         names = {lim_queue for lim_queue, _ in rated}

@@ -8,6 +8,7 @@ the `laterite` channel so idle workers wake at once.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,9 @@ from .base import Claim, NewJob
 from .pooler import behind_pooler
 from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
 
-__all__ = ["DELETE", "claim", "delete", "execute_hot", "make_due", "push", "waking"]
+__all__ = [
+    "DELETE", "claim", "delete", "execute_hot", "execute_pipeline", "make_due", "push", "waking",
+]
 
 Statement = tuple[str, list[Any]]
 
@@ -150,6 +153,49 @@ def execute_hot(
     with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         cursor.execute(sql, params, prepare=prepare)
         return (cursor.fetchall() if fetch else []), cursor.rowcount
+
+
+def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list[list]:
+    """Run statements of the hot path (each returning rows) in one transaction, in
+    order; return the rows of each.
+
+    Outside a transaction they go in one round trip (psycopg's pipeline mode: BEGIN,
+    the statements and COMMIT sent together, one Sync), so a lock a statement takes
+    is held for the server's work alone, never over a round trip. Each statement
+    still has a snapshot of its own (READ COMMITTED). Inside the caller's
+    transaction they run one by one in it.
+    """
+    import psycopg
+    from django.db import transaction
+
+    connection.ensure_connection()
+    raw = connection.connection
+    if connection.in_atomic_block or not raw.autocommit:
+        with transaction.atomic(using=connection.alias):
+            return [execute_hot(connection, sql, params, fetch=True)[0]
+                    for sql, params in statements]
+    with connection.wrap_database_errors:
+        prepare = prepares(connection, raw)
+        with psycopg.Cursor(raw) as control:
+            cursors = [psycopg.Cursor(raw) for _ in statements]
+            try:
+                with raw.pipeline():
+                    control.execute("BEGIN")
+                    for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                        cursor.execute(sql, params, prepare=prepare)
+                    control.execute("COMMIT")
+                return [cursor.fetchall() for cursor in cursors]
+            except BaseException:
+                # A failed statement leaves the transaction open, aborted: end it (on a
+                # broken connection there is none left to end).
+                status = psycopg.pq.TransactionStatus
+                if raw.info.transaction_status in (status.INTRANS, status.INERROR):
+                    with contextlib.suppress(Exception):
+                        raw.rollback()
+                raise
+            finally:
+                for cursor in cursors:
+                    cursor.close()
 
 
 # A count of executions no statement reaches: psycopg prepares nothing by itself.

@@ -29,3 +29,15 @@ def flow_rated(i: int, seconds: float = 0.0) -> None:
     _stamp("flow-start", "low")
     time.sleep(seconds)
     _stamp("flow-end", "low")
+
+
+@job("tests.flow_mixed", concurrency=1, concurrency_key=lambda queue, key, seconds=0.02: key)
+def flow_mixed(queue: str, key: str | None, seconds: float = 0.02) -> None:
+    """A job of `queue`, with or without a key (pushed as NewJobs carrying the key and
+    its limit): record its start and end under its queue and under its key."""
+    values = [f"queue:{queue}"] + ([f"key:{key}"] if key else [])
+    for value in values:
+        _stamp("flow-start", value)
+    time.sleep(seconds)
+    for value in values:
+        _stamp("flow-end", value)

@@ -137,6 +137,44 @@ def test_a_queue_rate_of_twenty_a_second_holds_across_worker_processes(store, wo
     assert not FailedJob.objects.exists()
 
 
+def mixed_jobs(queue: str, count: int) -> list[NewJob]:
+    """`tests.flow_mixed` jobs of `queue`: one in three without a key, the others over
+    keys k0 to k3 shared by both queues (k0, k2: at most 1 at once; k1, k3: 2)."""
+    now = timezone.now()
+    jobs = []
+    for i in range(count):
+        key = None if i % 3 == 0 else f"k{i % 4}"
+        jobs.append(NewJob(
+            name="tests.flow_mixed", queue=queue,
+            payload=payload.encode("tests.flow_mixed", [queue, key, 0.01], {}),
+            available_at=now, pushed_at=now, concurrency_key=key,
+            concurrency_limit=None if key is None else 1 + i % 4 % 2))
+    return jobs
+
+
+def test_queue_and_key_limits_hold_with_claims_racing_over_several_queues(store, workers):
+    # Workers take the two queues in either order, so their claims lock the queues and
+    # keys of both at once; jobs of one key are in both queues.
+    store.push(mixed_jobs("default", 60) + mixed_jobs("low", 60))
+    env = {**FLOW, "LATERITE_TEST_LIMITS": json.dumps(
+        {"default": {"concurrency": 3}, "low": {"concurrency": 2}})}
+    procs = [
+        (proc, Stderr(proc)) for proc in (
+            workers.start("--queue", first, "--queue", second, "--processes", "2", env=env)
+            for first, second in [("default", "low"), ("low", "default"), ("low", "default")])
+    ]
+    ends = Record.objects.filter(kind="flow-end", value__startswith="queue:")
+    wait_for(lambda: ends.count() == 120, timeout=180)
+    stop(procs)
+    peaks = most_running(records())
+    limits = {"queue:default": 3, "queue:low": 2, "key:k0": 1, "key:k1": 2, "key:k2": 1,
+              "key:k3": 2}
+    assert sorted(peaks) == sorted(limits)
+    assert all(peaks[value] <= limits[value] for value in peaks), peaks
+    assert not FailedJob.objects.exists()
+    assert all(c.total == 0 for c in store.counts().values())
+
+
 def test_bad_limits_fail_the_check_naming_the_value():
     with override_settings(LATERITE_QUEUE_LIMITS={"mail": {"rate": "100/x"}}), pytest.raises(
             SystemCheckError) as e:
