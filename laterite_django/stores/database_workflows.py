@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from ..workflows.counts import count_ends
+from ..workflows.counts import count_ends, finished_jobs
 from ..workflows.ending import End, ends_of, ends_of_payloads, next_links
 from ..workflows.marks import marks_of
-from . import sql_postgres
+from . import sql_postgres, sql_workflows_postgres
 from .sql import TABLE
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ __all__ = ["batch_pattern", "delete_marked", "drop_batch", "fail_counted", "fail
 def delete_marked(store: DatabaseStore, claims: Sequence[Claim]) -> int:
     """Delete finished jobs whose claims are still held, some of a workflow: push the
     next links and count the batch ends of those deleted, in one transaction."""
+    if store.postgres and not any('"chain":' in c.payload for c in claims):
+        return _delete_counted(store, claims)
     if store.postgres:
         # As the plain deletion: committed without waiting for the WAL flush (see
         # sql_postgres). A crash of the server that loses the commit loses the next
@@ -86,3 +88,32 @@ def drop_batch(store: DatabaseStore, batch_id: int) -> int:
 def failed_payloads(store: DatabaseStore, payloads: Sequence[str]) -> None:
     """Count the jobs of these payloads, moved to the failed list, on their batches."""
     count_ends(store.database, ends_of_payloads(payloads, failed=True), store.push)
+
+
+def _delete_counted(store: DatabaseStore, claims: Sequence[Claim]) -> int:
+    """PostgreSQL, jobs of batches and plain ones: the deletion and the counts in one
+    statement (sql_workflows_postgres), the callbacks of a batch it finished pushed
+    before the commit."""
+    ends = []
+    for claim in claims:
+        for end in ends_of([claim]):
+            ends.append((claim.id, end.batch, end.position))
+    with transaction.atomic(using=store.database):
+        rows, _ = store._hot(sql_workflows_postgres.COUNTED_DELETE,
+                             sql_workflows_postgres.counted_delete_params(claims, ends),
+                             fetch=True)
+        _finish_batches(store, rows)
+    return int(rows[0][0]) if rows else 0
+
+
+def _finish_batches(store: DatabaseStore, rows: Sequence[Sequence]) -> None:
+    """Push the callbacks of the batches COUNTED_DELETE took to 0 (in its transaction)."""
+    done = [row for row in rows if row[1] is not None and row[2] <= 0]
+    if not done:
+        return
+    jobs: list[NewJob] = []
+    with store.connection.cursor() as cursor:
+        for row in done:
+            jobs += finished_jobs(cursor, row[1], row[2:], 0)
+    if jobs:
+        store.push(jobs)
