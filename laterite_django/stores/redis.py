@@ -193,10 +193,19 @@ class RedisStore(RedisReads, RedisWaiting, Store):
                 *redis_limits.claim_args(us(timezone.now()), token, worker, limit, queues,
                                          limits)])
             return claims_from_rows(rows, token)
-        if finished and any_marked(finished):
-            # Jobs of a chain or batch: deleted with what their end brings, first.
-            self.delete(finished)
-            finished = ()
+        if finished and any_marked(finished) and queues and limit >= 1:
+            # Jobs of a chain or batch: deleted with what their end brings (FINISH),
+            # then the claim, in one round trip.
+            name, args, ended = redis_ends.finish_step(self, finished)
+            if name is None:
+                self.delete(finished)
+                return self.claim(queues, worker, limit)
+            token = uuid.uuid4().hex
+            _, rows = self._pipeline([
+                (name, args), ("CLAIM", self._claim_args(token, queues, worker, limit))])
+            if ended:
+                redis_ends.listed(self)
+            return claims_from_rows(rows, token)
         if not finished:
             return self.claim(queues, worker, limit)
         if not queues or limit < 1:

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from .base import Claim, NewJob
     from .redis import RedisStore
 
-__all__ = ["DROP_BATCH", "FORGET_EMPTY", "apply", "apply_all", "apply_pending", "count_failed",
-           "drop_batch", "finish", "own_list", "write_row_counted"]
+__all__ = ["DROP_BATCH", "FORGET_EMPTY", "TAKE_ENDS", "apply", "apply_all", "apply_pending",
+           "count_failed", "drop_batch", "finish", "finish_step", "listed", "own_list",
+           "write_row_counted"]
 
 logger = logging.getLogger("laterite")
 
@@ -90,6 +91,21 @@ return 0
 """
 redis_calls.register("DROP_BATCH", DROP_BATCH)
 redis_calls.register("FORGET_EMPTY", FORGET_EMPTY)
+# ARGV: prefix, a list of ends, the ends read from its head (joined by newlines).
+# Takes them off: at once if the head is still those, else each by value.
+TAKE_ENDS = """
+local key, read = ARGV[2], ARGV[3]
+local wanted = {}
+for v in string.gmatch(read, '[^\\n]+') do wanted[#wanted + 1] = v end
+local head = redis.call('LRANGE', key, 0, #wanted - 1)
+if table.concat(head, '\\n') == read then
+  redis.call('LTRIM', key, #wanted, -1)
+else
+  for _, v in ipairs(wanted) do redis.call('LREM', key, 1, v) end
+end
+return #wanted
+"""
+redis_calls.register("TAKE_ENDS", TAKE_ENDS)
 
 
 def own_list(store: RedisStore) -> str:
@@ -98,10 +114,9 @@ def own_list(store: RedisStore) -> str:
     return store.key("ended", socket.gethostname(), str(os.getpid()))
 
 
-def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
-    """Delete finished jobs, those of a workflow with what their end brings, in one
-    script call; return each one's DELETE code (1 deleted, 0 gone, -1 the claim was
-    lost)."""
+def finish_step(store: RedisStore, claims: Sequence[Claim]) -> tuple[str | None, list[Any], bool]:
+    """The FINISH call for finished jobs, some of a workflow: (script name, or None for
+    FINISH_LIMITED; its arguments after the prefix; whether it lists batch ends)."""
     from .redis_values import job_fields
 
     now = str(us(timezone.now()))
@@ -119,21 +134,34 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
             *job_fields(job), job.concurrency_key or "",
             "" if job.concurrency_limit is None else str(job.concurrency_limit))]]
             for c, record, links in found]
+        return None, [now, own_list(store), pack(entries)], ended
+    entries = [[str(c.id), c.token, record, [value for job in links for value in job_fields(job)]]
+               for c, record, links in found]
+    return "FINISH", [now, own_list(store), pack(entries)], ended
+
+
+def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
+    """Delete finished jobs, those of a workflow with what their end brings, in one
+    script call; return each one's DELETE code (1 deleted, 0 gone, -1 the claim was
+    lost)."""
+    name, args, ended = finish_step(store, claims)
+    if name is None:
         codes = redis_limits.run(store.client, redis_limits.FINISH_LIMITED,
-                                 [store.prefix, now, own_list(store), pack(entries)])
+                                 [store.prefix, *args])
     else:
-        entries = [[str(c.id), c.token, record,
-                    [value for job in links for value in job_fields(job)]]
-                   for c, record, links in found]
-        codes = store._run("FINISH", [now, own_list(store), pack(entries)])
+        codes = store._run(name, args)
     if ended:
-        # Counted at most every APPLY_EVERY s by each worker (one database commit for
-        # many ends), and when it finds nothing to claim or stops (Store.flush); ends
-        # of a worker that died are counted by the sweep.
-        store._ends_pending = True
-        if time.monotonic() - store._ends_applied >= APPLY_EVERY:
-            apply(store)
+        listed(store)
     return [int(code) for code in codes]
+
+
+def listed(store: RedisStore) -> None:
+    """This process listed batch ends: count them now if its last count is
+    APPLY_EVERY s old (one database commit for many ends); else when it finds nothing
+    to claim or stops (Store.flush). Ends of a worker that died: the sweep's."""
+    store._ends_pending = True
+    if time.monotonic() - store._ends_applied >= APPLY_EVERY:
+        apply(store)
 
 
 def apply_pending(store: RedisStore) -> int:
@@ -166,12 +194,10 @@ def apply(store: RedisStore, key: str | None = None) -> int:
                     logger.error("An unreadable batch end in Redis was dropped: %r", raw)
             with transaction.atomic(using=store.database):
                 count_ends(store.database, ends, lambda jobs: redis_outbox.hold(store, jobs))
-            # By value, not by position: the sweep may count a live worker's list at
-            # the same moment, and neither must take off an end the other has not seen.
-            pipe = store.client.pipeline(transaction=False)
-            for raw in records:
-                pipe.lrem(key, 1, raw)  # type: ignore[arg-type]
-            pipe.execute()
+            # What was read is taken off; if another process (the sweep, counting a
+            # live worker's list at the same moment) took some first, by value.
+            store._run("TAKE_ENDS", [key, b"\n".join(
+                r if isinstance(r, bytes) else str(r).encode() for r in records)])
             taken += len(records)
             if len(records) < CHUNK:
                 return taken
