@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from .base import Claim, NewJob
-from .pg_hot import execute_hot, prepares, run_hot
+from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
 from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
 
 __all__ = [
@@ -97,13 +98,43 @@ def push(jobs: Sequence[NewJob], ts: Any) -> list[Statement]:
     ])]
 
 
+# _PUSH_ONE by name, its values as text: varchar, varchar, text, int2, three
+# timestamptz, varchar (their type OIDs).
+_PUSH_PREPARED = Prepared(
+    b"laterite_push_one", _PUSH_ONE, (1043, 1043, 25, 21, 1184, 1184, 1184, 1043))
+
+
 def push_one(connection: Any, job: NewJob, ts: Any) -> int | None:
     """Insert one job and notify its queue; its id, or None for a duplicate of a waiting
-    job's unique key. The row's id is read from the result as the text it came as."""
+    job's unique key."""
     params = [job.name, job.queue, job.payload, job.priority, job.pushed_at,
               job.available_at, job.retry_until, job.unique_key]
-    result = run_hot(connection, _PUSH_ONE, params).pgresult
+    texts = _push_texts(job)
+    if texts is None:
+        result = run_hot(connection, _PUSH_ONE, params).pgresult
+    else:
+        result = run_prepared(connection, _PUSH_PREPARED, texts, params)
     return int(result.get_value(0, 0)) if result.ntuples else None
+
+
+def _push_texts(job: NewJob) -> list[bytes | None] | None:
+    """A job's values as the text PostgreSQL reads them, or None where one is not a
+    plain value written here alike (a time not in UTC, a priority not an int): psycopg
+    then adapts them."""
+    pushed, available, until, priority = (
+        job.pushed_at, job.available_at, job.retry_until, job.priority)
+    if (type(pushed) is not datetime or pushed.tzinfo is not UTC
+            or type(available) is not datetime or available.tzinfo is not UTC
+            or type(priority) is not int
+            or (until is not None and (type(until) is not datetime or until.tzinfo is not UTC))):
+        return None
+    pushed_text = str(pushed).encode()  # 2026-12-01 06:15:49.123456+00:00
+    key = job.unique_key
+    return [
+        job.name.encode(), job.queue.encode(), job.payload.encode(), b"%d" % priority,
+        pushed_text, pushed_text if available is pushed else str(available).encode(),
+        None if until is None else str(until).encode(), None if key is None else key.encode(),
+    ]
 
 
 def claim(
