@@ -209,20 +209,15 @@ class Settings:
     """Attribute access to LATERITE_QUEUE_<NAME>, falling back to DEFAULTS.
 
     A value its rule refuses raises LateriteConfigurationError saying why (at
-    every access); a value it accepts is kept until `forget()`.
+    every access); a value it accepts is kept until `forget()`. It is kept as an
+    instance attribute, so that every later read is a plain attribute lookup
+    (a push reads several): `__getattr__` runs only for a value not kept yet.
     """
 
-    def __init__(self) -> None:
-        self._checked: dict[str, Any] = {}
-
     def __getattr__(self, name: str) -> Any:
-        checked = self._checked
-        try:
-            return checked[name]
-        except KeyError:
-            pass
         if name not in DEFAULTS:
             raise AttributeError(name)
+        checked = self.__dict__
         value = raw(name)
         found = RULES[name](value)
         if found is not None:
@@ -234,7 +229,7 @@ class Settings:
 
     def forget(self) -> None:
         """Drop the values checked so far: the next access reads and checks again."""
-        self._checked = {}
+        self.__dict__ = {}
 
 
 settings = Settings()

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import capture, inline, payload, tracing
-from .async_push import AsyncPushes, refuse_event_loop
+from .async_push import AsyncPushes, refuse_event_loop, running_loop
 from .backoff import Backoff
 from .conf import settings, validate_all
 from .context import Pushed
@@ -22,7 +22,7 @@ from .push_checks import Call, PushChecks
 from .registry import registry
 
 if TYPE_CHECKING:
-    from .stores import Claim, NewJob
+    from .stores import Claim, NewJob, Store
     from .worker.rules import Decision, JobOptions
     from .workflows.calls import JobCall
 
@@ -30,6 +30,19 @@ __all__ = ["JobFunction", "job"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# laterite_django.stores' NewJob and get_store, imported at the first push (the stores
+# import the models, which this module, imported from settings, must not): a function
+# import at each push would cost a call of importlib's _handle_fromlist.
+_NewJob: Any = None
+_get_store: Callable[[], Store] | None = None
+
+
+def _import_stores() -> None:
+    global _NewJob, _get_store
+    from .stores import NewJob, get_store
+
+    _NewJob, _get_store = NewJob, get_store
 
 
 class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
@@ -74,8 +87,14 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         self._call_signature = signature.replace(
             parameters=[p for p in signature.parameters.values() if p.name != "cx"]
         )
-        self._good_shapes: set[tuple] = set()
+        self._good_shapes: set[tuple | int] = set()
         self._check_name_and_queue(self.queue)
+        # The name and queue last checked at a push (_ready), so each is checked once.
+        self._name_ok: Any = None
+        self._queue_ok: Any = None
+        # Whether concurrency_of is this class's own (None without `concurrency`), so a
+        # push without a limit need not call it; the django.tasks job overrides it.
+        self._plain_concurrency = type(self).concurrency_of is JobFunction.concurrency_of
         check_options(self)
         update_wrapper(self, func)
 
@@ -90,15 +109,15 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
 
     def push(self, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run as soon as a worker is free."""
-        return self.enqueue(args, kwargs)
+        return self._push_one(args, kwargs, None, None, None)
 
     def push_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run after `delay` (a timedelta or seconds)."""
-        return self.enqueue(args, kwargs, at=self._after(delay))
+        return self._push_one(args, kwargs, self._after(delay), None, None)
 
     def push_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run at `when`, an aware datetime."""
-        return self.enqueue(args, kwargs, at=self._checked_when(when))
+        return self._push_one(args, kwargs, self._checked_when(when), None, None)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> JobCall:
         """A call of this job to push later, in a chain or a batch; checked and encoded
@@ -120,8 +139,23 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         queue: str | None = None,
         priority: int | None = None,
     ) -> Pushed:
-        """Push one call with explicit options; the other push methods end here."""
-        return self.enqueue_many([(args, kwargs)], at=at, queue=queue, priority=priority)[0]
+        """Push one call with explicit options; push, push_in and push_at end here too."""
+        return self._push_one(args, kwargs, at, queue, priority)
+
+    def _push_one(self, args: Sequence[Any], kwargs: Mapping[str, Any], at: datetime | None,
+                  queue: str | None, priority: int | None) -> Pushed:
+        """enqueue_many for one call, in fewer steps: the push most code makes, whose
+        every Python call shows in its cost (the same checks, in the same order)."""
+        if running_loop() is not None:
+            refuse_event_loop(self.name)
+        queue = self._ready(queue)
+        now = timezone.now()
+        new = self._new_job(args, kwargs, at, queue, priority, now, tracing.carrier())
+        if capture.capturing():
+            return capture.record(self, [new])[0]
+        if settings.MODE == "inline":
+            return inline.run(self, new)
+        return self.store_jobs((new,))[0]
 
     def enqueue_many(
         self,
@@ -149,33 +183,51 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         priority: int | None = None,
     ) -> list[NewJob]:
         """Check and encode (args, kwargs) pairs as jobs to store; no I/O."""
-        from .stores import NewJob
-
-        self._check_registered()
-        queue = self.queue if queue is None else queue
-        self._check_name_and_queue(queue)
+        queue = self._ready(queue)
         now = timezone.now()
-        new_jobs = []
         trace = tracing.carrier()  # the pusher's span, for the attempts' spans
-        for args, kwargs in calls:
-            self._check_arguments(args, kwargs)
-            text = payload.encode(self.name, args, kwargs, trace)
-            new_jobs.append(
-                NewJob(
-                    name=self.name,
-                    queue=queue,
-                    payload=text,
-                    available_at=at or now,
-                    pushed_at=now,
-                    retry_until=self._retry_until(now, args, kwargs),
-                    unique_key=self._unique_key(args, kwargs),
-                    priority=self.priority if priority is None else priority,
-                )
-            )
+        return [self._new_job(args, kwargs, at, queue, priority, now, trace)
+                for args, kwargs in calls]
+
+    def _ready(self, queue: str | None) -> str:
+        """The queue of a push (`queue`, or the job's own) once the push may go ahead:
+        the job is registered, its name and the queue are valid (each checked once)."""
+        name = self.name
+        if registry.find(name) is not self:
+            self._check_registered()
+        if queue is None:
+            queue = self.queue
+        if queue is not self._queue_ok or name is not self._name_ok:
+            self._check_name_and_queue(queue)
+            # The name and the queue are checked apart: any two that passed go together.
+            self._queue_ok, self._name_ok = queue, name
+        return queue
+
+    def _new_job(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], at: datetime | None,
+        queue: str, priority: int | None, now: datetime, trace: Mapping[str, str] | None,
+    ) -> NewJob:
+        """One call checked and encoded as a job to store (its queue checked already)."""
+        if _NewJob is None:
+            _import_stores()
+        self._check_arguments(args, kwargs)
+        name = self.name
+        new = _NewJob(
+            name=name,
+            queue=queue,
+            payload=payload.encode(name, args, kwargs, trace),
+            available_at=at or now,
+            pushed_at=now,
+            retry_until=None if self.retry_until is None else self._retry_until(
+                now, args, kwargs),
+            unique_key=None if self.unique_key is None else self._unique_key(args, kwargs),
+            priority=self.priority if priority is None else priority,
+        )
+        if self.concurrency is not None or not self._plain_concurrency:
             limited = self.concurrency_of(args, kwargs)
             if limited is not None:
-                new_jobs[-1].concurrency_limit, new_jobs[-1].concurrency_key = limited
-        return new_jobs
+                new.concurrency_limit, new.concurrency_key = limited
+        return new
 
     def concurrency_of(self, args: Sequence[Any], kwargs: Mapping[str, Any]
                        ) -> tuple[int, str] | None:
@@ -191,9 +243,9 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]:
         """Hand checked jobs to the store (after the commit if it cannot join the
         caller's transaction); start the worker threads in `worker` mode."""
-        from .stores import get_store
-
-        store = get_store()
+        if _get_store is None:
+            _import_stores()
+        store = _get_store()  # type: ignore[misc]
         if settings.MODE == "worker":
             from .worker.threads import ensure_started
 

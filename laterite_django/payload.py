@@ -12,6 +12,19 @@ from .exceptions import InvalidPayload
 __all__ = ["check_keys", "decode", "encode", "schedule_of", "with_schedule"]
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The C encoder `_encoder.encode` builds at each call, built once: a push's arguments
+# encoded in one call. Without the check for circular references, which needs a
+# fresh dict per call: a circular value recurses until RecursionError, and the checked
+# path below names it.
+_chunks = None if json.encoder.c_make_encoder is None else json.encoder.c_make_encoder(
+    None, _encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False,
+    False)
+
+
+def _text(value: Any) -> str:
+    if _chunks is None:  # pragma: no cover - Python without the _json module
+        return _encoder.encode(value)
+    return "".join(_chunks(value, 0))
 
 
 def encode(
@@ -23,13 +36,13 @@ def encode(
     `trace`: the pusher's trace context (see `tracing`), kept under the key "trace".
     """
     try:
-        text = _encoder.encode({"args": list(args), "kwargs": dict(kwargs)})
-    except (TypeError, ValueError):
+        text = _text({"args": list(args), "kwargs": dict(kwargs)})
+    except (TypeError, ValueError, RecursionError):
         pass
     else:
         # JSON turns keys 1 and None into "1" and "null": refuse them. The text's two
         # braces are its own; with no other, no argument holds a dict to look into.
-        if text.count("{") > 2 or not all(isinstance(key, str) for key in kwargs):
+        if text.count("{") > 2 or (kwargs and not all(isinstance(key, str) for key in kwargs)):
             check_keys(f"Job {job_name!r}", args, kwargs)
         if trace:
             return f'{text[:-1]},"trace":{_encoder.encode(dict(trace))}}}'

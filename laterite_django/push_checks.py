@@ -28,7 +28,7 @@ class PushChecks:
         retry_until: timedelta | Callable[..., datetime] | None
         unique_key: Callable[..., str | None] | None
         _call_signature: inspect.Signature
-        _good_shapes: set[tuple]
+        _good_shapes: set[tuple | int]
 
     def _check_name_and_queue(self, queue: Any) -> None:
         """Refuse a name or queue that is empty, or longer than its column."""
@@ -89,8 +89,9 @@ class PushChecks:
         return pairs
 
     def _check_arguments(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        # Whether a call binds depends only on its shape: check each shape once.
-        shape = (len(args), *sorted(kwargs))
+        # Whether a call binds depends only on its shape: check each shape once (the
+        # shape of a call without keywords is its number of arguments).
+        shape = (len(args), *sorted(kwargs)) if kwargs else len(args)
         if shape in self._good_shapes:
             return
         try:

@@ -129,6 +129,10 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
     def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
         if not jobs:
             return []
+        if len(jobs) == 1 and not jobs[0].concurrency_limit:
+            # The push most code makes: one statement, no bookkeeping of keys.
+            dialect = self._dialect or self.dialect
+            return [dialect.push_one(connections[self.database], jobs[0], self._ts)]
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key (sql_limits), set in the same
             # transaction, so no worker sees them without it.

@@ -79,7 +79,10 @@ def push_packed(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = N
                 ) -> list[Any]:
     """The PUSH script's arguments after the prefix (see redis_scripts.PUSH); `once`:
     a mark per job, so that a push made again (the outbox's) stores it only once."""
-    args = [now, pack(value for job in jobs for value in job_fields(job))]
+    if len(jobs) == 1:
+        args = [now, pack(job_fields(jobs[0]))]  # the common push, without a generator
+    else:
+        args = [now, pack(value for job in jobs for value in job_fields(job))]
     if once is not None:
         args.append(pack(once))
     return args

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from .base import Claim, NewJob
-from .pooler import behind_pooler
+from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
 from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
 
 __all__ = [
-    "DELETE", "claim", "delete", "execute_hot", "execute_pipeline", "make_due", "push", "waking",
+    "DELETE", "claim", "delete", "execute_hot", "execute_pipeline", "make_due", "push",
+    "push_one", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -63,11 +65,11 @@ _PUSH = (
     f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q) "
     f"SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM notified) >= 0"
 )
-# Params: one row, then the channel.
+# Params: one row. No CTE: the RETURNING list itself notifies (a row not inserted, a
+# duplicate of a waiting job's unique key, returns nothing and notifies no one).
 _PUSH_ONE = (
-    f"WITH ins AS (INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {ROW} "
-    f"ON CONFLICT DO NOTHING RETURNING id, unique_key, queue) "
-    f"SELECT id, unique_key, pg_notify(%s, queue) FROM ins"
+    f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {ROW} "
+    f"ON CONFLICT DO NOTHING RETURNING id, pg_notify('{CHANNEL}', queue)"
 )
 # Params: now, ids, channel. Jobs already due keep their place in line.
 _MAKE_DUE = (
@@ -83,12 +85,6 @@ def push(jobs: Sequence[NewJob], ts: Any) -> list[Statement]:
 
     PostgreSQL delivers the notification when the pushing transaction commits.
     """
-    if len(jobs) == 1:
-        job = jobs[0]
-        return [(_PUSH_ONE, [
-            job.name, job.queue, job.payload, job.priority, job.pushed_at,
-            job.available_at, job.retry_until, job.unique_key, CHANNEL,
-        ])]
     return [(_PUSH, [
         [job.name for job in jobs],
         [job.queue for job in jobs],
@@ -100,6 +96,45 @@ def push(jobs: Sequence[NewJob], ts: Any) -> list[Statement]:
         [job.unique_key for job in jobs],
         CHANNEL,
     ])]
+
+
+# _PUSH_ONE by name, its values as text: varchar, varchar, text, int2, three
+# timestamptz, varchar (their type OIDs).
+_PUSH_PREPARED = Prepared(
+    b"laterite_push_one", _PUSH_ONE, (1043, 1043, 25, 21, 1184, 1184, 1184, 1043))
+
+
+def push_one(connection: Any, job: NewJob, ts: Any) -> int | None:
+    """Insert one job and notify its queue; its id, or None for a duplicate of a waiting
+    job's unique key."""
+    params = [job.name, job.queue, job.payload, job.priority, job.pushed_at,
+              job.available_at, job.retry_until, job.unique_key]
+    texts = _push_texts(job)
+    if texts is None:
+        result = run_hot(connection, _PUSH_ONE, params).pgresult
+    else:
+        result = run_prepared(connection, _PUSH_PREPARED, texts, params)
+    return int(result.get_value(0, 0)) if result.ntuples else None
+
+
+def _push_texts(job: NewJob) -> list[bytes | None] | None:
+    """A job's values as the text PostgreSQL reads them, or None where one is not a
+    plain value written here alike (a time not in UTC, a priority not an int): psycopg
+    then adapts them."""
+    pushed, available, until, priority = (
+        job.pushed_at, job.available_at, job.retry_until, job.priority)
+    if (type(pushed) is not datetime or pushed.tzinfo is not UTC
+            or type(available) is not datetime or available.tzinfo is not UTC
+            or type(priority) is not int
+            or (until is not None and (type(until) is not datetime or until.tzinfo is not UTC))):
+        return None
+    pushed_text = str(pushed).encode()  # 2026-12-01 06:15:49.123456+00:00
+    key = job.unique_key
+    return [
+        job.name.encode(), job.queue.encode(), job.payload.encode(), b"%d" % priority,
+        pushed_text, pushed_text if available is pushed else str(available).encode(),
+        None if until is None else str(until).encode(), None if key is None else key.encode(),
+    ]
 
 
 def claim(
@@ -133,26 +168,6 @@ def waking(statement: str, params: list[Any]) -> Statement:
         f"SELECT pg_notify(%s, queue) FROM back",
         [*params, CHANNEL],
     )
-
-
-def execute_hot(
-    connection: Any, sql: str, params: Sequence[Any], fetch: bool = False
-) -> tuple[list, int]:
-    """Run a statement of the hot path, prepared and server-bound; return (rows, rowcount).
-
-    It runs on the very connection (and transaction) Django holds, through a
-    plain psycopg cursor: arrays travel as arrays, and the plan of each
-    statement is made once per connection (see `prepares`).
-    """
-    import psycopg
-
-    connection.ensure_connection()
-    raw = connection.connection
-    with connection.wrap_database_errors:
-        prepare = prepares(connection, raw)
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-        cursor.execute(sql, params, prepare=prepare)
-        return (cursor.fetchall() if fetch else []), cursor.rowcount
 
 
 def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list[list]:
@@ -196,28 +211,3 @@ def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list[l
             finally:
                 for cursor in cursors:
                     cursor.close()
-
-
-# A count of executions no statement reaches: psycopg prepares nothing by itself.
-_NEVER = 2**62
-
-
-def prepares(connection: Any, raw: Any) -> bool:
-    """Whether the hot statements are prepared on `raw` (Django's `connection`'s own).
-
-    Not behind a pooler (`pooler.behind_pooler`: a transaction pooler such as
-    PgBouncer hands each transaction any server connection, where the statement
-    was never prepared), nor when the database's OPTIONS say
-    `"prepare_threshold": None`. Django turns psycopg's preparing off by default
-    (a threshold of None, for the poolers' sake), and psycopg then ignores
-    `prepare=True`: a threshold no count reaches keeps the automatic preparing of
-    every other statement off while ours are prepared on request.
-    """
-    options = connection.settings_dict.get("OPTIONS", {})
-    if "prepare_threshold" in options and options["prepare_threshold"] is None:
-        return False
-    if behind_pooler(raw):
-        return False
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = _NEVER
-    return True

@@ -22,8 +22,8 @@ from .sql import COLUMNS, INSERT_COLUMNS, ROW, TABLE, execute
 from .sqlite_watch import open_watch
 
 __all__ = [
-    "Waiter", "claim", "delete", "execute_hot", "make_due", "open_waiter", "push", "wait",
-    "waking",
+    "Waiter", "claim", "delete", "execute_hot", "make_due", "open_waiter", "push", "push_one",
+    "wait", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -57,6 +57,20 @@ def push(jobs: Sequence[NewJob], ts: Callable[[Any], Any]) -> list[Statement]:
             params,
         ))
     return statements
+
+
+def push_one(connection: Any, job: NewJob, ts: Callable[[Any], Any]) -> int | None:
+    """Insert one job; its id, or None for a duplicate of a waiting job's unique key."""
+    rows, _ = execute(connection, _PUSH_ONE, [
+        job.name, job.queue, job.payload, job.priority, ts(job.pushed_at),
+        ts(job.available_at), ts(job.retry_until), job.unique_key,
+    ], fetch=True)
+    return rows[0][0] if rows else None
+
+
+_PUSH_ONE = (
+    f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {ROW} ON CONFLICT DO NOTHING RETURNING id"
+)
 
 
 def claim(

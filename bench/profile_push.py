@@ -1,0 +1,152 @@
+"""What one `noop.push(i)` costs the pushing process: CPU microseconds and Python calls.
+
+    python bench/profile_push.py [--store laterite_pg|laterite_redis|laterite_sqlite]
+                                 [--n 5000] [--rounds 5] [--atomic] [--top 25]
+
+Pushes N no-op jobs in this process against a scratch store of the bench's
+project (database `bench_<store>_pushprof`, dropped at the end; Redis: db 4 of
+$BENCH_REDIS_URL's server, flushed), `--rounds` times, and prints the medians:
+wall and CPU microseconds per push (CPU time: what the client spends, far less
+noisy than wall time on a shared machine), then Python calls per push under
+cProfile (a count the machine's load does not change) and, with --top, the
+functions that cost most. On PostgreSQL the same is measured for the floor: a
+bare psycopg INSERT per job (`bench/systems/floor_pg.py`). With --atomic, each
+push runs in its own `transaction.atomic()` (a request under ATOMIC_REQUESTS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):  # `python bench/profile_push.py`
+    sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", default="laterite_pg")
+    parser.add_argument("--n", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--atomic", action="store_true")
+    parser.add_argument("--top", type=int, default=0)
+    args = parser.parse_args()
+    os.environ.update(
+        BENCH_SYSTEM=args.store, BENCH_DB_SUFFIX="_pushprof",
+        DJANGO_SETTINGS_MODULE="bench.djproject.settings",
+        BENCH_REDIS_URL=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/4"),
+        BENCH_RUN_DIR=os.environ.get("BENCH_RUN_DIR", "/tmp/push"),
+    )
+    Path(os.environ["BENCH_RUN_DIR"]).mkdir(parents=True, exist_ok=True)
+    postgres = args.store != "laterite_sqlite"
+    name = f"bench_{args.store}_pushprof"
+    if postgres:
+        import psycopg
+
+        with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
+                             autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name}")
+            admin.execute(f"CREATE DATABASE {name}")
+    try:
+        run(args, postgres, name)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if postgres:
+            with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
+                                 autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+def run(args: argparse.Namespace, postgres: bool, name: str) -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection, transaction
+
+    call_command("migrate", verbosity=0)
+    import laterite_django
+    from bench.laterite_app.jobs import noop
+    from laterite_django.stores import get_store
+
+    print(f"laterite_django from {Path(laterite_django.__file__).parent}", file=sys.stderr)
+    store = get_store()
+
+    def laterite(ids: range) -> None:
+        push = noop.push
+        if args.atomic:
+            atomic = transaction.atomic
+            for i in ids:
+                with atomic():
+                    push(i)
+        else:
+            for i in ids:
+                push(i)
+
+    floor = None
+    if postgres and args.store == "laterite_pg":
+        import psycopg
+
+        raw = psycopg.connect(f"host=127.0.0.1 user=postgres dbname={name}", autocommit=True)
+        raw.execute("CREATE TABLE floor_job (id bigserial PRIMARY KEY, payload jsonb NOT NULL, "
+                    "claimed_at timestamptz, token bigint)")
+        raw.execute("CREATE INDEX floor_job_waiting ON floor_job (id) WHERE claimed_at IS NULL")
+
+        def floor(ids: range) -> None:
+            dumps, execute = json.dumps, raw.execute
+            for i in ids:
+                execute("INSERT INTO floor_job (payload) VALUES (%s)", (dumps({"i": i}),))
+
+    def clear() -> None:
+        if args.store != "laterite_pg":
+            store.clear()
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE laterite_job")
+        if floor is not None:
+            raw.execute("TRUNCATE floor_job")
+
+    rows = {"laterite": laterite, **({"floor": floor} if floor else {})}
+    timed: dict[str, list[tuple[float, float]]] = {key: [] for key in rows}
+    for push in rows.values():
+        push(range(200))  # warm up: connection, prepared statements, caches
+    for _ in range(args.rounds):
+        for key, push in rows.items():
+            clear()
+            wall, cpu = time.perf_counter(), time.process_time()
+            push(range(args.n))
+            timed[key].append((time.perf_counter() - wall, time.process_time() - cpu))
+    for key, push in rows.items():
+        clear()
+        profile = cProfile.Profile()
+        profile.enable()
+        push(range(args.n))
+        profile.disable()
+        stats = pstats.Stats(profile)
+        calls = stats.total_calls / args.n  # type: ignore[attr-defined]
+        wall = statistics.median(w for w, _ in timed[key]) / args.n * 1e6
+        cpu = statistics.median(c for _, c in timed[key]) / args.n * 1e6
+        print(f"{key:9} wall {wall:6.1f} us/push ({1e6 / wall:,.0f}/s)  "
+              f"cpu {cpu:6.1f} us/push  calls {calls:6.1f}/push")
+        if args.top and key == "laterite":
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(args.top)
+            print(out.getvalue())
+    clear()
+    if floor is not None:
+        raw.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""A push on PostgreSQL (stores/pg_hot.py): outside a transaction its statement runs by
+name through libpq; it must still run when that prepared statement was dropped, join
+the caller's transaction inside `atomic()`, and store every value as psycopg would."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from laterite_django.models import Job
+from tests.testapp import jobs
+
+__all__: list[str] = []
+
+pytestmark = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+
+
+@pytest.fixture
+def pg_store(store):
+    if connection.vendor != "postgresql":
+        pytest.skip("the libpq push is PostgreSQL's (LATERITE_TEST_DB=postgres)")
+    return store
+
+
+def run(sql: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+
+
+def prepared_names() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements ORDER BY name")
+        return [name for (name,) in cursor.fetchall()]
+
+
+def test_a_push_runs_again_when_its_prepared_statement_was_dropped(pg_store):
+    first = jobs.noop.push(1)
+    assert "laterite_push_one" in prepared_names()
+    run("DEALLOCATE ALL")
+    second = jobs.noop.push(2)
+    run("DISCARD ALL")
+    third = jobs.noop.push(3)
+    assert [first.status, second.status, third.status] == ["queued"] * 3
+    assert sorted(Job.objects.values_list("id", flat=True)) == [first.id, second.id, third.id]
+
+
+def test_a_push_after_a_rollback_runs(pg_store):
+    jobs.noop.push(1)
+    # A rollback makes psycopg drop every prepared statement of the connection.
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        jobs.noop.push(2)
+        1 / 0  # noqa: B018
+    with transaction.atomic():
+        jobs.noop.push(3)
+        with pytest.raises(ZeroDivisionError), transaction.atomic():
+            jobs.noop.push(4)
+            1 / 0  # noqa: B018
+    jobs.noop.push(5)
+    assert sorted(Job.objects.values_list("payload", flat=True)) == [
+        f'{{"args":[{i}],"kwargs":{{}}}}' for i in (1, 3, 5)]
+
+
+def test_a_push_inside_atomic_after_the_statement_was_dropped_keeps_the_transaction(pg_store):
+    jobs.noop.push(1)
+    with transaction.atomic():
+        run("DEALLOCATE ALL")
+        jobs.noop.push(2)
+        assert Job.objects.count() == 2  # the transaction still works
+    assert Job.objects.count() == 2
+
+
+def test_a_push_stores_its_times_and_priority_as_given(pg_store):
+    paris = timezone.now().astimezone(ZoneInfo("Europe/Paris")) + timedelta(hours=1)
+    at_paris = jobs.noop.push_at(paris, 1)
+    soon = jobs.noop.push_in(30, 2)
+    urgent = jobs.noop.enqueue((3,), {}, priority=7)
+    assert Job.objects.get(id=at_paris.id).available_at == paris
+    assert Job.objects.get(id=urgent.id).priority == 7
+    row = Job.objects.get(id=soon.id)
+    # push_in's moment is taken just before the push's own.
+    assert timedelta(seconds=29) < row.available_at - row.pushed_at <= timedelta(seconds=30)
+
+
+def test_a_duplicate_unique_key_returns_no_id(pg_store):
+    first = jobs.unique.push(7)
+    assert first.status == "queued"
+    assert jobs.unique.push(7).status == "duplicate"
+    assert list(Job.objects.values_list("id", flat=True)) == [first.id]
