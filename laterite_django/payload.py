@@ -16,7 +16,8 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 # encoded in one call. Without the check for circular references, which needs a
 # fresh dict per call: a circular value recurses until RecursionError, and the checked
 # path below names it.
-_chunks = None if json.encoder.c_make_encoder is None else json.encoder.c_make_encoder(
+_make = getattr(json.encoder, "c_make_encoder", None)
+_chunks = None if _make is None else _make(
     None, _encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False,
     False)
 
