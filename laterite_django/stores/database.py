@@ -179,12 +179,7 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
             self.delete(finished)
             return []
         if finished and any_marked(finished):
-            # Jobs of a chain or batch: their deletion with what their end brings (the
-            # next link: claimable by this very claim), then the claim, in one
-            # transaction (one commit).
-            with transaction.atomic(using=self.database):
-                database_workflows.delete_marked(self, finished)
-                return self.settle_and_claim((), queues, worker, limit)
+            return database_workflows.settle_and_claim(self, finished, queues, worker, limit)
         limits = queue_limits(queues)
         if limits or any_job_limited():
             # A limit may apply: the limited claim (sql_limits); else the plain one below.

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .base import Claim, NewJob
     from .database import DatabaseStore
 
-__all__ = ["batch_pattern", "delete_marked", "drop_batch", "fail_counted", "failed_payloads"]
+__all__ = ["batch_pattern", "delete_marked", "drop_batch", "fail_counted", "failed_payloads",
+           "settle_and_claim"]
 
 
 def delete_marked(store: DatabaseStore, claims: Sequence[Claim]) -> int:
@@ -48,6 +49,16 @@ def delete_marked(store: DatabaseStore, claims: Sequence[Claim]) -> int:
             store.push(links)
         count_ends(store.database, ends_of(done), store.push)
     return len(deleted)
+
+
+def settle_and_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Sequence[str],
+                     worker: str, limit: int) -> list[Claim]:
+    """Finished jobs, some of a chain or batch: their deletion with what their end brings
+    (the next link: claimable by this very claim), then the claim, in one transaction
+    (one commit)."""
+    with transaction.atomic(using=store.database):
+        delete_marked(store, finished)
+        return store.settle_and_claim((), queues, worker, limit)
 
 
 def fail_counted(store: DatabaseStore, claim: Claim) -> None:

@@ -82,6 +82,21 @@ local function drop_key(k, id)
   end
 end
 
+-- Delete finished job `id` if `token` still holds its claim. Returns 1 deleted, 0 the
+-- job is gone, -1 it is under another claim or waiting again (the claim was lost).
+local function delete_held(id, token)
+  local k = jkey(id)
+  if redis.call('HGET', k, 'token') == token then
+    drop_key(k, id)
+    redis.call('ZREM', qkey(redis.call('HGET', k, 'queue'), 'claimed'), id)
+    redis.call('DEL', k)
+    return 1
+  elseif redis.call('EXISTS', k) == 0 then
+    return 0
+  end
+  return -1
+end
+
 -- Put job `id` (hash `k`, available at `avail`) in its queue's ready or delayed set.
 local function enqueue(k, q, id, avail, now)
   if tonumber(avail) <= tonumber(now) then
@@ -291,21 +306,7 @@ return count
 # claim or waiting again (the claim was lost). Safe to repeat.
 DELETE = _COMMON + """
 local out = {}
-for i = 2, #ARGV, 2 do
-  local id, token = ARGV[i], ARGV[i + 1]
-  local k = jkey(id)
-  local held = redis.call('HGET', k, 'token')
-  if held == token then
-    drop_key(k, id)
-    redis.call('ZREM', qkey(redis.call('HGET', k, 'queue'), 'claimed'), id)
-    redis.call('DEL', k)
-    out[#out + 1] = 1
-  elseif redis.call('EXISTS', k) == 0 then
-    out[#out + 1] = 0
-  else
-    out[#out + 1] = -1
-  end
-end
+for i = 2, #ARGV, 2 do out[#out + 1] = delete_held(ARGV[i], ARGV[i + 1]) end
 return out
 """
 
@@ -321,23 +322,15 @@ local out = {}
 local listed = false
 for _, e in ipairs(cjson.decode(ARGV[4])) do
   local id, token, record, jobs = e[1], e[2], e[3], e[4]
-  local k = jkey(id)
-  local held = redis.call('HGET', k, 'token')
-  if held == token then
-    drop_key(k, id)
-    redis.call('ZREM', qkey(redis.call('HGET', k, 'queue'), 'claimed'), id)
-    redis.call('DEL', k)
+  local code = delete_held(id, token)
+  if code == 1 then
     if record ~= '' then
       redis.call('RPUSH', ended, record)
       listed = true
     end
     if #jobs > 0 then push_jobs(now, jobs) end
-    out[#out + 1] = 1
-  elseif redis.call('EXISTS', k) == 0 then
-    out[#out + 1] = 0
-  else
-    out[#out + 1] = -1
   end
+  out[#out + 1] = code
 end
 if listed then redis.call('SADD', P .. ':ended-lists', ended) end
 return out
