@@ -311,7 +311,14 @@ class Batch(models.Model):
 
     class Meta:
         db_table = "laterite_batch"
-        indexes = [models.Index(fields=["-created_at"], name="laterite_batch_created")]
+        indexes = [
+            models.Index(fields=["-created_at"], name="laterite_batch_created"),
+            # The batches not finished, for the sweep's look for those counted down to 0
+            # whose callbacks a dead worker did not push. On `id`, not `pending`: the
+            # counts' updates stay HOT (no index entry per update).
+            models.Index(fields=["id"], condition=models.Q(finished_at__isnull=True),
+                         name="laterite_batch_open"),
+        ]
         verbose_name_plural = "batches"
 
     def __str__(self) -> str:

@@ -79,7 +79,9 @@ class Store(FailedList, abc.ABC):
         A claim at position 0 of its batch started, so its attempt stays
         counted; one at a later position may never have started, so its
         attempt is undone. Each keeps its `available_at`, so it is first in
-        line (position 0) when claimed again.
+        line (position 0) when claimed again. Also pushes the callbacks of batches
+        that dead workers counted down to 0 without pushing them
+        (workflows.counts.finish_settled).
         """
 
     @abc.abstractmethod

@@ -192,10 +192,16 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
         claims.sort(key=attrgetter("position"))
         return claims
 
+    def flush(self) -> bool:
+        pushed = getattr(self._local, "callbacks_pushed", False)
+        self._local.callbacks_pushed = False
+        return pushed
+
     @guarded
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
         statement, params = self.dialect.waking(
             sql.REQUEUE_ABANDONED, [reason, self._ts(older_than)])
+        database_workflows.finish_orphans(self)  # batches a dead worker counted to 0
         try:
             return self._execute(statement, params)[1]
         except IntegrityError:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from ..workflows.counts import count_ends, finished_jobs
+from ..flow.limits import any_job_limited, queue_limits
+from ..workflows.counts import count_ends, finish_settled, finished_jobs
 from ..workflows.ending import End, ends_of, ends_of_payloads, next_links
 from ..workflows.marks import marks_of
 from . import sql_postgres, sql_workflows_postgres
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from .database import DatabaseStore
 
 __all__ = ["batch_pattern", "delete_marked", "drop_batch", "fail_counted", "failed_payloads",
-           "settle_and_claim"]
+           "finish_orphans", "settle_and_claim"]
 
 
 def delete_marked(store: DatabaseStore, claims: Sequence[Claim]) -> int:
@@ -56,6 +57,10 @@ def settle_and_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Se
     """Finished jobs, some of a chain or batch: their deletion with what their end brings
     (the next link: claimable by this very claim), then the claim, in one transaction
     (one commit)."""
+    if (store.postgres and not store.connection.in_atomic_block
+            and not any('"chain":' in c.payload for c in finished)
+            and not queue_limits(queues) and not any_job_limited()):
+        return _counted_claim(store, finished, queues, worker, limit)
     with transaction.atomic(using=store.database):
         delete_marked(store, finished)
         return store.settle_and_claim((), queues, worker, limit)
@@ -101,17 +106,53 @@ def failed_payloads(store: DatabaseStore, payloads: Sequence[str]) -> None:
     count_ends(store.database, ends_of_payloads(payloads, failed=True), store.push)
 
 
+def _counted_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Sequence[str],
+                   worker: str, limit: int) -> list[Claim]:
+    """PostgreSQL, finished jobs of batches (no chain link due, no limit on the claim):
+    COUNTED_DELETE and the plain claim in one round trip and one transaction, as the
+    plain drain's claim. The callbacks of a batch it counted down to 0 are pushed just
+    after, by `finish_settled` (exactly once: it marks the batch finished in the
+    transaction that pushes them); a worker that dies in between leaves the batch to
+    the sweep (`finish_orphans`)."""
+    import uuid
+
+    from django.utils import timezone
+
+    from .database import _claim_from_row
+
+    now = store._ts(timezone.now())
+    statements = [
+        (sql_workflows_postgres.COUNTED_DELETE,
+         sql_workflows_postgres.counted_delete_params(finished, _ends(finished))),
+        *sql_postgres.claim((), uuid.uuid4().hex, now, worker, queues, limit),
+    ]
+    counted, claimed = sql_postgres.execute_pipeline(store.connection, statements)
+    settled = [row[1] for row in counted if row[1] is not None and row[2] <= 0]
+    if settled and finish_settled(store.database, settled, store.push):
+        # Pushed after this claim was made: the worker's flush() says so, so that a
+        # worker about to stop for an empty queue claims once more.
+        store._local.callbacks_pushed = True
+    return sorted(map(_claim_from_row, claimed), key=lambda c: c.position)
+
+
+def finish_orphans(store: DatabaseStore) -> int:
+    """The sweep's part: push the callbacks of batches counted down to 0 by a worker
+    that died before it pushed them (see `_counted_claim`)."""
+    return finish_settled(store.database, None, store.push)
+
+
+def _ends(claims: Sequence[Claim]) -> list[tuple[int, int, int]]:
+    """(claim id, batch, position) for each of `claims` of a batch."""
+    return [(claim.id, end.batch, end.position) for claim in claims for end in ends_of([claim])]
+
+
 def _delete_counted(store: DatabaseStore, claims: Sequence[Claim]) -> int:
     """PostgreSQL, jobs of batches and plain ones: the deletion and the counts in one
     statement (sql_workflows_postgres), the callbacks of a batch it finished pushed
     before the commit."""
-    ends = []
-    for claim in claims:
-        for end in ends_of([claim]):
-            ends.append((claim.id, end.batch, end.position))
     with transaction.atomic(using=store.database):
         rows, _ = store._hot(sql_workflows_postgres.COUNTED_DELETE,
-                             sql_workflows_postgres.counted_delete_params(claims, ends),
+                             sql_workflows_postgres.counted_delete_params(claims, _ends(claims)),
                              fetch=True)
         _finish_batches(store, rows)
     return int(rows[0][0]) if rows else 0

@@ -247,6 +247,7 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         # Jobs pushed in transactions that committed while Redis was away.
         redis_outbox.sweep(self)
         redis_ends.apply_all(self)  # batch ends a worker died before counting
+        redis_ends.finish_orphans(self)  # batches counted to 0 with no callbacks pushed
         return count
 
     @guarded

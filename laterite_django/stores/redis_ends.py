@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.utils import timezone
 
-from ..workflows.counts import count_ends
+from ..workflows.counts import count_ends, finish_settled
 from ..workflows.ending import End, any_marked, ends_of, ends_of_payloads, next_links
 from . import redis_calls, redis_limits, redis_outbox
 from .redis_failed import write_row
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from .redis import RedisStore
 
 __all__ = ["DROP_BATCH", "FORGET_EMPTY", "TAKE_ENDS", "apply", "apply_all", "apply_pending",
-           "count_failed", "drop_batch", "finish", "finish_step", "listed", "own_list",
+           "count_failed", "drop_batch", "finish", "finish_orphans", "finish_step", "listed",
+           "own_list",
            "write_row_counted"]
 
 logger = logging.getLogger("laterite")
@@ -235,6 +236,13 @@ def write_row_counted(store: RedisStore, claim: Claim, error: str,
         row = write_row(rows, claim, error, link)
         count_failed(store, [claim.payload])
     return row
+
+
+def finish_orphans(store: RedisStore) -> int:
+    """The sweep's look for batches counted down to 0 whose callbacks were not pushed
+    (workflows.counts.finish_settled): the same rule as the database store's, though
+    here each count pushes them itself, so it finds none in the usual course."""
+    return finish_settled(store.database, None, lambda jobs: redis_outbox.hold(store, jobs))
 
 
 def count_failed(store: RedisStore, payloads: Sequence[str]) -> None:

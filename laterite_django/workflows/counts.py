@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..stores import NewJob
     from .ending import End
 
-__all__ = ["count_ends", "finished_jobs"]
+__all__ = ["count_ends", "finish_settled", "finished_jobs"]
 
 _UPDATE = (
     "UPDATE laterite_batch SET pending = pending - %s, failed = failed + %s "
@@ -64,6 +64,47 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
             jobs += _count(cursor, batch, *counted[batch])
     if jobs:
         push(jobs)
+
+
+# The batches of ids {ids} counted down to 0 whose callbacks are not pushed yet, locked
+# ({lock}): a second transaction finishing the same batch waits, then finds it finished.
+_SETTLED = (
+    "SELECT id, pending, failed, allow_failures, caught_at, cancelled_at, then_call, "
+    "catch_call, finally_call FROM laterite_batch WHERE id IN ({ids}) AND pending <= 0 "
+    "AND finished_at IS NULL ORDER BY id{lock}"
+)
+_ALL_SETTLED = (
+    "SELECT id FROM laterite_batch WHERE pending <= 0 AND finished_at IS NULL"
+)
+
+
+def finish_settled(using: str, batches: Sequence[int] | None,
+                   push: Callable[[list[NewJob]], Any]) -> int:
+    """Push the callbacks of `batches` (None: of every batch) that were counted down to 0
+    by a transaction that did not push them (PostgreSQL's batch drain counts in the
+    claim's round trip, see stores/database_workflows.py), and mark them finished, in
+    one transaction: exactly one such transaction finds each one unfinished. Returns
+    how many batches it finished."""
+    from django.db import transaction
+
+    connection = connections[using]
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        if batches is None:
+            cursor.execute(_ALL_SETTLED)
+            batches = [row[0] for row in cursor.fetchall()]
+        if not batches:
+            return 0
+        # SQLite has no row locks: its one writer at a time serializes these anyway.
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        cursor.execute(_SETTLED.format(ids=", ".join(["%s"] * len(batches)), lock=lock),
+                       list(batches))
+        jobs: list[NewJob] = []
+        rows = cursor.fetchall()
+        for row in rows:
+            jobs += finished_jobs(cursor, row[0], row[1:], 0)
+        if jobs:
+            push(jobs)
+    return len(rows)
 
 
 def _count(cursor: Any, batch: int, ended: int, failed: int) -> list[NewJob]:

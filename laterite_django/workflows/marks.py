@@ -12,6 +12,7 @@ A link is a call not pushed yet: {"job": name, "args": [...], "kwargs": {...}}.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,9 @@ __all__ = ["Marks", "marks_of", "with_marks"]
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _KEYS = ('"chain":', '"batch":')
+# A batch mark closing a payload as `with_marks` writes it: found without parsing the
+# payload (a string inside it cannot hold this text, its quotes would be escaped).
+_BATCH_TAIL = re.compile(r',"batch":\[(-?\d+),(-?\d+)\]\}\Z')
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +43,13 @@ def marks_of(text: str | bytes) -> Marks:
     """The workflow marks of a payload; NONE for most jobs, found without parsing it."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    if _KEYS[0] not in text and _KEYS[1] not in text:
-        return NONE
+    if _KEYS[0] not in text:
+        if _KEYS[1] not in text:
+            return NONE
+        # The usual job of a batch, marked with no chain: read from the end of its text.
+        found = _BATCH_TAIL.search(text, max(0, len(text) - 64))
+        if found is not None:
+            return Marks([], (int(found[1]), int(found[2])))
     try:
         data = json.loads(text)
     except ValueError:

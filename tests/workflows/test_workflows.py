@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+from datetime import timedelta
+
 import pytest
+from django.db import OperationalError, connection
+from django.utils import timezone
 
 from laterite_django import batch, cancel_batch, chain
 from laterite_django.exceptions import InvalidPayload
 from laterite_django.models import Batch, BatchEnd, FailedJob
 from laterite_django.stores import get_store
 from laterite_django.testing import run_jobs
+from laterite_django.workflows.counts import finish_settled
 from tests.testapp.jobs import grow, record, step
 from tests.testapp.models import Record
 
@@ -287,3 +293,51 @@ def test_adding_to_a_cancelled_batch_adds_nothing(store):
     assert add_to_batch(b.pk, [step.call("late")]) == 0
     b.refresh_from_db()
     assert b.total == 1
+
+
+def _counted_down_without_callbacks(b: Batch) -> None:
+    """Leave batch `b` as a worker killed between its counting commit and the push of the
+    callbacks leaves it on PostgreSQL: its jobs gone, `pending` at 0, not finished."""
+    get_store().clear()
+    Batch.objects.filter(pk=b.pk).update(pending=0)
+
+
+def test_the_sweep_pushes_the_callbacks_of_a_batch_counted_down_by_a_dead_worker(store):
+    b = batch([step.call(f"s{i}") for i in range(3)], then=record.call("then"),
+              catch=record.call("catch"), finally_=record.call("finally")).push()
+    _counted_down_without_callbacks(b)
+    older_than = timezone.now() - timedelta(seconds=60)
+    store.requeue_abandoned(older_than, "lost")
+    store.requeue_abandoned(older_than, "lost")  # a second sweep finds it finished
+    run_jobs()
+    b.refresh_from_db()
+    assert b.state == "finished" and b.finished_at is not None
+    assert (records("then"), records("catch"), records("finally")) == (1, 0, 1)
+
+
+def test_racing_finishers_of_a_batch_push_its_callbacks_once(store):
+    b = batch([step.call("s")], then=record.call("then"), finally_=record.call("finally")).push()
+    _counted_down_without_callbacks(b)
+    push = store.push_on_commit if not store.transactional_push else store.push
+    start = threading.Barrier(4)
+    finished: list[int] = []
+
+    def finish() -> None:
+        start.wait()
+        try:
+            finished.append(finish_settled("default", [b.pk], push))
+        except OperationalError:
+            # SQLite: a transaction that read the row before another's write commits
+            # cannot write after it ("database is locked"); it pushed nothing.
+            assert connection.vendor == "sqlite"
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=finish) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(finished)[-1] == 1 and sum(finished) == 1
+    run_jobs()
+    assert (records("then"), records("finally")) == (1, 1)
