@@ -290,9 +290,10 @@ class Batch(models.Model):
     """A batch of jobs (`laterite_django.batch`) and its counts, for every store.
 
     `pending` falls by one as each of its jobs ends (succeeded, or failed for good),
-    in the same transaction that records the end (`BatchEnd`); the transaction that
-    takes it to 0 pushes `then` and `finally_`, the one that counts the first
-    failure pushes `catch`. The callbacks are calls (workflows.calls) as JSON text.
+    counted once (workflows.counts); the transaction that takes it to 0 pushes `then`
+    and `finally_` (on PostgreSQL's batch drain, the next one, which sets
+    `finished_at`), the one that counts the first failure pushes `catch`. The
+    callbacks are calls (workflows.calls) as JSON text.
     """
 
     id = models.BigAutoField(primary_key=True)

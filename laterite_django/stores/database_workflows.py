@@ -109,11 +109,11 @@ def failed_payloads(store: DatabaseStore, payloads: Sequence[str]) -> None:
 def _counted_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Sequence[str],
                    worker: str, limit: int) -> list[Claim]:
     """PostgreSQL, finished jobs of batches (no chain link due, no limit on the claim):
-    COUNTED_DELETE and the plain claim in one round trip and one transaction, as the
-    plain drain's claim. The callbacks of a batch it counted down to 0 are pushed just
-    after, by `finish_settled` (exactly once: it marks the batch finished in the
-    transaction that pushes them); a worker that dies in between leaves the batch to
-    the sweep (`finish_orphans`)."""
+    their deletion and count with the plain claim, in one statement (COUNTED_CLAIM: one
+    round trip, as the plain drain's claim). The callbacks of a batch it counted down
+    to 0 are pushed just after, by `finish_settled` (exactly once: it marks the batch
+    finished in the transaction that pushes them); a worker that dies in between
+    leaves the batch to the sweep (`finish_orphans`)."""
     import uuid
 
     from django.utils import timezone
@@ -121,18 +121,16 @@ def _counted_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Sequ
     from .database import _claim_from_row
 
     now = store._ts(timezone.now())
-    statements = [
-        (sql_workflows_postgres.COUNTED_DELETE,
-         sql_workflows_postgres.counted_delete_params(finished, _ends(finished))),
-        *sql_postgres.claim((), uuid.uuid4().hex, now, worker, queues, limit),
-    ]
-    counted, claimed = sql_postgres.execute_pipeline(store.connection, statements)
-    settled = [row[1] for row in counted if row[1] is not None and row[2] <= 0]
+    params = sql_workflows_postgres.counted_claim_params(
+        finished, _ends(finished), [uuid.uuid4().hex, now, worker, list(queues), now, limit, limit])
+    rows, _ = store._hot(sql_workflows_postgres.COUNTED_CLAIM, params, fetch=True)
+    settled = rows[0][-1] if rows else None
     if settled and finish_settled(store.database, settled, store.push):
         # Pushed after this claim was made: the worker's flush() says so, so that a
         # worker about to stop for an empty queue claims once more.
         store._local.callbacks_pushed = True
-    return sorted(map(_claim_from_row, claimed), key=lambda c: c.position)
+    claims = [_claim_from_row(row) for row in rows if row[0] is not None]
+    return sorted(claims, key=lambda c: c.position)
 
 
 def finish_orphans(store: DatabaseStore) -> int:

@@ -18,7 +18,7 @@ from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
 from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
 
 __all__ = [
-    "DELETE", "claim", "delete", "execute_hot", "execute_pipeline", "make_due", "push",
+    "CLAIM", "DELETE", "claim", "delete", "execute_hot", "execute_pipeline", "make_due", "push",
     "push_one", "waking",
 ]
 
@@ -135,6 +135,11 @@ def _push_texts(job: NewJob) -> list[bytes | None] | None:
         pushed_text, pushed_text if available is pushed else str(available).encode(),
         None if until is None else str(until).encode(), None if key is None else key.encode(),
     ]
+
+
+# The claim statement (params: token, now, worker, queues, now, limit, limit), for a
+# statement that adds to it (sql_workflows_postgres).
+CLAIM = _CLAIM
 
 
 def claim(

@@ -192,16 +192,14 @@ def _run(
     if job_lines.isEnabledFor(logging.INFO):
         job_lines.info("Job %s #%s started (attempt %d)", claim.name, claim.id,
                        claim.attempts, extra={"action": "job_started", **_logged(claim)})
+    batch = marks_of(claim.payload).batch if '"batch":' in claim.payload else None
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                     attempt=claim.attempts, pushed_at=claim.pushed_at,
-                    report_progress=partial(worker.progress.report, claim), cancel_watch=watch)
+                    report_progress=partial(worker.progress.report, claim), cancel_watch=watch,
+                    batch_id=None if batch is None else batch[0])
     scheduled = payload.schedule_of(claim.payload)
     if scheduled is not None:
         cx = replace(cx, schedule=scheduled[0], scheduled_at=scheduled[1])
-    if '"batch":' in claim.payload:
-        batch = marks_of(claim.payload).batch
-        if batch is not None:
-            cx = replace(cx, batch_id=batch[0])
     try:
         if worker.manage_connections:
             close_old_connections()

@@ -1,13 +1,19 @@
 """A batch's counts, moved in the database for every store, and its callbacks pushed
 by the transaction that moves them: the one that deletes the job on the database
-store, the one that records its end on Redis (see stores/redis_ends.py).
+store, the one that records its end on Redis (see stores/redis_ends.py). One
+exception, PostgreSQL's batch drain: the claim that deletes and counts the finished
+jobs commits on its own, and the callbacks of a batch it took to 0 are pushed right
+after by `finish_settled` (or by the sweep, if the worker died in between).
 
 Each job's end is counted once: its `BatchEnd` row (batch, position) is inserted with
 ON CONFLICT DO NOTHING, and only the rows inserted are counted, so an end told twice
 (a crash between the record and its removal on Redis) or a job retried from the
-failed list after it was counted moves nothing. The UPDATE of the batch's row locks
-it, so concurrent ends are counted one after another and exactly one of them takes
-`pending` to 0 (or counts the first failure): that one pushes the callbacks.
+failed list after it was counted moves nothing (PostgreSQL's batch drain inserts
+none: a row is deleted once, and it skips the positions that have one). The UPDATE
+of the batch's row locks it, so concurrent ends are counted one after another and
+exactly one of them takes `pending` to 0 (or counts the first failure): that one
+pushes the callbacks, or leaves the batch unfinished for `finish_settled`, which
+marks it finished in the transaction that pushes them.
 """
 
 from __future__ import annotations

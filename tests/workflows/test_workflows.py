@@ -15,7 +15,7 @@ from laterite_django.models import Batch, BatchEnd, FailedJob
 from laterite_django.stores import get_store
 from laterite_django.testing import run_jobs
 from laterite_django.workflows.counts import finish_settled
-from tests.testapp.jobs import grow, record, step
+from tests.testapp.jobs import grow, mail, record, step
 from tests.testapp.models import Record
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -341,3 +341,23 @@ def test_racing_finishers_of_a_batch_push_its_callbacks_once(store):
     assert sorted(finished)[-1] == 1 and sum(finished) == 1
     run_jobs()
     assert (records("then"), records("finally")) == (1, 1)
+
+
+def test_a_failed_job_retried_while_its_batch_runs_is_not_counted_twice(store):
+    Record.objects.create(kind="gate", value="s0")
+    b = batch([step.call("s0"), step.call("s1"), mail.call("last")],
+              then=record.call("then"), allow_failures=True).push()
+    run_jobs("default")  # s0 fails for good (counted), s1 succeeds; the mail job waits
+    b.refresh_from_db()
+    assert (b.pending, b.failed) == (1, 1)
+    Record.objects.filter(kind="gate").delete()
+    store.retry(list(FailedJob.objects.values_list("pk", flat=True)))
+    run_jobs("default")  # s0 runs again and succeeds: its end was counted already
+    b.refresh_from_db()
+    assert steps() == ["s1", "s0"]
+    assert (b.pending, b.failed, b.finished_at) == (1, 1, None)
+    run_jobs("mail")
+    run_jobs()
+    b.refresh_from_db()
+    assert b.pending == 0 and b.finished_at is not None
+    assert records("then") == 1
