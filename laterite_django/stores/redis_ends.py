@@ -46,7 +46,9 @@ __all__ = ["DROP_BATCH", "FORGET_EMPTY", "TAKE_ENDS", "apply", "apply_all", "app
 
 logger = logging.getLogger("laterite")
 
-# Ends counted per database transaction; jobs looked at per DROP_BATCH call.
+# Ends counted per database transaction (a busy worker lists a few thousand per
+# APPLY_EVERY); jobs looked at per DROP_BATCH call (each call holds Redis meanwhile).
+ENDS_CHUNK = 2000
 CHUNK = 500
 # Seconds between a busy worker's counts of the ends it listed.
 APPLY_EVERY = 0.25
@@ -183,7 +185,7 @@ def apply(store: RedisStore, key: str | None = None) -> int:
         store._ends_pending = False
     try:
         while True:
-            records = store.client.lrange(key, 0, CHUNK - 1)
+            records = store.client.lrange(key, 0, ENDS_CHUNK - 1)
             if not records:
                 return taken
             ends = []
@@ -200,7 +202,7 @@ def apply(store: RedisStore, key: str | None = None) -> int:
             store._run("TAKE_ENDS", [key, b"\n".join(
                 r if isinstance(r, bytes) else str(r).encode() for r in records)])
             taken += len(records)
-            if len(records) < CHUNK:
+            if len(records) < ENDS_CHUNK:
                 return taken
     except Exception as e:
         if own:

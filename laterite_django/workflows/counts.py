@@ -41,6 +41,14 @@ _UPDATE = (
 )
 
 
+# PostgreSQL: the ends as two arrays, inserted in their order.
+_INSERT_ARRAYS = (
+    "INSERT INTO laterite_batch_end (batch_id, position) "
+    "SELECT b, p FROM unnest(%s::bigint[], %s::int[]) WITH ORDINALITY AS e(b, p, n) "
+    "ORDER BY n ON CONFLICT DO NOTHING RETURNING batch_id, position"
+)
+
+
 def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], Any]) -> None:
     """Count `ends` on their batches and `push` the callbacks they set off. Runs in the
     caller's transaction on database `using`."""
@@ -51,13 +59,18 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
     # for each other's next row.
     ends = sorted(ends, key=lambda end: (end.batch, end.position))
     counted: dict[int, list[int]] = {}
-    with connections[using].cursor() as cursor:
-        values = ", ".join(["(%s, %s)"] * len(ends))
-        cursor.execute(
-            f"INSERT INTO laterite_batch_end (batch_id, position) VALUES {values} "
-            "ON CONFLICT DO NOTHING RETURNING batch_id, position",
-            [v for end in ends for v in (end.batch, end.position)],
-        )
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":  # one statement text whatever the count
+            cursor.execute(_INSERT_ARRAYS, [[end.batch for end in ends],
+                                            [end.position for end in ends]])
+        else:
+            values = ", ".join(["(%s, %s)"] * len(ends))
+            cursor.execute(
+                f"INSERT INTO laterite_batch_end (batch_id, position) VALUES {values} "
+                "ON CONFLICT DO NOTHING RETURNING batch_id, position",
+                [v for end in ends for v in (end.batch, end.position)],
+            )
         new = {(int(b), int(p)) for b, p in cursor.fetchall()}
         for end in ends:
             if (end.batch, end.position) in new:
