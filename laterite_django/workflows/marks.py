@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["Marks", "marks_of", "with_marks"]
@@ -40,9 +41,22 @@ NONE = Marks([], None)
 
 
 def marks_of(text: str | bytes) -> Marks:
-    """The workflow marks of a payload; NONE for most jobs, found without parsing it."""
+    """The workflow marks of a payload; NONE for most jobs, found without parsing it.
+    (The Marks returned may be shared: never change its chain.)"""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
+    if _KEYS[0] not in text and _KEYS[1] not in text:
+        return NONE
+    return _remembered(text) if len(text) <= REMEMBER_UP_TO else _marks_of(text)
+
+
+# A job's marks are read several times as it runs and ends (its context, its end, the
+# next link): those of the last payloads seen are remembered, if short (at most
+# 1024 of REMEMBER_UP_TO characters each are kept alive).
+REMEMBER_UP_TO = 4096
+
+
+def _marks_of(text: str) -> Marks:
     if _KEYS[0] not in text:
         if _KEYS[1] not in text:
             return NONE
@@ -63,6 +77,9 @@ def marks_of(text: str | bytes) -> Marks:
     if not (isinstance(batch, list) and len(batch) == 2 and all(type(v) is int for v in batch)):
         batch = None
     return Marks(chain, None if batch is None else (batch[0], batch[1]))
+
+
+_remembered = lru_cache(maxsize=1024)(_marks_of)
 
 
 def with_marks(
