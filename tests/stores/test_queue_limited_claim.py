@@ -142,3 +142,14 @@ def test_a_limited_queue_gives_its_room_and_the_next_queue_the_rest(store: Store
         claims = store.claim(["low", "default"], "w", limit=6)
     assert [c.queue for c in claims] == ["low"] * 2 + ["default"] * 4
     assert [c.position for c in claims] == list(range(6))
+
+
+def test_a_queue_over_its_limit_gets_no_job_until_below_it(store: Store):
+    store.push(jobs("low", 6))
+    with override_settings(LATERITE_QUEUE_LIMITS={"low": {"concurrency": 3}}):
+        held = store.claim(["low"], "w", limit=3)
+    # The limit lowered while three run: the room is negative, the claim takes none.
+    with override_settings(LATERITE_QUEUE_LIMITS={"low": {"concurrency": 1}}):
+        assert store.claim(["low"], "w", limit=3) == []
+        assert store.settle_and_claim(held[:2], ["low"], "w", limit=3) == []
+        assert len(store.settle_and_claim(held[2:], ["low"], "w", limit=3)) == 1
