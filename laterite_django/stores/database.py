@@ -181,10 +181,11 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
         if finished and any_marked(finished):
             return database_workflows.settle_and_claim(self, finished, queues, worker, limit)
         limits = queue_limits(queues)
-        if limits or any_job_limited():
+        keys = any_job_limited()
+        if limits or keys:
             # A limit may apply: the limited claim (sql_limits); else the plain one below.
             rows = sql_limits.claim(self, finished, uuid.uuid4().hex, timezone.now(), worker,
-                                    queues, limit, limits)
+                                    queues, limit, limits, keys)
             return sorted(map(_claim_from_row, rows), key=attrgetter("position"))
         now = self._ts(timezone.now())
         statements = self.dialect.claim(finished, uuid.uuid4().hex, now, worker, queues, limit)

@@ -5,26 +5,34 @@ Used only when a limit may apply to the claim (a limited queue among the worker'
 or a registered job with `concurrency`); otherwise the claim is the plain one of
 `sql_postgres` / `sql_sqlite`, untouched.
 
+On PostgreSQL a worker whose process registers no job with `concurrency` makes the
+queue-only claim (`sql_queue_limits_postgres`: two statements, concurrency keys not
+looked at, as its plain claim does not look at them); any other, the keyed one
+(`sql_limits_postgres`: four). Both take the same queue locks in the same order and
+count alike, so the two may race.
+
 Why racing workers can never together exceed a limit:
 
-- PostgreSQL (statements in `sql_limits_postgres`): each limited queue and each
-  concurrency key has a transaction-level advisory lock of its own. A claim
-  takes jobs of a limited queue only while it holds that queue's lock, and jobs
-  of a key only while it holds that key's lock; it counts (running jobs of the
-  queue or key, the queue's recent starts) in a statement whose snapshot is
-  taken after those locks were granted (READ COMMITTED: one snapshot per
-  statement), and its own claims and starts commit before the locks are let go
-  (at its commit). So every claim that took jobs of that queue or key before is
-  committed and counted, and no other claim of it runs meanwhile: the counts can
-  only be too high (a job finished but not yet deleted still counts as running),
-  never too low. Claims of different queues and keys do not wait for each other.
-  Queue locks are waited for, in the order of their ids (no two claims wait
-  for each other in a circle); a key lock is only tried
-  (`pg_try_advisory_xact_lock`): a key another claim holds is skipped this time,
-  its jobs keep waiting. A job of neither (an unlimited queue, no key) needs no
-  lock: `FOR UPDATE SKIP LOCKED` keeps two claims from taking it both. The
-  statements and the commit go in one round trip, so a lock is held for the
-  server's work alone.
+- PostgreSQL: each limited queue and each concurrency key has a transaction-level
+  advisory lock of its own. A claim takes jobs of a limited queue only while it
+  holds that queue's lock, and jobs of a key only while it holds that key's lock;
+  it counts (running jobs of the queue or key, the queue's recent starts) in a
+  statement whose snapshot is taken after those locks were granted (READ
+  COMMITTED: one snapshot per statement), and its own claims and starts commit
+  before the locks are let go (at its commit). So every claim that took jobs of
+  that queue or key before is committed and counted, and no other claim of it
+  runs meanwhile: the counts can only be too high (a job finished but not yet
+  deleted still counts as running), never too low. (The queue-only claim deletes
+  its worker's finished jobs in the counting statement, whose snapshot still sees
+  them running, and gives back exactly those it deleted: each was taken by that
+  worker's previous claim, committed before, so each is in the count.) Claims of
+  different queues and keys do not wait for each other. Queue locks are waited
+  for, in the order of their ids (no two claims wait for each other in a circle);
+  a key lock is only tried (`pg_try_advisory_xact_lock`): a key another claim
+  holds is skipped this time, its jobs keep waiting. A job of neither (an
+  unlimited queue, no key) needs no lock: `FOR UPDATE SKIP LOCKED` keeps two
+  claims from taking it both. The statements and the commit go in one round
+  trip, so a lock is held for the server's work alone.
 - SQLite: one claim statement (after the deletion of finished jobs, in the same
   transaction) reads and writes under the database's single write lock, so
   claims are serialized by SQLite itself.
@@ -45,7 +53,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..flow.limits import QueueLimit
-from . import sql_limits_postgres, sql_postgres
+from . import sql_limits_postgres, sql_postgres, sql_queue_limits_postgres
 from .base import Claim, NewJob
 from .sql import COLUMNS, TABLE
 from .sql_limits_postgres import NO_LIMIT, STARTS
@@ -87,12 +95,18 @@ def set_keys(store: DatabaseStore, jobs: Sequence[NewJob], ids: Sequence[int | N
 
 def claim(
     store: DatabaseStore, finished: Sequence[Claim], token: str, now: datetime, worker: str,
-    queues: Sequence[str], limit: int, limits: dict[str, QueueLimit],
+    queues: Sequence[str], limit: int, limits: dict[str, QueueLimit], keys: bool = True,
 ) -> list[Sequence[Any]]:
     """Delete `finished` and claim up to `limit` jobs within the limits, in one
-    transaction; return the claimed rows (in `sql.COLUMNS` order)."""
+    transaction; return the claimed rows (in `sql.COLUMNS` order). `keys`: whether
+    concurrency keys may apply (a job registered here declares `concurrency`); without,
+    PostgreSQL takes the queue-only claim."""
     from django.db import transaction
 
+    if store.postgres and not keys:
+        statements = sql_queue_limits_postgres.statements(
+            finished, token, store._ts(now), worker, queues, limit, limits)
+        return sql_postgres.execute_pipeline(store.connection, statements)[-1]
     if store.postgres:
         rows: list[Sequence[Any]] = []
         for deleting in (finished, ()):

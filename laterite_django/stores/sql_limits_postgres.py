@@ -32,7 +32,7 @@ from ..flow.limits import QueueLimit
 from .base import Claim
 from .sql import COLUMNS, TABLE
 
-__all__ = ["locked_keys", "statements"]
+__all__ = ["NO_LIMIT", "QUEUE_LOCK_IDS", "SETTINGS", "STARTS", "locked_keys", "statements"]
 
 STARTS = "laterite_flow_start"
 # Room that stands for "no limit".
@@ -53,19 +53,19 @@ _DELETE = (
     f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token RETURNING 1"
 )
 
-# Params: ids, tokens (finished). Also, for the rest of the transaction: commit without
-# waiting for the WAL flush (see sql_postgres); plan the statements that follow once
-# per connection (generic plans: planning them anew at each claim, which the server
-# otherwise chooses for them, costs about as much as running them); and never plan a
-# scan of the whole job table: every row they read is reached through an index, but
-# without the table's statistics (autovacuum off or behind, a table that was empty
-# when the plan was made) the planner takes `token IS NOT NULL` for nearly every row
-# and scans it all.
-_FIRST = (
-    f"WITH done AS ({_DELETE}) SELECT (SELECT count(*) FROM done), {_ASYNC_COMMIT}, "
-    f"set_config('plan_cache_mode', 'force_generic_plan', true), "
+# FIRST's params: ids, tokens (finished). SETTINGS, for the rest of the transaction:
+# commit without waiting for the WAL flush (see sql_postgres); plan the statements that
+# follow once per connection (generic plans: planning them anew at each claim, which
+# the server otherwise chooses for them, costs about as much as running them); and
+# never plan a scan of the whole job table: every row they read is reached through an
+# index, but without the table's statistics (autovacuum off or behind, a table that
+# was empty when the plan was made) the planner takes `token IS NOT NULL` for nearly
+# every row and scans it all.
+SETTINGS = (
+    f"{_ASYNC_COMMIT}, set_config('plan_cache_mode', 'force_generic_plan', true), "
     f"set_config('enable_seqscan', 'off', true)"
 )
+_FIRST = f"WITH done AS ({_DELETE}) SELECT (SELECT count(*) FROM done), {SETTINGS}"
 
 # Params: queues, now, SCAN, candidates, limit. The candidates: per queue, the first
 # `candidates` waiting jobs without a key or whose key has room (by this snapshot:
@@ -97,14 +97,15 @@ _KEYS = (
 )
 
 # Params: limited queue names. Blocking, taken in one order (of their ids) by every
-# claim, so two claims never wait for each other in a circle (the key locks of KEYS
-# never wait). Taken after KEYS, so that while a claim holds a queue's lock the
-# server only runs CLAIM and the commit.
-_QUEUES = (
-    f"SELECT count(pg_advisory_xact_lock(id)) FROM (SELECT DISTINCT "
-    f"{_QUEUE_LOCK.format(name='name')} AS id FROM unnest(%s::varchar[]) AS l(name) "
-    f"ORDER BY id) ids"
+# claim, this one's and the queue-only one's (sql_queue_limits_postgres), so two claims
+# never wait for each other in a circle (the key locks of KEYS never wait). Taken after
+# KEYS, so that while a claim holds a queue's lock the server only runs CLAIM and the
+# commit.
+QUEUE_LOCK_IDS = (
+    f"(SELECT DISTINCT {_QUEUE_LOCK.format(name='name')} AS id "
+    f"FROM unnest(%s::varchar[]) AS l(name) ORDER BY id) ids"
 )
+_QUEUES = f"SELECT count(pg_advisory_xact_lock(id)) FROM {QUEUE_LOCK_IDS}"
 
 # Params: queues, concurrency, rate, period (arrays, NULL for none), now, NO_LIMIT,
 # NO_LIMIT, now, candidates, limit, token, now, worker, now.

@@ -23,14 +23,6 @@ def flow_keyed(key: str, i: int, seconds: float = 0.02) -> None:
     _stamp("flow-end", key)
 
 
-@job("tests.flow_rated", queue="low")
-def flow_rated(i: int, seconds: float = 0.0) -> None:
-    """A job of the `low` queue, limited by LATERITE_QUEUE_LIMITS in the limit tests."""
-    _stamp("flow-start", "low")
-    time.sleep(seconds)
-    _stamp("flow-end", "low")
-
-
 @job("tests.flow_mixed", concurrency=1, concurrency_key=lambda queue, key, seconds=0.02: key)
 def flow_mixed(queue: str, key: str | None, seconds: float = 0.02) -> None:
     """A job of `queue`, with or without a key (pushed as NewJobs carrying the key and

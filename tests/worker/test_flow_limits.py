@@ -39,12 +39,14 @@ def keyed_jobs(count: int, keys: int, seconds: float) -> list[NewJob]:
 
 
 def rated_jobs(count: int, seconds: float) -> list[NewJob]:
+    """`tests.flow_stamp` jobs of the `low` queue (registered in every worker), each
+    recording its start and end under "low"."""
     now = timezone.now()
     return [
-        NewJob(name="tests.flow_rated", queue="low",
-               payload=payload.encode("tests.flow_rated", [i, seconds], {}),
+        NewJob(name="tests.flow_stamp", queue="low",
+               payload=payload.encode("tests.flow_stamp", ["low", seconds], {}),
                available_at=now, pushed_at=now)
-        for i in range(count)
+        for _ in range(count)
     ]
 
 
@@ -108,9 +110,15 @@ def test_a_key_at_its_limit_does_not_hold_up_other_keys(store, workers):
     assert most_running(records())["k0"] == 1
 
 
-def test_a_queue_concurrency_of_three_holds_across_worker_processes(store, workers):
+# With FLOW the workers register jobs with a concurrency limit, and on PostgreSQL make
+# the keyed claim; without, the queue-only one (stores/sql_queue_limits_postgres.py).
+CLAIMS = pytest.mark.parametrize("flow", [FLOW, {}], ids=["keyed-claim", "queue-only-claim"])
+
+
+@CLAIMS
+def test_a_queue_concurrency_of_three_holds_across_worker_processes(store, workers, flow):
     store.push(rated_jobs(60, seconds=0.05))
-    env = {**FLOW, "LATERITE_TEST_LIMITS": json.dumps({"low": {"concurrency": 3}})}
+    env = {**flow, "LATERITE_TEST_LIMITS": json.dumps({"low": {"concurrency": 3}})}
     procs = run_workers(workers, 2, 3, "low", env)
     wait_for(lambda: Record.objects.filter(kind="flow-end").count() == 60, timeout=120)
     stop(procs)
@@ -118,9 +126,10 @@ def test_a_queue_concurrency_of_three_holds_across_worker_processes(store, worke
     assert not FailedJob.objects.exists()
 
 
-def test_a_queue_rate_of_twenty_a_second_holds_across_worker_processes(store, workers):
+@CLAIMS
+def test_a_queue_rate_of_twenty_a_second_holds_across_worker_processes(store, workers, flow):
     store.push(rated_jobs(70, seconds=0.0))
-    env = {**FLOW, "LATERITE_TEST_LIMITS": json.dumps({"low": {"rate": "20/s"}})}
+    env = {**flow, "LATERITE_TEST_LIMITS": json.dumps({"low": {"rate": "20/s"}})}
     procs = run_workers(workers, 2, 2, "low", env)
     # A job held back by the rate is claimable again a second later, which wakes no
     # idle worker: they look again every LATERITE_QUEUE_POLL while a limit applies.
