@@ -8,6 +8,11 @@ ever reaches it. The listening connection is opened on LATERITE_QUEUE_LISTEN_DAT
 when set (an alias that reaches PostgreSQL directly), else on the store's own
 database; a listener found behind a pooler (`pooler.behind_pooler`) is closed and
 the worker polls every LATERITE_QUEUE_POLL seconds instead, saying so once.
+
+While it waits for a notification, a worker holds the advisory lock IDLE_LOCK,
+shared, on its listening connection: pushes notify only while some worker holds
+it (see sql_postgres). It takes the lock, then claims once more before it waits
+(so a push that did not notify is seen), and lets go of it when woken.
 """
 
 from __future__ import annotations
@@ -29,11 +34,15 @@ from django.utils.dateparse import parse_datetime
 from ..conf import settings
 from . import sql_sqlite
 from .pooler import behind_pooler
-from .sql import CHANNEL
+from .sql import CHANNEL, IDLE_LOCK
 
 __all__ = ["LISTEN_HINT", "DatabaseWaiting", "aware"]
 
 logger = logging.getLogger("laterite")
+
+# A worker that cannot take IDLE_LOCK (a push holds it until its commit) looks again
+# after this long, then twice as long each time, up to its poll interval.
+IDLE_LOCK_RETRY = 0.005
 
 LISTEN_HINT = (
     "Set LATERITE_QUEUE_LISTEN_DATABASE to a database alias that reaches the same "
@@ -101,24 +110,47 @@ class DatabaseWaiting:
                 # A push before LISTEN went unheard: the claim that follows sees it,
                 # and every later one is heard.
                 return
+            if not getattr(self._local, "idle", False):
+                self._go_idle(listener, timeout, stop)
+                return  # one more claim, now that pushes notify
             if longest is not None:
                 timeout = self._until_due(queues, timeout, longest)
             deadline = time.monotonic() + timeout
             while not stop.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return
+                    return  # still idle, most likely: the lock is kept for the next wait
                 # In slices, so a stop request is seen within a second.
                 ready, _, _ = select.select([listener.fileno()], [], [], min(left, 1.0))
                 if ready:
                     # Drain what arrived; any notification is a reason to look again.
                     for _ in listener.notifies(timeout=0, stop_after=1000):
                         pass
+                    self._leave_idle(listener)
                     return
         except Exception:
             # A broken listener must not stop the worker: poll until it comes back.
             self._close_listener()
             stop.wait(timeout)
+
+    def _go_idle(self, listener: Any, timeout: float, stop: threading.Event) -> None:
+        """Take IDLE_LOCK, shared, so that pushes from now on notify; if a push holds it
+        (its transaction is open), wait a little, longer each time, and let the worker
+        claim again (the push, once committed, is seen by that claim)."""
+        if listener.execute("SELECT pg_try_advisory_lock_shared(%s)", [IDLE_LOCK]).fetchone()[0]:
+            self._local.idle = True
+            self._local.idle_retry = IDLE_LOCK_RETRY
+            return
+        retry = getattr(self._local, "idle_retry", IDLE_LOCK_RETRY)
+        self._local.idle_retry = min(retry * 2, max(timeout, IDLE_LOCK_RETRY))
+        stop.wait(min(retry, timeout))
+
+    def _leave_idle(self, listener: Any) -> None:
+        """Let go of IDLE_LOCK, woken: pushes made while this worker is busy need not
+        notify. (Woken by its timeout instead, a worker keeps it: held a little longer
+        than needed, it costs pushes a notification, never a lost wake-up.)"""
+        self._local.idle = False
+        listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
 
     def _until_due(self, queues: Sequence[str], timeout: float, longest: float) -> float:
         """Seconds until the next delayed job of `queues` is due, at most `longest`; if
@@ -202,6 +234,7 @@ class DatabaseWaiting:
         return listener, True
 
     def _close_listener(self) -> None:
+        self._local.idle = False  # the lock goes with the session
         listener = getattr(self._local, "listener", None)
         if listener is not None:
             try:  # noqa: SIM105 -- a dead connection may fail to close; that is fine

@@ -19,6 +19,7 @@ __all__ = [
     "FAILED_TABLE",
     "FAIL_DELETE",
     "FAIL_INSERT",
+    "IDLE_LOCK",
     "INSERT_COLUMNS",
     "KEEP_KEY",
     "MINUTES",
@@ -43,6 +44,10 @@ TABLE = "laterite_job"
 FAILED_TABLE = "laterite_failed_job"
 # The PostgreSQL NOTIFY channel that wakes idle workers.
 CHANNEL = "laterite"
+# The advisory lock idle PostgreSQL workers hold, shared, on their listening
+# connections while they wait for a notification ("laterite" in ASCII): a push
+# notifies only if it cannot take it (see sql_postgres, database_wait).
+IDLE_LOCK = 7809651207897183333
 
 # What a claim returns, in the order DatabaseStore reads it.
 COLUMNS = (

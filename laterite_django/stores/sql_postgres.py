@@ -4,6 +4,16 @@ Rows travel as arrays, so each statement has one shape whatever the number of
 jobs, and is prepared once per connection. A claim is one statement that also
 deletes the jobs finished since the previous one; a push and make_due notify
 the `laterite` channel so idle workers wake at once.
+
+A push notifies only when a worker is idle: an idle worker holds the advisory
+lock IDLE_LOCK, shared, while it waits, and the push tries to take it, exclusive,
+until its commit (`pg_try_advisory_xact_lock`). Taken, no worker waits: no NOTIFY
+(whose queue every notifying commit goes through, one at a time). Not taken, a
+worker waits (or another push holds it): NOTIFY. No wake-up is lost: a worker
+takes the lock before its last claim ahead of a wait (database_wait), so a push
+that took it first commits before that claim's snapshot can be taken (the worker
+cannot get the lock before then: it looks again shortly), and one that comes
+later finds it held and notifies.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from typing import Any
 
 from .base import Claim, NewJob
 from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
-from .sql import CHANNEL, INSERT_COLUMNS, ROW, TABLE, returning
+from .sql import CHANNEL, IDLE_LOCK, INSERT_COLUMNS, ROW, TABLE, returning
 
 __all__ = [
     "CLAIM", "DELETE", "claim", "delete", "execute_hot", "execute_pipeline", "make_due", "push",
@@ -62,14 +72,16 @@ _PUSH = (
     f"%s::varchar[], %s::varchar[], %s::text[], %s::int2[], %s::timestamptz[], "
     f"%s::timestamptz[], %s::timestamptz[], %s::varchar[]) AS t(n, q, p, pr, pa, aa, ru, uk) "
     f"ON CONFLICT DO NOTHING RETURNING id, unique_key, queue), "
-    f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q) "
+    f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q "
+    f"WHERE NOT pg_try_advisory_xact_lock({IDLE_LOCK})) "
     f"SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM notified) >= 0"
 )
 # Params: one row. No CTE: the RETURNING list itself notifies (a row not inserted, a
 # duplicate of a waiting job's unique key, returns nothing and notifies no one).
 _PUSH_ONE = (
     f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {ROW} "
-    f"ON CONFLICT DO NOTHING RETURNING id, pg_notify('{CHANNEL}', queue)"
+    f"ON CONFLICT DO NOTHING RETURNING id, CASE WHEN pg_try_advisory_xact_lock({IDLE_LOCK}) "
+    f"THEN NULL ELSE pg_notify('{CHANNEL}', queue) END"
 )
 # Params: now, ids, channel. Jobs already due keep their place in line.
 _MAKE_DUE = (

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from laterite_django.stores import get_store
+from laterite_django.stores.sql import CHANNEL, IDLE_LOCK
 from tests.conftest import Stderr, wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record
@@ -71,3 +72,51 @@ def test_an_idle_worker_still_leaves_at_its_max_seconds(workers, store):
     result = workers.run("--max-seconds", "1", timeout=60)
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 20  # the idle wait is 30 s; 1 s was asked
+
+
+def test_a_worker_going_idle_while_a_push_is_uncommitted_runs_it_at_the_commit(postgres_worker):
+    """The push took the idle lock first, so it did not notify: the worker, finding the
+    lock taken, looks again until the push commits (its idle wait is 30 s)."""
+    jobs.sleeper.push(1.0, "busy")
+    wait_for(lambda: Record.objects.filter(kind="sleeper-start", value="busy").exists())
+    with transaction.atomic():
+        jobs.record.push("held")  # no worker waits: the push holds the idle lock
+        wait_for(lambda: Record.objects.filter(kind="sleeper-end", value="busy").exists())
+        time.sleep(1.0)  # the worker found nothing, and could not take the lock
+    started = time.monotonic()
+    wait_for(lambda: Record.objects.filter(value="held").exists(), timeout=10)
+    assert time.monotonic() - started < 10
+
+
+def _notified(listener, within: float) -> bool:
+    return any(True for _ in listener.notifies(timeout=within, stop_after=1))
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["push", "push_many"])
+def test_a_push_notifies_only_while_a_worker_waits(store, store_kind, many):
+    """A worker waiting holds the idle lock, shared; with none holding it, nobody
+    listens for the notification, and the push sends none."""
+    if store_kind != "database" or connection.vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY: PostgreSQL only (LATERITE_TEST_DB=postgres)")
+    import psycopg
+
+    params = connection.get_connection_params()
+    for unused in ("cursor_factory", "context", "prepare_threshold", "pool"):
+        params.pop(unused, None)
+
+    def push(value: str) -> None:
+        if many:
+            jobs.record.push_many([(value,), (value + "+",)])
+        else:
+            jobs.record.push(value)
+
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+        push("nobody waits")
+        assert not _notified(listener, 0.5)
+        listener.execute("SELECT pg_advisory_lock_shared(%s)", [IDLE_LOCK])  # as a worker waits
+        push("a worker waits")
+        assert _notified(listener, 5)
+        listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
+        push("it is busy again")
+        assert not _notified(listener, 0.5)
