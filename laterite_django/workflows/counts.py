@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 
 from .calls import link_job
@@ -104,15 +104,14 @@ def finish_settled(using: str, batches: Sequence[int] | None,
     claim's round trip, see stores/database_workflows.py), and mark them finished, in
     one transaction: exactly one such transaction finds each one unfinished. Returns
     how many batches it finished."""
-    from django.db import transaction
-
     connection = connections[using]
-    with transaction.atomic(using=using), connection.cursor() as cursor:
-        if batches is None:
+    if batches is None:  # the sweep: one read, and a transaction only for what it finds
+        with connection.cursor() as cursor:
             cursor.execute(_ALL_SETTLED)
             batches = [row[0] for row in cursor.fetchall()]
-        if not batches:
-            return 0
+    if not batches:
+        return 0
+    with transaction.atomic(using=using), connection.cursor() as cursor:
         # SQLite has no row locks: its one writer at a time serializes these anyway.
         lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
         cursor.execute(_SETTLED.format(ids=", ".join(["%s"] * len(batches)), lock=lock),
