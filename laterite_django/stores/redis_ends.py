@@ -17,7 +17,6 @@ fails for good is counted in the transaction that writes its failed row.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -29,7 +28,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..workflows.counts import count_ends, finish_settled
-from ..workflows.ending import End, any_marked, ends_of, ends_of_payloads, next_links
+from ..workflows.ending import End, any_marked, ends_of_payloads, next_links
+from ..workflows.marks import marks_of
 from . import redis_calls, redis_limits, redis_outbox
 from .redis_failed import write_row
 from .redis_scripts import _COMMON
@@ -126,11 +126,10 @@ def finish_step(store: RedisStore, claims: Sequence[Claim]) -> tuple[str | None,
     found: list[tuple[Claim, str, list[NewJob]]] = []
     ended = False
     for claim in claims:
-        record = ""
-        for end in ends_of([claim]):
-            record = f"[{end.batch},{end.position}]"
-            ended = True
-        found.append((claim, record, next_links(claim)))
+        marks = marks_of(claim.payload)
+        record = "" if marks.batch is None else f"[{marks.batch[0]},{marks.batch[1]}]"
+        ended = ended or bool(record)
+        found.append((claim, record, next_links(claim) if marks.chain else []))
     if any(job.concurrency_limit for _, _, links in found for job in links):
         # A next link runs under a concurrency limit: every link carries its key.
         entries = [[str(c.id), c.token, record, [value for job in links for value in (
@@ -190,8 +189,8 @@ def apply(store: RedisStore, key: str | None = None) -> int:
                 return taken
             ends = []
             for raw in records:
-                try:
-                    batch, position = json.loads(raw)
+                try:  # "[batch,position]", as FINISH and DROP_BATCH write it
+                    batch, position = raw[1:-1].split(b"," if isinstance(raw, bytes) else ",")
                     ends.append(End(int(batch), int(position)))
                 except (TypeError, ValueError):
                     logger.error("An unreadable batch end in Redis was dropped: %r", raw)

@@ -30,8 +30,7 @@ def batch_cancelled(claim: Claim) -> bool:
     if batch is None:
         return False
     now = time.monotonic()
-    with _lock:
-        known = _known.get(batch[0])
+    known = _known.get(batch[0])  # one dict read: atomic, no lock needed
     if known is not None and now - known[0] < FRESH:
         return known[1]
     from ..conf import settings

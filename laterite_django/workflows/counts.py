@@ -41,11 +41,16 @@ _UPDATE = (
 )
 
 
-# PostgreSQL: the ends as two arrays, inserted in their order.
-_INSERT_ARRAYS = (
-    "INSERT INTO laterite_batch_end (batch_id, position) "
-    "SELECT b, p FROM unnest(%s::bigint[], %s::int[]) WITH ORDINALITY AS e(b, p, n) "
-    "ORDER BY n ON CONFLICT DO NOTHING RETURNING batch_id, position"
+# PostgreSQL, params: batches, positions, failed (one per end, sorted). The ends
+# inserted (each once), counted per batch in the statement: (batch, ended, failed).
+_INSERT_COUNTED = (
+    "WITH e AS (SELECT DISTINCT ON (b, p) b, p, f FROM unnest(%s::bigint[], %s::int[], "
+    "%s::bool[]) AS e(b, p, f) ORDER BY b, p, f DESC), "
+    "ins AS (INSERT INTO laterite_batch_end (batch_id, position) SELECT b, p FROM e "
+    "ORDER BY b, p ON CONFLICT DO NOTHING RETURNING batch_id, position) "
+    "SELECT ins.batch_id, count(*), count(*) FILTER (WHERE e.f) FROM ins "
+    "JOIN e ON e.b = ins.batch_id AND e.p = ins.position GROUP BY ins.batch_id "
+    "ORDER BY ins.batch_id"
 )
 
 
@@ -61,9 +66,12 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
     counted: dict[int, list[int]] = {}
     connection = connections[using]
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":  # one statement text whatever the count
-            cursor.execute(_INSERT_ARRAYS, [[end.batch for end in ends],
-                                            [end.position for end in ends]])
+        if connection.vendor == "postgresql":  # counted by the statement itself
+            cursor.execute(_INSERT_COUNTED, [[end.batch for end in ends],
+                                             [end.position for end in ends],
+                                             [end.failed for end in ends]])
+            for batch, ended, failed in cursor.fetchall():
+                counted[int(batch)] = [int(ended), int(failed)]
         else:
             values = ", ".join(["(%s, %s)"] * len(ends))
             cursor.execute(
@@ -71,13 +79,13 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
                 "ON CONFLICT DO NOTHING RETURNING batch_id, position",
                 [v for end in ends for v in (end.batch, end.position)],
             )
-        new = {(int(b), int(p)) for b, p in cursor.fetchall()}
-        for end in ends:
-            if (end.batch, end.position) in new:
-                new.discard((end.batch, end.position))  # an end listed twice counts once
-                count = counted.setdefault(end.batch, [0, 0])
-                count[0] += 1
-                count[1] += end.failed
+            new = {(int(b), int(p)) for b, p in cursor.fetchall()}
+            for end in ends:
+                if (end.batch, end.position) in new:
+                    new.discard((end.batch, end.position))  # an end listed twice counts once
+                    count = counted.setdefault(end.batch, [0, 0])
+                    count[0] += 1
+                    count[1] += end.failed
         jobs: list[NewJob] = []
         for batch in sorted(counted):
             jobs += _count(cursor, batch, *counted[batch])
