@@ -11,8 +11,9 @@ the worker polls every LATERITE_QUEUE_POLL seconds instead, saying so once.
 
 While it waits for a notification, a worker holds the advisory lock IDLE_LOCK,
 shared, on its listening connection: pushes notify only while some worker holds
-it (see sql_postgres). It takes the lock, then claims once more before it waits
-(so a push that did not notify is seen), and lets go of it when woken.
+it (see sql_postgres). It takes the lock, checks that no push that may not have
+notified is uncommitted, claims once more before it waits (so such a push is
+seen), and lets go of the lock when woken.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from django.utils.dateparse import parse_datetime
 from ..conf import settings
 from . import sql_sqlite
 from .pooler import behind_pooler
-from .sql import CHANNEL, IDLE_LOCK
+from .sql import CHANNEL, IDLE_LOCK, PUSH_LOCK
 
 __all__ = ["LISTEN_HINT", "DatabaseWaiting", "aware"]
 
 logger = logging.getLogger("laterite")
 
-# A worker that cannot take IDLE_LOCK (a push holds it until its commit) looks again
+# A worker that finds a push uncommitted (PUSH_LOCK held) as it goes idle looks again
 # after this long, then twice as long each time, up to its poll interval.
 IDLE_LOCK_RETRY = 0.005
 
@@ -134,10 +135,16 @@ class DatabaseWaiting:
             stop.wait(timeout)
 
     def _go_idle(self, listener: Any, timeout: float, stop: threading.Event) -> None:
-        """Take IDLE_LOCK, shared, so that pushes from now on notify; if a push holds it
-        (its transaction is open), wait a little, longer each time, and let the worker
-        claim again (the push, once committed, is seen by that claim)."""
-        if listener.execute("SELECT pg_try_advisory_lock_shared(%s)", [IDLE_LOCK]).fetchone()[0]:
+        """Take IDLE_LOCK, shared, so that pushes from now on notify; then make sure no
+        push that looked before is still uncommitted (PUSH_LOCK free for an instant).
+        If one is, wait a little, longer each time, and let the worker claim again
+        (that push, once committed, is seen by a claim; later ones notify)."""
+        if not getattr(self._local, "marked", False):
+            listener.execute("SELECT pg_advisory_lock_shared(%s)", [IDLE_LOCK])
+            self._local.marked = True
+        if listener.execute(
+                "SELECT CASE WHEN pg_try_advisory_lock(%s) THEN pg_advisory_unlock(%s) "
+                "ELSE false END", [PUSH_LOCK, PUSH_LOCK]).fetchone()[0]:
             self._local.idle = True
             self._local.idle_retry = IDLE_LOCK_RETRY
             return
@@ -149,7 +156,7 @@ class DatabaseWaiting:
         """Let go of IDLE_LOCK, woken: pushes made while this worker is busy need not
         notify. (Woken by its timeout instead, a worker keeps it: held a little longer
         than needed, it costs pushes a notification, never a lost wake-up.)"""
-        self._local.idle = False
+        self._local.idle = self._local.marked = False
         listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
 
     def _until_due(self, queues: Sequence[str], timeout: float, longest: float) -> float:
@@ -234,7 +241,7 @@ class DatabaseWaiting:
         return listener, True
 
     def _close_listener(self) -> None:
-        self._local.idle = False  # the lock goes with the session
+        self._local.idle = self._local.marked = False  # the locks go with the session
         listener = getattr(self._local, "listener", None)
         if listener is not None:
             try:  # noqa: SIM105 -- a dead connection may fail to close; that is fine

@@ -27,6 +27,7 @@ __all__ = [
     "OLDEST_WAITING",
     "PING",
     "PRUNE_MINUTES",
+    "PUSH_LOCK",
     "REQUEUE_ABANDONED",
     "ROW",
     "RUNNING",
@@ -44,10 +45,11 @@ TABLE = "laterite_job"
 FAILED_TABLE = "laterite_failed_job"
 # The PostgreSQL NOTIFY channel that wakes idle workers.
 CHANNEL = "laterite"
-# The advisory lock idle PostgreSQL workers hold, shared, on their listening
-# connections while they wait for a notification ("laterite" in ASCII): a push
-# notifies only if it cannot take it (see sql_postgres, database_wait).
+# The advisory locks of PostgreSQL's wake-ups (see sql_postgres, database_wait): idle
+# workers hold IDLE_LOCK ("laterite" in ASCII), shared, while they wait; pushes hold
+# PUSH_LOCK, shared, until their commit.
 IDLE_LOCK = 7809651207897183333
+PUSH_LOCK = IDLE_LOCK + 1
 
 # What a claim returns, in the order DatabaseStore reads it.
 COLUMNS = (

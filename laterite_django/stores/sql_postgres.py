@@ -5,15 +5,16 @@ jobs, and is prepared once per connection. A claim is one statement that also
 deletes the jobs finished since the previous one; a push and make_due notify
 the `laterite` channel so idle workers wake at once.
 
-A push notifies only when a worker is idle: an idle worker holds the advisory
-lock IDLE_LOCK, shared, while it waits, and the push tries to take it, exclusive,
-until its commit (`pg_try_advisory_xact_lock`). Taken, no worker waits: no NOTIFY
-(whose queue every notifying commit goes through, one at a time). Not taken, a
-worker waits (or another push holds it): NOTIFY. No wake-up is lost: a worker
-takes the lock before its last claim ahead of a wait (database_wait), so a push
-that took it first commits before that claim's snapshot can be taken (the worker
-cannot get the lock before then: it looks again shortly), and one that comes
-later finds it held and notifies.
+A push notifies only when a worker waits. A waiting worker holds the advisory lock
+IDLE_LOCK, shared; a push tries to take it, exclusive, for an instant
+(`_MUST_NOTIFY`): taken, no worker waits and the push sends no NOTIFY (whose queue
+serializes the commits of the transactions that notify); not taken, it notifies.
+No wake-up is lost: a push holds PUSH_LOCK, shared, until its commit, and a worker
+that takes IDLE_LOCK then waits only once it could take PUSH_LOCK, exclusive, for an
+instant (no push that looked before it took IDLE_LOCK is still uncommitted), and
+after one more claim (database_wait). Pushes never wait for each other: the
+shared locks do not conflict, and two pushes trying IDLE_LOCK at the same instant
+both notify.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from .base import Claim, NewJob
 from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
-from .sql import CHANNEL, IDLE_LOCK, INSERT_COLUMNS, ROW, TABLE, returning
+from .sql import CHANNEL, IDLE_LOCK, INSERT_COLUMNS, PUSH_LOCK, ROW, TABLE, returning
 
 __all__ = [
     "CLAIM", "DELETE", "claim", "delete", "execute_hot", "execute_pipeline", "make_due", "push",
@@ -65,6 +66,13 @@ DELETE = (
     f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token "
     f"AND {_ASYNC_COMMIT} IS NOT NULL"
 )
+# Whether a push must notify (see the module docstring). A CASE, so that the locks are
+# tried in this order, and the instant lock let go only if taken.
+_MUST_NOTIFY = (
+    f"CASE WHEN NOT pg_try_advisory_xact_lock_shared({PUSH_LOCK}) THEN true "
+    f"WHEN pg_try_advisory_lock({IDLE_LOCK}) THEN NOT pg_advisory_unlock({IDLE_LOCK}) "
+    f"ELSE true END"
+)
 # Params: one array per column, then the channel.
 _PUSH = (
     f"WITH ins AS (INSERT INTO {TABLE} ({INSERT_COLUMNS}) "
@@ -73,15 +81,15 @@ _PUSH = (
     f"%s::timestamptz[], %s::timestamptz[], %s::varchar[]) AS t(n, q, p, pr, pa, aa, ru, uk) "
     f"ON CONFLICT DO NOTHING RETURNING id, unique_key, queue), "
     f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q "
-    f"WHERE NOT pg_try_advisory_xact_lock({IDLE_LOCK})) "
+    f"WHERE (SELECT {_MUST_NOTIFY})) "
     f"SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM notified) >= 0"
 )
 # Params: one row. No CTE: the RETURNING list itself notifies (a row not inserted, a
 # duplicate of a waiting job's unique key, returns nothing and notifies no one).
 _PUSH_ONE = (
     f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {ROW} "
-    f"ON CONFLICT DO NOTHING RETURNING id, CASE WHEN pg_try_advisory_xact_lock({IDLE_LOCK}) "
-    f"THEN NULL ELSE pg_notify('{CHANNEL}', queue) END"
+    f"ON CONFLICT DO NOTHING RETURNING id, "
+    f"CASE WHEN {_MUST_NOTIFY} THEN pg_notify('{CHANNEL}', queue) END"
 )
 # Params: now, ids, channel. Jobs already due keep their place in line.
 _MAKE_DUE = (
