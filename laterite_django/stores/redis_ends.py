@@ -190,7 +190,8 @@ def apply(store: RedisStore, key: str | None = None) -> int:
             ends = []
             for raw in records:
                 try:  # "[batch,position]", as FINISH and DROP_BATCH write it
-                    batch, position = raw[1:-1].split(b"," if isinstance(raw, bytes) else ",")
+                    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+                    batch, position = text[1:-1].split(",")
                     ends.append(End(int(batch), int(position)))
                 except (TypeError, ValueError):
                     logger.error("An unreadable batch end in Redis was dropped: %r", raw)
