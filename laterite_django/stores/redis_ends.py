@@ -48,10 +48,10 @@ logger = logging.getLogger("laterite")
 
 # Ends counted per database transaction (a busy worker lists a few thousand per
 # APPLY_EVERY); jobs looked at per DROP_BATCH call (each call holds Redis meanwhile).
-ENDS_CHUNK = 2000
+ENDS_CHUNK = 5000
 CHUNK = 500
 # Seconds between a busy worker's counts of the ends it listed.
-APPLY_EVERY = 0.25
+APPLY_EVERY = 0.5
 
 # ARGV: prefix, batch id, queue, 'ready' or 'delayed', start, count, the caller's list
 # of ends. Looks at `count` jobs of that set from index `start` and removes those of
