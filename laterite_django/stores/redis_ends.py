@@ -2,9 +2,10 @@
 
 A finished job of a workflow leaves Redis by the FINISH script, which in the same
 step pushes the next link of its chain and appends its batch end to the list of
-ends of its worker process (`own_list`: each process counts its own, so two never
-count the same ends at once). The batch's counts live in the database
-(workflows.counts) for every store: `apply` counts the listed ends there, the
+ends of its worker process (the ends of one call as one item; `own_list`: each
+process counts its own, so two never count the same ends at once). The batch's
+counts live in the database (workflows.counts) for every store: `apply` counts
+the listed ends there, the
 callbacks going to the outbox in the same transaction (moved to Redis at the
 commit), then takes the ends off the list. A busy worker applies at most every
 APPLY_EVERY seconds (one commit for many ends), an idle or stopping one at once, and
@@ -46,9 +47,10 @@ __all__ = ["DROP_BATCH", "FORGET_EMPTY", "TAKE_ENDS", "apply", "apply_all", "app
 
 logger = logging.getLogger("laterite")
 
-# Ends counted per database transaction (a busy worker lists a few thousand per
-# APPLY_EVERY); jobs looked at per DROP_BATCH call (each call holds Redis meanwhile).
-ENDS_CHUNK = 5000
+# Items of a list of ends counted per database transaction (each the ends of one
+# FINISH call, or one end of DROP_BATCH); jobs looked at per DROP_BATCH call (each
+# call holds Redis meanwhile).
+ENDS_CHUNK = 500
 CHUNK = 500
 # Seconds between a busy worker's counts of the ends it listed.
 APPLY_EVERY = 0.5
@@ -189,12 +191,15 @@ def apply(store: RedisStore, key: str | None = None) -> int:
                 return taken
             ends = []
             for raw in records:
-                try:  # "[batch,position]", as FINISH and DROP_BATCH write it
-                    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-                    batch, position = text[1:-1].split(",")
-                    ends.append(End(int(batch), int(position)))
-                except (TypeError, ValueError):
-                    logger.error("An unreadable batch end in Redis was dropped: %r", raw)
+                text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                # "[batch,position]" (DROP_BATCH), or several separated by spaces (FINISH)
+                for record in text.split(" "):
+                    try:
+                        batch, position = record[1:-1].split(",")
+                        ends.append(End(int(batch), int(position)))
+                    except ValueError:
+                        logger.error("An unreadable batch end in Redis was dropped: %r",
+                                     record)
             with transaction.atomic(using=store.database):
                 count_ends(store.database, ends, lambda jobs: redis_outbox.hold(store, jobs))
             # What was read is taken off; if another process (the sweep, counting a

@@ -313,26 +313,29 @@ return out
 # ARGV: prefix, now, the caller's list of ends, then one JSON array: per finished
 # job of a workflow, its id, token, record and the jobs to push after it (an array
 # packed as for PUSH). Deletes each job whose claim is still held and, in the same
-# step, pushes the next link of its chain and appends `record` (its batch end, ''
-# for none) to that list of ends the database has yet to count (stores/redis_ends).
+# step, pushes the next link of its chain and appends the `record`s (its batch end,
+# '' for none) of those deleted to that list of ends the database has yet to count
+# (stores/redis_ends), as one item.
 # Returns one code per job: 1 deleted, 0 the job is gone, -1 the claim was lost.
 FINISH = _COMMON + _PUSH_JOBS + """
 local now, ended = tonumber(ARGV[2]), ARGV[3]
 local out = {}
-local listed = false
+local records = {}
 for _, e in ipairs(cjson.decode(ARGV[4])) do
   local id, token, record, jobs = e[1], e[2], e[3], e[4]
   local code = delete_held(id, token)
   if code == 1 then
-    if record ~= '' then
-      redis.call('RPUSH', ended, record)
-      listed = true
-    end
+    if record ~= '' then records[#records + 1] = record end
     if #jobs > 0 then push_jobs(now, jobs) end
   end
   out[#out + 1] = code
 end
-if listed then redis.call('SADD', P .. ':ended-lists', ended) end
+if #records > 0 then
+  -- One item for the ends of this call, separated by spaces: the counting process
+  -- reads and parses one string per call, not one per job.
+  redis.call('RPUSH', ended, table.concat(records, ' '))
+  redis.call('SADD', P .. ':ended-lists', ended)
+end
 return out
 """
 

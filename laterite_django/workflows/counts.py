@@ -73,13 +73,16 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
             for batch, ended, failed in cursor.fetchall():
                 counted[int(batch)] = [int(ended), int(failed)]
         else:
-            values = ", ".join(["(%s, %s)"] * len(ends))
-            cursor.execute(
-                f"INSERT INTO laterite_batch_end (batch_id, position) VALUES {values} "
-                "ON CONFLICT DO NOTHING RETURNING batch_id, position",
-                [v for end in ends for v in (end.batch, end.position)],
-            )
-            new = {(int(b), int(p)) for b, p in cursor.fetchall()}
+            new = set()
+            for start in range(0, len(ends), 5000):  # SQLite's limit of parameters
+                part = ends[start:start + 5000]
+                values = ", ".join(["(%s, %s)"] * len(part))
+                cursor.execute(
+                    f"INSERT INTO laterite_batch_end (batch_id, position) VALUES {values} "
+                    "ON CONFLICT DO NOTHING RETURNING batch_id, position",
+                    [v for end in part for v in (end.batch, end.position)],
+                )
+                new |= {(int(b), int(p)) for b, p in cursor.fetchall()}
             for end in ends:
                 if (end.batch, end.position) in new:
                     new.discard((end.batch, end.position))  # an end listed twice counts once
