@@ -140,9 +140,12 @@ class DatabaseWaiting:
         If one is, wait a little, longer each time, and let the worker claim again
         (that push, once committed, is seen by a claim; later ones notify)."""
         if not getattr(self._local, "marked", False):
-            listener.execute("SELECT pg_advisory_lock_shared(%s)", [IDLE_LOCK])
-            self._local.marked = True
-        if listener.execute(
+            # Tried, never waited for: a push holds it exclusive only for an instant,
+            # and a worker must not hang on a session that kept it (a push cancelled
+            # between its try and its unlock); such a worker looks every poll instead.
+            self._local.marked = listener.execute(
+                "SELECT pg_try_advisory_lock_shared(%s)", [IDLE_LOCK]).fetchone()[0]
+        if self._local.marked and listener.execute(
                 "SELECT CASE WHEN pg_try_advisory_lock(%s) THEN pg_advisory_unlock(%s) "
                 "ELSE false END", [PUSH_LOCK, PUSH_LOCK]).fetchone()[0]:
             self._local.idle = True
@@ -156,8 +159,9 @@ class DatabaseWaiting:
         """Let go of IDLE_LOCK, woken: pushes made while this worker is busy need not
         notify. (Woken by its timeout instead, a worker keeps it: held a little longer
         than needed, it costs pushes a notification, never a lost wake-up.)"""
+        if getattr(self._local, "marked", False):
+            listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
         self._local.idle = self._local.marked = False
-        listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
 
     def _until_due(self, queues: Sequence[str], timeout: float, longest: float) -> float:
         """Seconds until the next delayed job of `queues` is due, at most `longest`; if

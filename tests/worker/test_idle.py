@@ -120,3 +120,21 @@ def test_a_push_notifies_only_while_a_worker_waits(store, store_kind, many):
         listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
         push("it is busy again")
         assert not _notified(listener, 0.5)
+
+
+def test_a_session_keeping_the_idle_lock_makes_workers_poll_not_hang(postgres_worker):
+    """A session that kept the idle lock exclusive (a push cancelled between its try
+    and its unlock) leaves workers looking every poll interval, never stuck."""
+    import psycopg
+
+    jobs.sleeper.push(0.5, "busy")
+    wait_for(lambda: Record.objects.filter(kind="sleeper-start", value="busy").exists())
+    params = connection.get_connection_params()
+    for unused in ("cursor_factory", "context", "prepare_threshold", "pool"):
+        params.pop(unused, None)
+    with psycopg.connect(**params, autocommit=True) as keeper:
+        keeper.execute("SELECT pg_advisory_lock(%s)", [IDLE_LOCK])  # the busy worker let go
+        wait_for(lambda: Record.objects.filter(kind="sleeper-end", value="busy").exists())
+        time.sleep(0.5)  # the worker, idle, could not take the lock
+        jobs.record.push("while kept")
+        wait_for(lambda: Record.objects.filter(value="while kept").exists(), timeout=10)
