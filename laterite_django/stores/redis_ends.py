@@ -1,18 +1,17 @@
 """The Redis store's side of chains and batches (workflows/).
 
 A finished job of a workflow leaves Redis by the FINISH script, which in the same
-step pushes the next link of its chain and appends its batch end to the list of
-ends of its worker process (the ends of one call as one item; `own_list`: each
-process counts its own, so two never count the same ends at once). The batch's
-counts live in the database (workflows.counts) for every store: `apply` counts
-the listed ends there, the
-callbacks going to the outbox in the same transaction (moved to Redis at the
-commit), then takes the ends off the list. A busy worker applies at most every
+step pushes the next link of its chain and appends its batch end to the list of ends
+of its worker process (the ends of one call as one item; `own_list`: each process
+counts its own, so two never count the same ends at once). The batch's counts live
+in the database (workflows.counts) for every store: `apply` counts the listed ends
+there, the callbacks going to the outbox in the same transaction (moved to Redis at
+the commit), then takes the ends off the list. A busy worker applies at most every
 APPLY_EVERY seconds (one commit for many ends), an idle or stopping one at once, and
-the sweep applies every list (those of workers that died). A crash between the
-count and the removal leaves the ends listed, and the next `apply` counts them
-again, which moves nothing: each end is counted once (its BatchEnd row). A job that
-fails for good is counted in the transaction that writes its failed row.
+the sweep applies every list (those of workers that died). A crash between the count
+and the removal leaves the ends listed, and the next `apply` counts them again,
+which moves nothing: each end is counted once (its BatchEnd row). A job that fails
+for good is counted in the transaction that writes its failed row.
 """
 
 from __future__ import annotations
