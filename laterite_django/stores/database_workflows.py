@@ -56,7 +56,8 @@ def settle_and_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Se
                      worker: str, limit: int) -> list[Claim]:
     """Finished jobs, some of a chain or batch: their deletion with what their end brings
     (the next link: claimable by this very claim), then the claim, in one transaction
-    (one commit)."""
+    (one commit). On PostgreSQL, with no chain link due and no limit on the claim, one
+    statement (`_counted_claim`)."""
     if (store.postgres and not store.connection.in_atomic_block
             and not any('"chain":' in c.payload for c in finished)
             and not queue_limits(queues) and not any_job_limited()):
