@@ -18,6 +18,7 @@ from django.utils.formats import date_format
 from django.utils.http import urlencode
 
 from laterite_django.models import FailedJob, Job
+from laterite_django.stores.sql import IDLE_LOCK
 from tests.conftest import wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record
@@ -284,9 +285,11 @@ def test_an_action_refuses_an_id_that_is_not_a_number(admin_client, url, action)
 def idle_worker_seen(store_kind: str, store) -> Callable[[], bool]:
     """Return a check that a worker started from now on waits to be woken.
 
-    PostgreSQL: a connection opened from now on LISTENs (a notification sent
-    before is lost). Redis: a connection opened from now on blocks; the wake-up
-    tokens left by the pushes are dropped first, so the worker blocks at once.
+    PostgreSQL: a session that was not there before holds the idle workers' lock
+    (IDLE_LOCK, shared), which a worker takes once it LISTENs and before its last
+    claim ahead of the wait, so a notification sent from then on reaches it.
+    Redis: a connection opened from now on blocks; the wake-up tokens left by the
+    pushes are dropped first, so the worker blocks at once.
     SQLite: nothing shows it, and nothing is lost meanwhile (a waiting worker sees
     every commit made since its last claim); a second lets it start and go idle.
     """
@@ -296,8 +299,13 @@ def idle_worker_seen(store_kind: str, store) -> Callable[[], bool]:
     if store_kind == "database":
         def listeners() -> set[int]:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = "
-                               "current_database() AND query ILIKE 'LISTEN %%'")
+                # A bigint advisory lock shows as its high and low 32 bits.
+                cursor.execute(
+                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                    "AND mode = 'ShareLock' AND database = (SELECT oid FROM pg_database "
+                    "WHERE datname = current_database()) AND classid::bigint = %s "
+                    "AND objid::bigint = %s AND objsubid = 1",
+                    [IDLE_LOCK >> 32, IDLE_LOCK & 0xFFFFFFFF])
                 return {pid for (pid,) in cursor.fetchall()}
 
         before = listeners()

@@ -293,17 +293,20 @@ def test_settle_and_claim_deletes_finished_and_claims_next(store):
 
 def test_wait_wakes_on_a_push_or_times_out(store):
     stop = threading.Event()
-    # The first wait sets up what wakes it (PostgreSQL's LISTEN) and may return at
-    # once, so the claim that follows sees a push made before it listened.
-    store.wait(["default"], 0.2, stop)
+    set_up(store, stop)
     started = time.monotonic()
     store.wait(["default"], 0.2, stop)
     assert time.monotonic() - started >= 0.15  # nothing pushed: it waited
-    woke = threading.Event()
+    waiting, woke = threading.Event(), threading.Event()
+    waited: list[float] = []
 
     def waiter() -> None:
         try:
+            set_up(get_store(), stop)
+            waiting.set()
+            started = time.monotonic()
             get_store().wait(["default"], 30, stop)
+            waited.append(time.monotonic() - started)
             woke.set()
         finally:
             get_store().close()
@@ -311,7 +314,17 @@ def test_wait_wakes_on_a_push_or_times_out(store):
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    time.sleep(0.5)  # let it start listening
+    assert waiting.wait(15)
+    time.sleep(0.3)  # let it wait
     jobs.record.push("wake up")
     assert woke.wait(15), "a push did not wake the waiting worker"
     thread.join()
+    assert 0.2 <= waited[0] < 15  # it waited, and the push woke it, not its timeout
+
+
+def set_up(store, stop: threading.Event) -> None:
+    """Make the waits that set up what wakes a worker, as its first idle rounds do:
+    on PostgreSQL the first LISTENs and the second takes the idle workers' lock, and
+    each returns at once, so the claim that follows sees a push made before it."""
+    for _ in range(2):
+        store.wait(["default"], 0.2, stop)
