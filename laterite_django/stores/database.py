@@ -311,9 +311,7 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
     def clear(self, queue: str | None = None) -> int:
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
-        if queue is None:
-            return self._execute(sql.CLEAR, [])[1]
-        return self._execute(sql.CLEAR_QUEUE, [queue])[1]
+        return database_workflows.clear(self, queue)
 
     @guarded
     def tidy(self) -> int:

@@ -14,15 +14,15 @@ from ..flow.limits import any_job_limited, queue_limits
 from ..workflows.counts import count_ends, finish_settled, finished_jobs
 from ..workflows.ending import End, ends_of, ends_of_payloads, next_links
 from ..workflows.marks import marks_of
-from . import sql_postgres, sql_workflows_postgres
+from . import sql, sql_postgres, sql_workflows_postgres
 from .sql import TABLE
 
 if TYPE_CHECKING:
     from .base import Claim, NewJob
     from .database import DatabaseStore
 
-__all__ = ["batch_pattern", "delete_marked", "drop_batch", "fail_counted", "failed_payloads",
-           "finish_orphans", "settle_and_claim"]
+__all__ = ["batch_pattern", "clear", "delete_marked", "drop_batch", "fail_counted",
+           "failed_payloads", "finish_orphans", "settle_and_claim"]
 
 
 def delete_marked(store: DatabaseStore, claims: Sequence[Claim]) -> int:
@@ -75,6 +75,20 @@ def fail_counted(store: DatabaseStore, claim: Claim) -> None:
 def batch_pattern(batch_id: int) -> str:
     """A LIKE pattern for the payloads of the jobs of batch `batch_id`."""
     return f'%"batch":[{int(batch_id)},%'
+
+
+def clear(store: DatabaseStore, queue: str | None) -> int:
+    """Delete every job (of `queue`), waiting or running; return how many. A deleted job
+    of a batch counts as failed on it (it never runs, as one cancelled through
+    queue_cancel), in the same transaction, so its batch still ends."""
+    where, params = ("", []) if queue is None else (" AND queue = %s", [queue])
+    with transaction.atomic(using=store.database):
+        marked, _ = store._execute(
+            f"DELETE FROM {TABLE} WHERE payload LIKE %s{where} RETURNING payload",
+            ['%"batch":[%', *params], fetch=True)
+        count = store._execute(sql.CLEAR if queue is None else sql.CLEAR_QUEUE, params)[1]
+        failed_payloads(store, [text for (text,) in marked])
+    return count + len(marked)
 
 
 def drop_batch(store: DatabaseStore, batch_id: int) -> int:

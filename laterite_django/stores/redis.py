@@ -77,6 +77,8 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         # Batch ends listed by this process, not counted yet (redis_ends).
         self._ends_pending = False
         self._ends_applied = 0.0
+        # Ends counted since the last flush: their callbacks may wait to be claimed.
+        self._ends_counted = False
 
     def __repr__(self) -> str:
         return f"<RedisStore alias={self.alias!r} prefix={self.prefix!r}>"
@@ -358,7 +360,9 @@ class RedisStore(RedisReads, RedisWaiting, Store):
     def clear(self, queue: str | None = None) -> int:
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
-        return int(self._run("CLEAR", [queue or ""]))
+        count = int(self._run("CLEAR", [queue or "", redis_ends.own_list(self)]))
+        redis_ends.apply(self)  # its batch jobs, counted as failed
+        return count
 
     @guarded
     def retry(self, ids: Iterable[int] | None = None) -> int:

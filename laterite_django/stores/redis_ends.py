@@ -163,14 +163,18 @@ def listed(store: RedisStore) -> None:
     APPLY_EVERY s old (one database commit for many ends); else when it finds nothing
     to claim or stops (Store.flush). Ends of a worker that died: the sweep's."""
     store._ends_pending = True
-    if time.monotonic() - store._ends_applied >= APPLY_EVERY:
-        apply(store)
+    if time.monotonic() - store._ends_applied >= APPLY_EVERY and apply(store):
+        store._ends_counted = True
 
 
 def apply_pending(store: RedisStore) -> int:
     """Count the ends this process listed and has not counted yet (a worker going
-    idle: the batch it worked on may be done); return how many ends were taken."""
-    return apply(store) if store._ends_pending else 0
+    idle: the batch it worked on may be done); return how many ends were taken, at
+    least 1 if some were counted since the last call (their callbacks, pushed after
+    the worker's claim, wait to be claimed)."""
+    taken = apply(store) if store._ends_pending else 0
+    counted, store._ends_counted = store._ends_counted, False
+    return max(taken, int(counted))
 
 
 def apply(store: RedisStore, key: str | None = None) -> int:
@@ -191,11 +195,12 @@ def apply(store: RedisStore, key: str | None = None) -> int:
             ends = []
             for raw in records:
                 text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-                # "[batch,position]" (DROP_BATCH), or several separated by spaces (FINISH)
+                # "[batch,position]" (DROP_BATCH), or several separated by spaces
+                # (FINISH); "[batch,position,1]" a failed one (CLEAR)
                 for record in text.split(" "):
                     try:
-                        batch, position = record[1:-1].split(",")
-                        ends.append(End(int(batch), int(position)))
+                        batch, position, *failed = record[1:-1].split(",")
+                        ends.append(End(int(batch), int(position), failed == ["1"]))
                     except ValueError:
                         logger.error("An unreadable batch end in Redis was dropped: %r",
                                      record)

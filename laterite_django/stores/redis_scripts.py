@@ -386,14 +386,24 @@ redis.call('HSET', k, 'failing', '1')
 return 1
 """
 
-# ARGV: prefix, queue ('' for every queue). Deletes every waiting and running job.
+# ARGV: prefix, queue ('' for every queue), the caller's list of ends. Deletes every
+# waiting and running job; those of a batch are listed there as failed ends.
 CLEAR = _COMMON + """
 local queues
 if ARGV[2] == '' then queues = redis.call('SMEMBERS', P .. ':queues') else queues = {ARGV[2]} end
 local count = 0
+local ended = ARGV[3]
 local function forget(id)
   local k = jkey(id)
   if redis.call('EXISTS', k) == 1 then
+    -- A job of a batch is listed as a failed end, counted by the caller (redis_ends).
+    local payload = redis.call('HGET', k, 'payload')
+    local b, pos = nil, nil
+    if payload then b, pos = string.match(payload, '"batch":%[(%d+),(%d+)%]}$') end
+    if b then
+      redis.call('RPUSH', ended, '[' .. b .. ',' .. pos .. ',1]')
+      redis.call('SADD', P .. ':ended-lists', ended)
+    end
     drop_key(k, id)
     redis.call('DEL', k)
     count = count + 1

@@ -124,6 +124,39 @@ def test_cancelling_a_batch_drops_what_waits_and_pushes_finally(store):
     assert not FailedJob.objects.exists()
 
 
+def test_clearing_a_queue_counts_its_batch_jobs_as_failed(store):
+    """A cleared job of a batch never runs: it counts as failed on its batch, as a job
+    cancelled through queue_cancel does, so the batch still ends (catch and finally_
+    once, then never) instead of waiting for good."""
+    b = batch([step.call("kept"), mail.call("cleared-0"), mail.call("cleared-1")],
+              then=record.call("then"), catch=record.call("catch"),
+              finally_=record.call("finally")).push()
+    assert store.clear("mail") == 2
+    run_jobs()
+    b.refresh_from_db()
+    assert steps() == ["kept"]
+    assert (b.pending, b.failed, b.state) == (0, 2, "failed")
+    assert (records("then"), records("catch"), records("finally")) == (0, 1, 1)
+    # A batch cleared whole ends too; with allow_failures, then is pushed.
+    other = batch([step.call("a"), step.call("b")], then=record.call("then2"),
+                  finally_=record.call("finally2"), allow_failures=True).push()
+    assert store.clear() == 2
+    run_jobs()
+    other.refresh_from_db()
+    assert (other.pending, other.failed) == (0, 2)
+    assert (records("then2"), records("finally2")) == (1, 1)
+
+
+def test_clear_leaves_batches_whose_jobs_it_did_not_delete(store):
+    b = batch([step.call("a")], then=record.call("then")).push()
+    mail.push("plain")
+    assert store.clear("mail") == 1
+    b.refresh_from_db()
+    assert (b.pending, b.failed) == (1, 0)
+    run_jobs()
+    assert records("then") == 1
+
+
 def test_cancelling_an_unknown_batch_names_it(store):
     with pytest.raises(ValueError, match="12345"):
         cancel_batch(12345)
@@ -298,8 +331,9 @@ def test_adding_to_a_cancelled_batch_adds_nothing(store):
 def _counted_down_without_callbacks(b: Batch) -> None:
     """Leave batch `b` as a worker killed between its counting commit and the push of the
     callbacks leaves it on PostgreSQL: its jobs gone, `pending` at 0, not finished."""
+    Batch.objects.filter(pk=b.pk).update(finished_at=timezone.now())  # the clear counts none
     get_store().clear()
-    Batch.objects.filter(pk=b.pk).update(pending=0)
+    Batch.objects.filter(pk=b.pk).update(pending=0, finished_at=None)
 
 
 def test_the_sweep_pushes_the_callbacks_of_a_batch_counted_down_by_a_dead_worker(store):
