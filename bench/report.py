@@ -282,6 +282,8 @@ def markdown(run):
         f" latency from {meta['latency_samples']} pushes, one at a time, to an idle worker",
         f"- command: `{meta['command']}`",
     ]
+    if meta.get("own_postgres"):
+        out.append(f"- PostgreSQL server: {meta['own_postgres']}")
     if meta.get("tree"):
         out.append(f"- laterite: {meta['tree']}")
     for m in meta.get("merged", []):
@@ -463,8 +465,10 @@ def _churn_section(results, meta):
         "## Dead tuples (PostgreSQL)",
         "",
         "The drain with 1 process of N fresh jobs on tables that churn has left"
-        " dead tuples in, with no VACUUM in between (autovacuum is off on this"
-        " machine), divided by the same row's drain on fresh, vacuumed tables in the"
+        " dead tuples in, with no VACUUM in between ("
+        + ("autovacuum on, at its defaults: the run's own cluster" if meta.get("own_postgres")
+           else "autovacuum is off on this machine")
+        + "), divided by the same row's drain on fresh, vacuumed tables in the"
         " same run (measured just before and just after each churned drain, the"
         " ratio is to the geometric mean of those two; the fresh column is the"
         f" median of all three): (a) after {b} jobs were pushed in bulk and cleared (laterite:"

@@ -424,6 +424,12 @@ def parse_args(argv):
                    help="flow: the queue's concurrency limit (default 10)")
     p.add_argument("--no-install", action="store_true", help="use the venvs as they are")
     p.add_argument(
+        "--own-postgres",
+        action="store_true",
+        help="run on a PostgreSQL cluster of the bench's own (initdb, the server's default"
+        " settings, autovacuum on), made for the run and removed after",
+    )
+    p.add_argument(
         "--report-only",
         action="store_true",
         help="redraw the Markdown and chart from docs/benchmarks.json",
@@ -563,8 +569,39 @@ def main(argv=None):
                 "nproc": os.cpu_count(),
             }
         )
+    own_pg = start_own_postgres() if args.own_postgres else None
+    if own_pg is not None:
+        meta["own_postgres"] = OWN_POSTGRES
+    try:
+        return _measure(args, argv, meta, results, json_path)
+    finally:
+        if own_pg is not None:
+            own_pg.stop()
+
+
+OWN_POSTGRES = (
+    "a PostgreSQL 15 cluster of the run's own (initdb; the server's defaults, autovacuum "
+    "on, but shared_buffers 256MB and max_connections 200)"
+)
+
+
+def start_own_postgres():
+    """Start a throwaway PostgreSQL cluster with the server's default settings
+    (autovacuum on, as in production) and point every system at it (needs root: the
+    cluster runs as the `postgres` user)."""
+    from bench.hosts.procs import free_port
+    from bench.hosts.services import OwnPostgres
+
+    cluster = OwnPostgres("127.0.0.1", free_port()).start()
+    os.environ["BENCH_PG_HOST"], os.environ["BENCH_PG_PORT"] = cluster.host, str(cluster.port)
+    say(f"== {OWN_POSTGRES}, on {cluster.host}:{cluster.port}")
+    return cluster
+
+
+def _measure(args, argv, meta, results, json_path):
     load_start = load()
-    services = {"PostgreSQL": port_open(5432), "Redis": port_open(6379)}
+    pg_port = int(os.environ.get("BENCH_PG_PORT", "5432"))
+    services = {"PostgreSQL": port_open(pg_port), "Redis": port_open(6379)}
     venv_errors = {}
     t0 = time.monotonic()
 
