@@ -25,6 +25,7 @@ from ..conf import settings
 from ..models import FailedJob, Job
 from ..progress import Progress
 from ..stores import get_store
+from ..stores.database_workflows import delete_jobs
 from .actions import (
     cancel_selected,
     forget,
@@ -67,6 +68,15 @@ class JobAdmin(ReadOnlyQueueAdmin):
         "retry_until_at", "claimed_by", "claimed", "token", "payload_json", "unique_key",
         "last_error_text", "progress_said",
     )
+
+    def delete_model(self, request: HttpRequest, obj: Job) -> None:
+        self.delete_queryset(request, Job.objects.using(obj._state.db).filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset) -> None:
+        """Delete the jobs; those of a batch count as failed on it, as queue_clear's do,
+        so the batch still ends."""
+        ids = list(queryset.order_by().values_list("pk", flat=True))
+        delete_jobs(queryset.db, ids, get_store().push)
 
     @admin.display(description="name", ordering="name")
     def job_name(self, obj: Job) -> SafeString:

@@ -5,10 +5,10 @@ leaves either all of it or none of it done."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import connections, transaction
 
 from ..flow.limits import any_job_limited, queue_limits
 from ..workflows.counts import count_ends, finish_settled, finished_jobs
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .base import Claim, NewJob
     from .database import DatabaseStore
 
-__all__ = ["batch_pattern", "clear", "delete_marked", "drop_batch", "fail_counted",
+__all__ = ["batch_pattern", "clear", "delete_jobs", "delete_marked", "drop_batch", "fail_counted",
            "failed_payloads", "finish_orphans", "settle_and_claim"]
 
 
@@ -89,6 +89,24 @@ def clear(store: DatabaseStore, queue: str | None) -> int:
         count = store._execute(sql.CLEAR if queue is None else sql.CLEAR_QUEUE, params)[1]
         failed_payloads(store, [text for (text,) in marked])
     return count + len(marked)
+
+
+def delete_jobs(using: str, ids: Sequence[int], push: Callable[[list[NewJob]], Any]) -> int:
+    """Delete the jobs `ids` of database `using` (the admin's Delete), waiting or
+    running; those of a batch count as failed on it, in the same transaction, as
+    `clear` counts them. Returns how many were deleted."""
+    deleted = 0
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        payloads: list[str] = []
+        for start in range(0, len(ids), 500):
+            chunk = [int(i) for i in ids[start:start + 500]]
+            cursor.execute(f"DELETE FROM {TABLE} WHERE id IN ({', '.join(['%s'] * len(chunk))}) "
+                           f"RETURNING payload", chunk)
+            rows = cursor.fetchall()
+            deleted += len(rows)
+            payloads += [text for (text,) in rows]
+        count_ends(using, ends_of_payloads(payloads, failed=True), push)
+    return deleted
 
 
 def drop_batch(store: DatabaseStore, batch_id: int) -> int:

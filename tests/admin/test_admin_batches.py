@@ -228,3 +228,28 @@ def test_the_list_costs_the_same_queries_for_2_or_20_batches(admin_client, store
     for i in range(18):
         batch([step.call(f"b{i}")], then=record.call("then")).push()
     assert queries() == few  # none per row
+
+
+def test_deleting_a_batchs_jobs_counts_them_as_failed_so_it_ends(admin_client, store, store_kind):
+    if store_kind != "database":
+        pytest.skip("the Jobs list holds the database store's jobs")
+    b = batch([step.call("kept"), step.call("gone")], then=record.call("then"),
+              catch=record.call("catch"), finally_=record.call("finally")).push()
+    (gone,) = Job.objects.filter(payload__contains='"gone"')
+    data = {"action": "delete_selected", "_selected_action": [gone.pk], "post": "yes"}
+    response = admin_client.post(JOBS, data, follow=True)
+    assert texts(response) == ["Successfully deleted 1 job."]
+    run_jobs()
+    b.refresh_from_db()
+    assert (b.pending, b.failed, b.state) == (0, 1, "failed")
+    assert [r.value for r in Record.objects.filter(kind="record").order_by("id")] == [
+        "catch", "finally"]
+    # A job's own page deletes it the same way.
+    other = batch([step.call("alone")], finally_=record.call("alone-finally")).push()
+    (alone,) = Job.objects.filter(payload__contains='"alone"')
+    url = reverse("admin:laterite_django_job_delete", args=[alone.pk])
+    admin_client.post(url, {"post": "yes"})
+    run_jobs()
+    other.refresh_from_db()
+    assert (other.pending, other.failed) == (0, 1)
+    assert Record.objects.filter(kind="record", value="alone-finally").count() == 1
