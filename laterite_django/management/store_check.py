@@ -149,9 +149,7 @@ def wait_for_store(store: Store, *, give_up_after: float | None = None) -> bool:
                                        f"{give_up_after:g} s (--max-seconds)")
                 wait = min(wait, left)
             if stop.wait(wait):
-                logger.info("Stopped while waiting for the store",
-                            extra={"action": "worker_stopped", "reason": "stopped"})
-                return False
+                break
             try:
                 check_store(store)
             except StoreNotMigrated:
@@ -164,7 +162,14 @@ def wait_for_store(store: Store, *, give_up_after: float | None = None) -> bool:
                 continue
             logger.info("Store available again after %.1f s: %s", time.monotonic() - started,
                         describe_store(store), extra={"action": "store_back"})
-            return True
+            break
+    if stop.is_set():
+        # Also a signal that came after the store answered: the worker's own handlers
+        # are not in place yet, so it must not be lost here.
+        logger.info("Stopped while waiting for the store",
+                    extra={"action": "worker_stopped", "reason": "stopped"})
+        return False
+    return True
 
 
 def _drop_connections(store: Store) -> None:
