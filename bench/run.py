@@ -298,15 +298,15 @@ def combine(parts):
                 samples += val.get("values", [])
             elif isinstance(val, dict) and "values" in val:
                 out.setdefault(key, {"values": [], "unit": val["unit"]})["values"] += val["values"]
+            elif key in report.SCENARIO_KEYS and isinstance(val, dict):
+                _gather(out.setdefault(key, {}), val)  # a scenario's figures, each pooled
             elif key == "drain_n":
                 out[key].update(val)
             elif key == "failed":
                 out["errors"].append(f"a round failed: {val}")
             elif key not in ("seconds", "load"):
                 out.setdefault(key, val)
-    for val in out.values():
-        if isinstance(val, dict) and "values" in val:
-            val["median"] = statistics.median(val["values"])
+    _medians(out)
     if samples:
         q = statistics.quantiles(samples, n=20, method="inclusive") if len(samples) > 1 else None
         out["latency"] = {
@@ -321,6 +321,28 @@ def combine(parts):
     out["load"] = [parts[0]["load"][0], parts[-1]["load"][1]]
     out["round_loads"] = [p["load"] for p in parts]
     return out
+
+
+def _gather(into, part):
+    """Pool the figures of one round's scenario result `part` into `into`: each figure's
+    values are added to those of the earlier rounds; anything else is the first round's."""
+    for key, val in part.items():
+        if isinstance(val, dict) and "values" in val:
+            into.setdefault(key, {"values": [], "unit": val.get("unit")})["values"] += val["values"]
+        elif isinstance(val, dict) and isinstance(into.get(key, {}), dict):
+            _gather(into.setdefault(key, {}), val)
+        else:
+            into.setdefault(key, val)
+
+
+def _medians(result):
+    """Set the median of every pooled figure in `result`, at any depth."""
+    for val in result.values():
+        if isinstance(val, dict):
+            if val.get("values"):
+                val["median"] = statistics.median(val["values"])
+            else:
+                _medians(val)
 
 
 def merge_result(old, new, scenarios):

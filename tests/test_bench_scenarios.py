@@ -108,3 +108,16 @@ def test_variants_are_reported_against_their_base_rows():
     assert "| PostgreSQL | in one batch / plain | laterite_pg_in_batch / laterite_pg |" \
         " 0.85 (850 / 1,000) | 0.85 (1,700 / 2,000) | 0.85 (3,400 / 4,000) |" in section
     assert "| Redis | metrics on / off | laterite_redis_metrics / laterite_redis | 0.95" in section
+
+
+def test_alternating_rounds_pool_each_scenario_figure():
+    def round_(unlimited, queue):
+        return {"flow": {"unlimited": _fig(unlimited), "queue": _fig(queue), "processes": 2},
+                "push_one": _fig(unlimited), "load": [1.0, 1.0], "errors": [], "notes": []}
+
+    combined = run.combine([round_(100, 50), round_(300, 90), round_(200, 70)])
+    assert combined["flow"]["unlimited"]["values"] == [100, 300, 200]
+    assert combined["flow"]["unlimited"]["median"] == 200
+    assert combined["flow"]["queue"]["median"] == 70
+    assert combined["flow"]["processes"] == 2
+    assert combined["push_one"]["median"] == 200
