@@ -253,6 +253,11 @@ class Store(FailedList, abc.ABC):
         again if so) and as it stops; cheap when there is nothing to do."""
         return False
 
+    def work_in_background(self) -> None:
+        """This process is a worker on connections of its own (`queue_work`, not
+        `testing.run_jobs` in the caller's transaction): the store may do what it puts
+        off (see `flush`) in a thread of its own. Nothing to do for most stores."""
+
     def close(self) -> None:
         """Release whatever connections this store holds for the calling thread."""
 

@@ -16,6 +16,7 @@ lost and no job is both failed and queued again (see redis_failed).
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -79,6 +80,11 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         self._ends_applied = 0.0
         # Ends counted since the last flush: their callbacks may wait to be claimed.
         self._ends_counted = False
+        # One count of this process's list at a time; a worker's counts run in a thread
+        # of their own (redis_ends.Counter) once it said it manages its connections.
+        self._ends_lock = threading.Lock()
+        self._ends_in_background = False
+        self._ends_counter: redis_ends.Counter | None = None
 
     def __repr__(self) -> str:
         return f"<RedisStore alias={self.alias!r} prefix={self.prefix!r}>"
@@ -361,7 +367,7 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
         count = int(self._run("CLEAR", [queue or "", redis_ends.own_list(self)]))
-        redis_ends.apply(self)  # its batch jobs, counted as failed
+        redis_ends.apply_own(self)  # its batch jobs, counted as failed
         return count
 
     @guarded
@@ -410,6 +416,11 @@ class RedisStore(RedisReads, RedisWaiting, Store):
 
     def flush(self) -> bool:
         return redis_ends.apply_pending(self) > 0
+
+    def work_in_background(self) -> None:
+        """Count the batch ends this process lists in a thread of its own, so that the
+        database's part of a count overlaps the jobs that run meanwhile."""
+        self._ends_in_background = True
 
     @guarded
     def ping(self) -> None:

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,10 +40,9 @@ if TYPE_CHECKING:
     from .base import Claim, NewJob
     from .redis import RedisStore
 
-__all__ = ["DROP_BATCH", "FORGET_EMPTY", "TAKE_ENDS", "apply", "apply_all", "apply_pending",
-           "count_failed", "drop_batch", "finish", "finish_orphans", "finish_step", "listed",
-           "own_list",
-           "write_row_counted"]
+__all__ = ["DROP_BATCH", "FORGET_EMPTY", "TAKE_ENDS", "Counter", "apply", "apply_all",
+           "apply_own", "apply_pending", "count_failed", "drop_batch", "finish",
+           "finish_orphans", "finish_step", "listed", "own_list", "write_row_counted"]
 
 logger = logging.getLogger("laterite")
 
@@ -159,12 +159,52 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
 
 
 def listed(store: RedisStore) -> None:
-    """This process listed batch ends: count them now if its last count is
-    APPLY_EVERY s old (one database commit for many ends); else when it finds nothing
-    to claim or stops (Store.flush). Ends of a worker that died: the sweep's."""
+    """This process listed batch ends: count them if its last count is APPLY_EVERY s
+    old (one database commit for many ends), in the worker's counting thread where it
+    has one (Counter); else when it finds nothing to claim or stops (Store.flush).
+    Ends of a worker that died: the sweep's."""
     store._ends_pending = True
-    if time.monotonic() - store._ends_applied >= APPLY_EVERY and apply(store):
-        store._ends_counted = True
+    if time.monotonic() - store._ends_applied < APPLY_EVERY:
+        return
+    if store._ends_in_background:
+        counter = store._ends_counter
+        if counter is None or counter.pid != os.getpid():  # none yet in this process
+            counter = store._ends_counter = Counter(store)
+        store._ends_applied = time.monotonic()
+        counter.due.set()
+        return
+    apply_own(store)
+
+
+def apply_own(store: RedisStore) -> int:
+    """Count this process's list, one count at a time; note that callbacks may wait."""
+    with store._ends_lock:
+        taken = apply(store)
+        if taken:
+            store._ends_counted = True
+        return taken
+
+
+class Counter:
+    """The thread of a worker's process that counts the ends the process lists, so
+    that the database's part of a count (a few milliseconds per thousand ends)
+    overlaps the jobs the worker runs meanwhile. A count it has not made when the
+    process dies is the sweep's, as for any worker that died."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+        self.pid = os.getpid()
+        self.due = threading.Event()
+        threading.Thread(target=self._run, name="laterite-batch-ends", daemon=True).start()
+
+    def _run(self) -> None:
+        from django.db import close_old_connections
+
+        while True:
+            self.due.wait()
+            self.due.clear()
+            close_old_connections()  # a connection an error left unusable goes
+            apply_own(self.store)
 
 
 def apply_pending(store: RedisStore) -> int:
@@ -172,8 +212,9 @@ def apply_pending(store: RedisStore) -> int:
     idle: the batch it worked on may be done); return how many ends were taken, at
     least 1 if some were counted since the last call (their callbacks, pushed after
     the worker's claim, wait to be claimed)."""
-    taken = apply(store) if store._ends_pending else 0
-    counted, store._ends_counted = store._ends_counted, False
+    with store._ends_lock:
+        taken = apply(store) if store._ends_pending else 0
+        counted, store._ends_counted = store._ends_counted, False
     return max(taken, int(counted))
 
 
@@ -279,5 +320,5 @@ def drop_batch(store: RedisStore, batch_id: int) -> int:
                 if int(seen) < CHUNK:
                     break
                 start += CHUNK - int(gone)
-    apply(store)
+    apply_own(store)
     return removed

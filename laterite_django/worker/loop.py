@@ -177,6 +177,7 @@ class Worker(HeldJobs):
         self._started = time.monotonic()
         if self.manage_connections:
             self.heartbeat.start()
+            self.store.work_in_background()
         logger.info(
             "Worker %s started on queues %s", self.name, ", ".join(self.queues),
             extra={"action": "worker_started", "worker": self.name, "queues": self.queues},
