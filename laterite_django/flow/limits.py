@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QueueLimit",
     "any_job_limited",
+    "claim_share",
     "job_concurrency_key",
     "limits_problem",
     "note_limited_task",
@@ -100,6 +101,28 @@ def queue_limits(queues: Sequence[str]) -> dict[str, QueueLimit]:
         return {}
     limits = parse_limits(configured)
     return {queue: limits[queue] for queue in queues if queue in limits}
+
+
+_shares: tuple[object, dict[tuple[str, ...], int | None]] = (None, {})
+
+
+def claim_share(queues: Sequence[str]) -> int | None:
+    """The most jobs one claim takes where a queue of `queues` has a concurrency limit:
+    half the smallest such limit, rounded up (None: no such limit). A claimed job
+    counts as running, so a worker whose batch took all of a queue's room would leave
+    the others idle while it runs the batch one job after another."""
+    global _shares
+    from ..conf import settings
+
+    configured = settings.LIMITS
+    if _shares[0] is not configured:
+        _shares = (configured, {})
+    key = tuple(queues)
+    if key not in _shares[1]:
+        limits = [lim.concurrency for lim in queue_limits(queues).values()
+                  if lim.concurrency is not None]
+        _shares[1][key] = (min(limits) + 1) // 2 if limits else None
+    return _shares[1][key]
 
 
 _limited_jobs: tuple[int, bool] = (-1, False)

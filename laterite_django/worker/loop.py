@@ -23,7 +23,7 @@ from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
-from ..flow.limits import any_job_limited, queue_limits
+from ..flow.limits import any_job_limited, claim_share, queue_limits
 from ..flow.pause import PausedView
 from ..minutes import MinuteCounts
 from ..progress import ProgressDesk
@@ -88,8 +88,6 @@ class Worker(HeldJobs):
         self.store = store or get_store()
         self.batch = max(1, batch)  # the most jobs one claim takes
         self._limit = 1  # what the next claim asks for: grows while the queue is deep
-        self._share: int | None = None  # see _limited_share
-        self._share_of: object = None  # the LATERITE_QUEUE_LIMITS _share was made from
         self.once = once
         self.stop_when_empty = stop_when_empty
         # With stop_when_empty: also wait for a delayed job due within this many seconds.
@@ -326,25 +324,12 @@ class Worker(HeldJobs):
         if self.once:
             return 1
         limit = self._limit
-        share = self._limited_share()
+        share = claim_share(self.queues)
         if share is not None:
             limit = min(limit, share)
         if self.max_jobs is not None:
             return max(1, min(limit, self.max_jobs - self.processed))
         return limit
-
-    def _limited_share(self) -> int | None:
-        """The most jobs one claim takes where a queue served has a concurrency limit:
-        half the smallest such limit, rounded up. A claimed job counts as running, so
-        a worker whose batch took all of a queue's room would leave the others idle
-        while it runs the batch one job after another."""
-        configured = settings.LIMITS
-        if configured is not self._share_of:
-            limits = [lim.concurrency for lim in queue_limits(self.queues).values()
-                      if lim.concurrency is not None]
-            self._share = (min(limits) + 1) // 2 if limits else None
-            self._share_of = configured
-        return self._share
 
     def run_claims(self, claims: list[Claim]) -> None:
         """Run a batch of claimed jobs in order; give back the rest if told to stop."""
