@@ -311,7 +311,9 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
     def clear(self, queue: str | None = None) -> int:
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
-        return database_workflows.clear(self, queue)
+        deleted = database_workflows.clear(self, queue)
+        self._vacuum.after_clear(self.connection, deleted)
+        return deleted
 
     @guarded
     def tidy(self) -> int:

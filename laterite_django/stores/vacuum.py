@@ -10,7 +10,9 @@ the table's dead rows pass `DEAD_ROWS` and a fifth of its live ones, one worker
 at a time runs a plain VACUUM of the table. It takes no lock that stops a push
 or a claim. It is not tried while a transaction has been open on the database
 for more than `LONG_TRANSACTION` seconds, as that transaction would keep VACUUM
-from removing anything.
+from removing anything. A `clear` that deleted that many rows vacuums at once
+(`after_clear`), outside a caller's transaction: the claims that follow it then
+never step over the cleared backlog, and the heap's emptied tail is handed back.
 
 One at a time, without session state: `VACUUM (SKIP_LOCKED)` passes over the
 table while another vacuum (a worker's, autovacuum's) holds it. A session
@@ -73,6 +75,15 @@ class Vacuum:
             if dead is None:
                 return 0
             return self._vacuum(connection, cursor, dead)
+
+    def after_clear(self, connection: Any, deleted: int) -> int:
+        """Vacuum now if a clear just deleted `deleted` rows, at least `DEAD_ROWS`; return
+        the dead rows removed (0: not run). The statistics may not show them yet."""
+        if (deleted < DEAD_ROWS or connection.vendor != "postgresql"
+                or connection.in_atomic_block):
+            return 0
+        with connection.cursor() as cursor:
+            return self._vacuum(connection, cursor, deleted)
 
     def _vacuum(self, connection: Any, cursor: Any, dead: int) -> int:
         cursor.execute(_LONG_TRANSACTIONS, [LONG_TRANSACTION])

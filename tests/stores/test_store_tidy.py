@@ -34,10 +34,22 @@ def dead_rows() -> int:
 
 
 def pile_up_dead_rows(store) -> int:
-    """Push and clear a backlog a little over the threshold; return the dead rows."""
+    """Push a backlog a little over the threshold and delete it as finished jobs are
+    deleted, one statement per job (no vacuum follows, as after `clear`); return the
+    dead rows."""
     store.push(jobs(vacuum_module.DEAD_ROWS + 2000))
-    store.clear()
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM laterite_job")
     return int(wait_for(lambda: (dead := dead_rows()) >= vacuum_module.DEAD_ROWS and dead))
+
+
+def vacuums() -> int:
+    """How many times the job table was vacuumed by hand (not by autovacuum)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT vacuum_count FROM pg_stat_user_tables "
+                       "WHERE relid = 'laterite_job'::regclass")
+        return int(cursor.fetchone()[0])
 
 
 @pytest.fixture
@@ -61,6 +73,34 @@ def test_a_worker_vacuums_the_dead_rows_of_a_cleared_backlog(postgres_only, stor
     assert result.returncode == 0, result.stderr
     assert "Vacuumed the job table" in result.stderr
     assert dead_rows() < dead - vacuum_module.DEAD_ROWS
+
+
+def test_a_big_clear_vacuums_the_table_before_it_returns(postgres_only, store):
+    # What a clear leaves is known dead at once: the claims that follow it should not
+    # step over a cleared backlog's entries until a worker's next look.
+    store.push(jobs(vacuum_module.DEAD_ROWS + 2000))
+    before, full = vacuums(), heap_pages()
+    assert store.clear() == vacuum_module.DEAD_ROWS + 2000
+    assert vacuums() == before + 1
+    # The dead rows are gone, and with them the heap's emptied pages. (The statistics'
+    # dead rows may still count the clear's deletions: a backend reports them lazily,
+    # after the vacuum has reported its own count.)
+    assert heap_pages() < full / 10
+
+
+def test_a_small_clear_or_one_in_a_transaction_leaves_the_rows_to_the_workers(
+    postgres_only, store,
+):
+    from django.db import transaction
+
+    store.push(jobs(5))
+    before = vacuums()
+    assert store.clear() == 5
+    store.push(jobs(vacuum_module.DEAD_ROWS + 2000))
+    with transaction.atomic():  # VACUUM cannot run inside a transaction
+        assert store.clear() == vacuum_module.DEAD_ROWS + 2000
+    assert vacuums() == before
+    assert store.tidy() >= vacuum_module.DEAD_ROWS  # the workers' look finds them
 
 
 def test_no_vacuum_while_a_long_transaction_would_keep_the_rows(
@@ -97,6 +137,14 @@ def test_one_worker_at_a_time_vacuums(postgres_only, store):
         assert dead_rows() >= dead
         other.rollback()
     assert store.tidy() >= vacuum_module.DEAD_ROWS  # the table is free again
+
+
+def heap_pages() -> int:
+    """The job table's heap, in pages."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_relation_size('laterite_job') "
+                       "/ current_setting('block_size')::int")
+        return int(cursor.fetchone()[0])
 
 
 def other_connection() -> dict:
