@@ -105,6 +105,50 @@ def test_scripts_the_server_forgot_are_loaded_again(private):
     assert store.counts()["default"].running == 1
 
 
+def test_a_push_after_the_server_dropped_the_connection_is_stored_once(private):
+    store, admin = private
+    jobs.record.push("before")
+    # The server ends every client's connection (a restart, a timeout, CLIENT KILL): the
+    # pooled connection the next push takes is dead, and the push is made on a new one.
+    assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+    assert jobs.record.push("after").status == "queued"
+    assert store.counts()["default"].waiting == 2
+    payloads = sorted(claim.payload for claim in store.claim(["default"], "w", limit=5))
+    assert payloads == ['{"args":["after"],"kwargs":{}}', '{"args":["before"],"kwargs":{}}']
+
+
+def test_a_push_whose_connection_breaks_as_it_is_sent_is_made_again(private, monkeypatch):
+    from redis.connection import Connection
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    store, _ = private
+    jobs.record.push("first")  # the script is loaded
+    real_send, broken = Connection.send_command, []
+
+    def send_command(connection, *args, **kwargs):
+        if not broken:  # the first send after this: the socket fails before it is sent
+            broken.append(connection)
+            raise RedisConnectionError("Connection reset by peer (injected)")
+        return real_send(connection, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "send_command", send_command)
+    assert jobs.record.push("second").status == "queued"
+    assert broken  # the failure happened, and execute_command sent it again
+    assert store.counts()["default"].waiting == 2
+
+
+def test_lone_calls_give_their_connection_back_to_the_pool(private):
+    store, admin = private
+    pool = store.client.connection_pool
+    for value in "abc":
+        jobs.record.push(value)
+    admin.script_flush()  # a refused call, loaded and run again
+    jobs.record.push("d")
+    assert store.claim(["default"], "w", limit=4)
+    assert not pool._in_use_connections  # redis-py keeps no public count of them
+    assert admin.info("clients")["connected_clients"] <= 3
+
+
 def test_a_worker_stopped_while_it_waits_leaves_the_job_pushed_then_unstarted(private):
     store, admin = private
     worker = Worker(["default"], store=store, sleep=60, manage_connections=False)
