@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - the redis store then refuses to start
     class NoScriptError(Exception):  # type: ignore[no-redef]
         """Stands in for redis-py's, which is not installed."""
 
-    RedisConnectionError = RedisTimeoutError = NoScriptError  # type: ignore[misc]
+    RedisConnectionError = RedisTimeoutError = NoScriptError  # type: ignore[misc,assignment]
 
 
 __all__ = ["SHAS", "SOURCES", "add", "finish", "register", "run", "run_replicated"]
