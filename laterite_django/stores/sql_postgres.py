@@ -29,24 +29,45 @@ from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
 from .sql import CHANNEL, IDLE_LOCK, INSERT_COLUMNS, PUSH_LOCK, ROW, TABLE, returning
 
 __all__ = [
-    "CLAIM", "DELETE", "claim", "delete", "execute_hot", "execute_pipeline", "make_due", "push",
-    "push_one", "waking",
+    "CLAIM", "DELETE", "claim", "delete", "due_in_order", "execute_hot", "execute_pipeline",
+    "make_due", "push", "push_one", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
 
+
+def due_in_order(queue: str, now: str, limit: str, columns: str, lock: str = "") -> str:
+    """A subquery (for a LATERAL join) of the due waiting jobs of queue `queue` (an SQL
+    expression), best first: by priority, then age; at most `limit` of each priority.
+
+    Each priority that has waiting jobs is scanned on its own (a loose index scan over
+    the priorities of `laterite_job_due`: one index descent each), so the scan of the
+    due jobs stops at the first job not yet due. Ordered by priority first, one scan of
+    the queue's entries would step over every job delayed to later before it gives up:
+    with a million jobs pushed for tomorrow, every claim read all of them.
+    """
+    waiting = f"FROM {TABLE} WHERE queue = {queue} AND token IS NULL"
+    return (
+        f"WITH RECURSIVE pr(p) AS ((SELECT priority {waiting} ORDER BY priority DESC LIMIT 1) "
+        f"UNION ALL SELECT (SELECT priority {waiting} AND priority < pr.p "
+        f"ORDER BY priority DESC LIMIT 1) FROM pr WHERE pr.p IS NOT NULL) "
+        f"SELECT d.* FROM pr CROSS JOIN LATERAL (SELECT {columns} {waiting} "
+        f"AND priority = pr.p AND available_at <= {now} "
+        f"ORDER BY available_at, id LIMIT {limit}{lock}) d"
+    )
+
+
 # Params: queues, now, limit, limit. For each queue in priority order, lock its
-# oldest due rows (skipping rows other workers hold); the nested loop stops as
-# soon as `limit` rows are found. Each row's position in the batch is numbered
-# over those few rows, in the order the worker runs them.
+# oldest due rows (skipping rows other workers hold); the nested loops stop as soon
+# as `limit` rows are found. Each row's position in the batch is numbered over
+# those few rows, in the order the worker runs them.
 _PICK = (
     f"SELECT id, row_number() OVER (ORDER BY ord, priority DESC, available_at, id) - 1 "
     f"AS position FROM (SELECT q.ord, j.id, j.priority, j.available_at "
     f"FROM unnest(%s::varchar[]) WITH ORDINALITY AS q(name, ord) "
-    f"CROSS JOIN LATERAL (SELECT id, priority, available_at FROM {TABLE} "
-    f"WHERE queue = q.name AND token IS NULL AND available_at <= %s "
-    f"ORDER BY priority DESC, available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) j "
-    f"ORDER BY q.ord LIMIT %s) found"
+    f"CROSS JOIN LATERAL ("
+    f"{due_in_order('q.name', '%s', '%s', 'id, priority, available_at', ' FOR UPDATE SKIP LOCKED')}"
+    f") j ORDER BY q.ord LIMIT %s) found"
 )
 # Claims and deletions of finished jobs commit without waiting for the WAL flush
 # (synchronous_commit off for that transaction alone). Losing one to a crash of
