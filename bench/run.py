@@ -611,8 +611,12 @@ def start_own_postgres():
     """Start a throwaway PostgreSQL cluster with the server's default settings
     (autovacuum on, as in production) and point every system at it (needs root: the
     cluster runs as the `postgres` user)."""
-    from bench.hosts.procs import free_port
-    from bench.hosts.services import OwnPostgres
+    try:
+        from bench.hosts.procs import free_port
+        from bench.hosts.services import OwnPostgres
+    except ModuleNotFoundError as e:  # psutil, which the cluster's process watch uses
+        raise SystemExit(f"--own-postgres needs {e.name} in this Python: "
+                         f"{sys.executable} -m pip install {e.name}") from e
 
     cluster = OwnPostgres("127.0.0.1", free_port()).start()
     os.environ["BENCH_PG_HOST"], os.environ["BENCH_PG_PORT"] = cluster.host, str(cluster.port)
