@@ -88,6 +88,23 @@ def test_a_big_clear_vacuums_the_table_before_it_returns(postgres_only, store):
     assert heap_pages() < full / 10
 
 
+def test_a_clear_whose_vacuum_fails_still_clears(postgres_only, store, caplog, monkeypatch):
+    from django.db import OperationalError
+
+    def cancelled(*args):  # as a statement timeout cancels it
+        raise OperationalError("canceling statement due to statement timeout")
+
+    store.push(jobs(vacuum_module.DEAD_ROWS + 2000))
+    before = vacuums()
+    with monkeypatch.context() as patch:
+        patch.setattr(vacuum_module.Vacuum, "_vacuum", cancelled)
+        assert store.clear() == vacuum_module.DEAD_ROWS + 2000
+    assert "Could not vacuum the job table after a clear" in caplog.text
+    assert vacuums() == before
+    assert store.counts() == {}
+    assert store.tidy() >= vacuum_module.DEAD_ROWS  # the workers' look does it later
+
+
 def test_a_small_clear_or_one_in_a_transaction_leaves_the_rows_to_the_workers(
     postgres_only, store,
 ):
