@@ -24,19 +24,23 @@ def jobs(count: int) -> list[NewJob]:
                    available_at=now, pushed_at=now) for _ in range(count)]
 
 
-def dead_rows() -> int:
-    """The job table's dead rows, as the statistics the workers read say."""
+def job_table_stat(column: str) -> int:
+    """One of the job table's statistics (pg_stat_user_tables), this session's flushed."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_stat_force_next_flush()")
-        cursor.execute("SELECT n_dead_tup FROM pg_stat_user_tables "
+        cursor.execute(f"SELECT {column} FROM pg_stat_user_tables "
                        "WHERE relid = 'laterite_job'::regclass")
         return int(cursor.fetchone()[0])
 
 
+def dead_rows() -> int:
+    """The job table's dead rows, as the statistics the workers read say."""
+    return job_table_stat("n_dead_tup")
+
+
 def pile_up_dead_rows(store) -> int:
-    """Push a backlog a little over the threshold and delete it as finished jobs are
-    deleted, one statement per job (no vacuum follows, as after `clear`); return the
-    dead rows."""
+    """Push a backlog a little over the threshold and delete it, as the deletions of
+    finished jobs do (no vacuum follows, unlike a big `clear`); return the dead rows."""
     store.push(jobs(vacuum_module.DEAD_ROWS + 2000))
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM laterite_job")
@@ -45,11 +49,7 @@ def pile_up_dead_rows(store) -> int:
 
 def vacuums() -> int:
     """How many times the job table was vacuumed by hand (not by autovacuum)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-        cursor.execute("SELECT vacuum_count FROM pg_stat_user_tables "
-                       "WHERE relid = 'laterite_job'::regclass")
-        return int(cursor.fetchone()[0])
+    return job_table_stat("vacuum_count")
 
 
 @pytest.fixture
