@@ -63,6 +63,7 @@ def fill(store, now, keyed=False):
 
 
 def claim_values(store, limit):
+    """Claim up to `limit` jobs of "default"; their values, in the order claimed."""
     return [json.loads(c.payload)["args"][0] for c in store.claim(["default"], "w", limit)]
 
 
