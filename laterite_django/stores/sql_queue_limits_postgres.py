@@ -83,8 +83,7 @@ _CLAIM = (
     f"CROSS JOIN LATERAL ({_DUE}) j ORDER BY room.ord LIMIT %s) found), "
     f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
     f"attempts = attempts + 1, claim_position = picked.position FROM picked "
-    # By the row's address (it is locked, so it stays where it is): joined by id, a
-    # generic plan, which takes the claim for thousands of rows, hashed the whole table.
+    # By the row's address, as the keyed claim does (it is locked: it stays there).
     f"WHERE {TABLE}.ctid = picked.ctid AND {TABLE}.id = picked.id "
     f"RETURNING {', '.join(f'{TABLE}.{c}' for c in COLUMNS)}), "
     f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, %s FROM claimed c "

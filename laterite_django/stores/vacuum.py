@@ -68,9 +68,7 @@ class Vacuum:
         self._not_before = 0.0
 
     def maybe(self, connection: Any) -> int:
-        if connection.vendor != "postgresql" or connection.in_atomic_block:
-            return 0  # VACUUM cannot run in a transaction (testing.run_jobs, atomic)
-        if time.monotonic() < self._not_before:
+        if not _can_vacuum(connection) or time.monotonic() < self._not_before:
             return 0
         with connection.cursor() as cursor:
             dead = _dead_rows(cursor)
@@ -81,8 +79,7 @@ class Vacuum:
     def after_clear(self, connection: Any, deleted: int) -> int:
         """Vacuum now if a clear just deleted `deleted` rows, at least `DEAD_ROWS`; return
         the dead rows removed (0: not run). The statistics may not show them yet."""
-        if (deleted < DEAD_ROWS or connection.vendor != "postgresql"
-                or connection.in_atomic_block):
+        if deleted < DEAD_ROWS or not _can_vacuum(connection):
             return 0
         try:
             with connection.cursor() as cursor:
@@ -131,6 +128,12 @@ class Vacuum:
             # table is not ours to vacuum: do not try again at once.
             self._not_before = time.monotonic() + BACK_OFF
         return removed
+
+
+def _can_vacuum(connection: Any) -> bool:
+    """PostgreSQL, outside a transaction (VACUUM cannot run in one: testing.run_jobs,
+    atomic())."""
+    return connection.vendor == "postgresql" and not connection.in_atomic_block
 
 
 def _dead_rows(cursor: Any, at_least: int | None = None) -> int | None:
