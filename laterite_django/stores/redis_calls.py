@@ -9,13 +9,17 @@ each claim of a busy worker (a DELETE and a CLAIM in one pipeline).
 A lone call is sent on a connection of the client's pool and its answer read
 there (`_send`): redis-py's `execute_command` less what it wraps around every
 call (a retry closure, its observability records, the response callbacks, of
-which EVALSHA has none), about a fifth of the CPU of a push. A connection lost
-on the way is handed back to `execute_command`, which retries as it always does.
+which EVALSHA has none), about a fifth of the CPU of a push. The main thread
+keeps its connection rather than borrowing one per call (`_kept`). A connection
+lost on the way is handed back to `execute_command`, which retries as it always
+does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,17 +28,18 @@ from . import redis_scripts
 if TYPE_CHECKING:
     from redis import Redis
     from redis.client import Pipeline
+    from redis.connection import Connection, ConnectionPool
 
 try:
     from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import NoScriptError
+    from redis.exceptions import NoScriptError, ResponseError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 except ImportError:  # pragma: no cover - the redis store then refuses to start
 
     class NoScriptError(Exception):  # type: ignore[no-redef]
         """Stands in for redis-py's, which is not installed."""
 
-    RedisConnectionError = RedisTimeoutError = NoScriptError  # type: ignore[misc,assignment]
+    RedisConnectionError = RedisTimeoutError = ResponseError = NoScriptError  # type: ignore[misc,assignment]
 
 
 __all__ = ["SHAS", "SOURCES", "add", "finish", "register", "run", "run_replicated"]
@@ -47,6 +52,11 @@ SHAS: dict[str, str] = {
     name: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
     for name, source in SOURCES.items()
 }
+
+
+# The main thread's kept connection per pool: id(pool) -> (pool, pid, connection).
+_KEPT: dict[int, tuple[ConnectionPool, int, Connection]] = {}
+_MAIN = threading.main_thread()
 
 
 def register(name: str, source: str) -> None:
@@ -69,20 +79,53 @@ def _send(client: Redis, command: tuple[Any, ...]) -> Any:
     if getattr(client, "connection", None) is not None:
         return client.execute_command(*command)
     pool = client.connection_pool
-    try:
-        connection = pool.get_connection()
-    except TypeError:  # redis-py before 5.3 asks for the command's name
-        connection = pool.get_connection(command[0])
+    kept = _kept(pool) if threading.current_thread() is _MAIN else None
+    connection = _borrow(pool) if kept is None else kept
     try:
         connection.send_command(*command)
-        return connection.read_response()
+        answer = connection.read_response()
     except (RedisConnectionError, RedisTimeoutError):
         connection.disconnect()
+    except ResponseError:
+        raise  # an answer, read whole (NOSCRIPT, an error raised by the script)
+    except BaseException:
+        # Stopped between the send and the answer (a signal's exception): an answer
+        # may be left unread, so the connection is closed rather than used again.
+        connection.disconnect()
+        raise
+    else:
+        return answer
     finally:
-        pool.release(connection)
+        if kept is None:
+            pool.release(connection)
     # Sent or not, as redis-py's own retry would after this error: it retries and
     # says what it finds.
     return client.execute_command(*command)
+
+
+def _borrow(pool: ConnectionPool) -> Connection:
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py before 5.3 asks for the command's name
+        return pool.get_connection("EVALSHA")
+
+
+def _kept(pool: ConnectionPool) -> Connection:
+    """The connection of `pool` that the main thread keeps for its lone calls.
+
+    Borrowing a connection costs a pool lock and a poll of its socket, a tenth of
+    a push's CPU. The main thread (a script, a management command, a worker, a
+    web server's single-threaded process) lives as long as the process, so it
+    keeps one connection per pool instead; other threads, which may be many and
+    short-lived, borrow and give back. A forked child takes one of its own.
+    """
+    entry = _KEPT.get(id(pool))
+    pid = os.getpid()
+    if entry is not None and entry[0] is pool and entry[1] == pid:
+        return entry[2]
+    connection = _borrow(pool)
+    _KEPT[id(pool)] = (pool, pid, connection)
+    return connection
 
 
 def _load_and_run(client: Redis, name: str, args: Sequence[Any]) -> Any:

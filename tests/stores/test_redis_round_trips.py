@@ -137,7 +137,7 @@ def test_a_push_whose_connection_breaks_as_it_is_sent_is_made_again(private, mon
     assert store.counts()["default"].waiting == 2
 
 
-def test_lone_calls_give_their_connection_back_to_the_pool(private):
+def test_lone_calls_keep_one_connection_in_the_main_thread_and_borrow_in_others(private):
     store, admin = private
     pool = store.client.connection_pool
     for value in "abc":
@@ -145,8 +145,49 @@ def test_lone_calls_give_their_connection_back_to_the_pool(private):
     admin.script_flush()  # a refused call, loaded and run again
     jobs.record.push("d")
     assert store.claim(["default"], "w", limit=4)
-    assert not pool._in_use_connections  # redis-py keeps no public count of them
-    assert admin.info("clients")["connected_clients"] <= 3
+    # The main thread keeps one connection (redis-py keeps no public count of them).
+    assert len(pool._in_use_connections) == 1
+    # This client's, the kept one, and the pool's (the script was loaded on one).
+    assert admin.info("clients")["connected_clients"] <= 4
+
+    def push_from_threads() -> None:
+        for value in "ef":
+            jobs.record.push(value)
+
+    threads = [threading.Thread(target=push_from_threads) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    # Other threads (a web server's, perhaps short-lived) give theirs back.
+    assert len(pool._in_use_connections) == 1
+    assert store.counts()["default"].waiting == 4 + 8 - 4
+
+
+def test_a_lone_call_stopped_before_its_answer_leaves_no_answer_behind(private, monkeypatch):
+    from redis.connection import Connection
+
+    store, _ = private
+    jobs.record.push("first")  # the script is loaded, the connection kept
+    real_read, stopped = Connection.read_response, []
+
+    def read_response(connection, *args, **kwargs):
+        if not stopped:  # a signal's exception lands while the answer is on its way
+            stopped.append(connection)
+            raise KeyboardInterrupt
+        return real_read(connection, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "read_response", read_response)
+    with pytest.raises(KeyboardInterrupt):
+        jobs.record.push("second")
+    monkeypatch.setattr(Connection, "read_response", real_read)
+    # The kept connection was closed: the next call does not read the second push's
+    # answer as its own.
+    third = jobs.record.push("third")
+    assert third.status == "queued"
+    payloads = {claim.id: claim.payload for claim in store.claim(["default"], "w", limit=5)}
+    assert len(payloads) == 3  # the second push was made: only its answer was lost
+    assert payloads[third.id] == '{"args":["third"],"kwargs":{}}'
 
 
 def test_a_worker_stopped_while_it_waits_leaves_the_job_pushed_then_unstarted(private):
