@@ -352,6 +352,10 @@ class _RedisMonitor:
         return dict(self.counts)
 
 
+# Seconds after which an idle PostgreSQL backend has reported its statistics.
+PG_STATS_FLUSH = 11.0
+
+
 def idle(run, sys_):
     """CPU and queries of idle worker processes over --idle-seconds."""
     from bench.systems.base import REDIS_HOST, REDIS_PORT
@@ -362,7 +366,9 @@ def idle(run, sys_):
     pg = monitor = None
     try:
         run.workers.wait_idle(min_age=0, timeout=30)
-        time.sleep(3)  # past the warm-up's last statistics flush
+        # Past the warm-up's last statistics flush: a backend gone idle reports its
+        # counts up to PGSTAT_IDLE_INTERVAL (10 s) after its last transaction.
+        time.sleep(PG_STATS_FLUSH if sys_.desc.store != "SQLite" else 3)
         pids = run.workers.pids()
         if sys_.desc.store != "SQLite":  # laterite on Redis keeps its tables in PostgreSQL
             pg = _PgProbe(sys_.db_name)
@@ -385,7 +391,7 @@ def idle(run, sys_):
             res["redis_commands"] = monitor.stop()
             monitor = None
         if pg is not None:
-            time.sleep(1.5)  # the workers' statistics reach the server within ~1 s of a query
+            time.sleep(PG_STATS_FLUSH)  # the window's own counts, reported as above
             res["pg"] = pg.delta(pg_before, pg.snapshot())
             res["pg"]["seconds"] = round(time.monotonic() - pg_t0, 1)
     finally:

@@ -38,6 +38,10 @@ class PausedView:
             return list(queues)
         return [queue for queue in queues if queue not in self._paused]
 
+    def known(self, queues: Sequence[str]) -> bool:
+        """Whether one of `queues` was paused when the set was last read (no read)."""
+        return any(queue in self._paused for queue in queues)
+
     def expire(self) -> None:
         """Read the set again at the next `active()`."""
         self._read_at = None

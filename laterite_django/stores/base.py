@@ -186,6 +186,15 @@ class Store(FailedList, abc.ABC):
         often: the workers call it every few seconds."""
         return 0
 
+    def quiet(self) -> bool:
+        """Whether this thread's idle worker may wait on without a sweep or a claim: its
+        store's last look found no job claimed anywhere and none of its queues' jobs
+        due, and nothing has woken it since (no push, no delayed job fallen due).
+        Then nothing can have been claimed, so no worker can have died holding a job.
+        Stores that cannot tell say False (the default): their idle workers sweep
+        and claim at every wake-up."""
+        return False
+
     def wait(
         self, queues: Sequence[str], timeout: float, stop, *, longest: float | None = None
     ) -> None:

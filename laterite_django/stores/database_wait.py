@@ -13,7 +13,9 @@ While it waits for a notification, a worker holds the advisory lock IDLE_LOCK,
 shared, on its listening connection: pushes notify only while some worker holds
 it (see sql_postgres). It takes the lock, checks that no push that may not have
 notified is uncommitted, claims once more before it waits (so such a push is
-seen), and lets go of the lock when woken.
+seen), and lets go of the lock when woken. Once it has looked and found nothing
+claimed and nothing due (`_quiet_for`), it is quiet: until a notification or its
+next delayed job, it asks the database nothing at all.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..conf import settings
-from . import sql_sqlite
+from . import sql, sql_sqlite
 from .pooler import behind_pooler
 from .sql import CHANNEL, IDLE_LOCK, PUSH_LOCK
 
@@ -44,6 +46,9 @@ logger = logging.getLogger("laterite")
 # A worker that finds a push uncommitted (PUSH_LOCK held) as it goes idle looks again
 # after this long, then twice as long each time, up to its poll interval.
 IDLE_LOCK_RETRY = 0.005
+
+# The longest a quiet worker goes without a look (see DatabaseWaiting._quiet_for).
+QUIET_LONGEST = 300.0
 
 LISTEN_HINT = (
     "Set LATERITE_QUEUE_LISTEN_DATABASE to a database alias that reaches the same "
@@ -80,6 +85,8 @@ class DatabaseWaiting:
         @property
         def postgres(self) -> bool: ...
         def next_due(self, queues: Sequence[str]) -> datetime | None: ...
+        def _execute(self, statement: str, params: Sequence[Any], fetch: bool = False
+                     ) -> tuple[list, int]: ...
         def _ts(self, value: datetime | None) -> Any: ...
 
     def wait(
@@ -115,7 +122,7 @@ class DatabaseWaiting:
                 self._go_idle(listener, timeout, stop)
                 return  # one more claim, now that pushes notify
             if longest is not None:
-                timeout = self._until_due(queues, timeout, longest)
+                timeout = self._quiet_for(queues, timeout, longest)
             deadline = time.monotonic() + timeout
             while not stop.is_set():
                 left = deadline - time.monotonic()
@@ -149,6 +156,7 @@ class DatabaseWaiting:
                 "SELECT CASE WHEN pg_try_advisory_lock(%s) THEN pg_advisory_unlock(%s) "
                 "ELSE false END", [PUSH_LOCK, PUSH_LOCK]).fetchone()[0]:
             self._local.idle = True
+            self._local.quiet_until = None  # looked at again before the first long wait
             self._local.idle_retry = IDLE_LOCK_RETRY
             return
         retry = getattr(self._local, "idle_retry", IDLE_LOCK_RETRY)
@@ -163,13 +171,39 @@ class DatabaseWaiting:
             listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
         self._local.idle = self._local.marked = False
 
-    def _until_due(self, queues: Sequence[str], timeout: float, longest: float) -> float:
-        """Seconds until the next delayed job of `queues` is due, at most `longest`; if
-        one is already due (claimed meanwhile, or about to be), `timeout`."""
-        due = self.next_due(queues)
-        if due is None:
-            return max(timeout, longest)
-        left = (due - timezone.now()).total_seconds()
+    def quiet(self) -> bool:
+        """PostgreSQL: this thread's worker waits with IDLE_LOCK (every push notifies
+        it), heard nothing since, and its last look found it quiet (`_quiet_for`)."""
+        until = getattr(self._local, "quiet_until", None)
+        return (until is not None and getattr(self._local, "idle", False)
+                and time.time() < until)
+
+    def _quiet_for(self, queues: Sequence[str], timeout: float, longest: float) -> float:
+        """Seconds to wait: until the next delayed job of `queues` is due, at most
+        `longest`; if one is already due (claimed meanwhile, or about to be), `timeout`.
+
+        Once per idle spell the worker also looks whether a sweep would find work
+        (sql.BUSY). If not, and no job of its queues is due, it is quiet until the
+        next one is: no job can be claimed before then without a push, which
+        notifies it (it holds IDLE_LOCK), so it waits on asking nothing, no sweep
+        and no claim (Worker._round), however often its wait times out; for
+        QUIET_LONGEST at most, for the rows written past the store (a job row
+        inserted or moved by hand, which notifies no one).
+        """
+        until = getattr(self._local, "quiet_until", None)
+        if until is None:
+            due = self.next_due(queues)
+            now = timezone.now()
+            if due is not None and due <= now:
+                return timeout
+            if self._execute(sql.BUSY, [], fetch=True)[0][0][0]:
+                wait = max(timeout, longest)
+                return wait if due is None else min(wait, (due - now).total_seconds())
+            until = time.time() + QUIET_LONGEST
+            if due is not None:
+                until = min(until, due.timestamp())
+            self._local.quiet_until = until
+        left = until - time.time()
         return timeout if left <= 0 else min(max(timeout, longest), left)
 
     def _wait_sqlite(self, queues: Sequence[str], timeout: float, stop: threading.Event,

@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "ADD_MINUTE",
+    "BUSY",
     "CHANNEL",
     "CLEAR",
     "CLEAR_QUEUE",
@@ -132,6 +133,13 @@ OLDEST_WAITING = (
 )
 CLEAR = f"DELETE FROM {TABLE}"
 CLEAR_QUEUE = f"DELETE FROM {TABLE} WHERE queue = %s"
+# Whether a sweep would find work: a claimed job (its worker may die), or a batch
+# counted down to 0 whose callbacks wait (workflows.counts.finish_settled). An idle
+# worker asks it once before it goes quiet (database_wait).
+BUSY = (
+    f"SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE token IS NOT NULL) "
+    f"OR EXISTS (SELECT 1 FROM laterite_batch WHERE pending <= 0 AND finished_at IS NULL)"
+)
 # Reaches the server and the table (so a database never migrated says so).
 PING = f"SELECT 1 FROM {TABLE} WHERE 1 = 0"
 

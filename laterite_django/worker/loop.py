@@ -213,6 +213,14 @@ class Worker(HeldJobs):
         """Claim and run one batch; return True when the worker is done."""
         if self.manage_connections:
             close_old_connections()
+        if self._quiet():
+            # Nothing can have been claimed or fallen due since the store last looked:
+            # no sweep, no claim, nothing asked of the store; wait on.
+            claims = self._wait_for_work()
+            if not claims:
+                return False
+            self.run_claims(claims)
+            return False
         self._sweep()
         finished = self.hand.take_finished()
         queues = self.paused.active(self.queues)
@@ -244,25 +252,38 @@ class Worker(HeldJobs):
                     self.stopping.wait(self.sleep)
                 self.paused.expire()  # woken (a resume wakes too): read them again
                 return False
-            # A claim made as the wait ends may be dated a little earlier: keep that
-            # well inside retry_after, or another worker's sweep could take the job
-            # for abandoned before this worker's first heartbeat.
-            claims = self.store.wait_and_claim(
-                self.queues, self.name, self._claim_limit(), self.sleep, self.stopping,
-                fresh_within=self.retry_after / 10, longest=self._idle_wait())
-            self.paused.expire()  # woken (a resume wakes too): read them again
+            claims = self._wait_for_work()
             if not claims:
-                return False
-            if self.stopping.is_set() or self._limit_reached():
-                # Claimed as the stop came: return them unstarted, no attempt counted.
-                self.monitor.hold(claims)
-                self._give_back(claims)
                 return False
         self.run_claims(claims)
         if self.once:
             self.stop_reason = "once"
             return True
         return False
+
+    def _quiet(self) -> bool:
+        """Whether this round may skip its sweep and claim (Store.quiet): never for a
+        worker that stops when empty or after one job, nor while it holds finished
+        jobs or one of its queues is paused (it then polls for the resume)."""
+        return (not self.stop_when_empty and not self.once and not self.hand.held()
+                and not self.paused.known(self.queues) and self.store.quiet())
+
+    def _wait_for_work(self) -> list[Claim]:
+        """Wait idle for a push (or the next sweep, or a delayed job); return what the
+        store claimed as it woke, if anything."""
+        # A claim made as the wait ends may be dated a little earlier: keep that
+        # well inside retry_after, or another worker's sweep could take the job
+        # for abandoned before this worker's first heartbeat.
+        claims = self.store.wait_and_claim(
+            self.queues, self.name, self._claim_limit(), self.sleep, self.stopping,
+            fresh_within=self.retry_after / 10, longest=self._idle_wait())
+        self.paused.expire()  # woken (a resume wakes too): read them again
+        if claims and (self.stopping.is_set() or self._limit_reached()):
+            # Claimed as the stop came: return them unstarted, no attempt counted.
+            self.monitor.hold(claims)
+            self._give_back(claims)
+            return []
+        return claims
 
     def _idle_wait(self) -> float:
         """How long an idle worker waits on a store that wakes it: until the next

@@ -89,9 +89,10 @@ REDIS_METHODS = sorted(
 def test_every_store_method_is_covered():
     public = {name for name in dir(Store) if not name.startswith("_")}
     # flush() never raises: what it cannot finish waits for the next flush or sweep;
-    # work_in_background() only notes that the worker manages its connections.
+    # work_in_background() only notes that the worker manages its connections;
+    # quiet() asks the store nothing (it says what the last wait found).
     assert public - {"wait", "wait_and_claim", "close", "flush", "transactional_push",
-                     "work_in_background"} == set(DATABASE_METHODS)
+                     "work_in_background", "quiet"} == set(DATABASE_METHODS)
 
 
 @contextlib.contextmanager

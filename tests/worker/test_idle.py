@@ -40,12 +40,75 @@ def last_query_of_other_sessions() -> tuple:
         return tuple(cursor.fetchall())
 
 
+def idle_lock_held() -> bool:
+    """Whether a worker holds IDLE_LOCK (shared): it has gone idle."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND mode = 'ShareLock' AND ((classid::bigint << 32) | objid::bigint) = %s",
+            [IDLE_LOCK])
+        return cursor.fetchone()[0] > 0
+
+
 def test_an_idle_worker_asks_postgres_nothing(postgres_worker):
     time.sleep(0.5)  # the job's deletion and the worker's first wait
     before = last_query_of_other_sessions()
     assert before, "the worker's session is not seen"
     time.sleep(2)  # 40 times LATERITE_QUEUE_POLL (0.05 s in the tests)
     assert last_query_of_other_sessions() == before
+
+
+def test_an_idle_worker_asks_nothing_even_when_its_sweeps_fall_due(workers, store_kind):
+    """With retry_after 3 s, a worker would sweep every second; idle and quiet (nothing
+    claimed, nothing due), it neither sweeps nor claims. A delayed job pushed before
+    it went quiet still runs at its time."""
+    if store_kind != "database" or connection.vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY: PostgreSQL only (LATERITE_TEST_DB=postgres)")
+    proc = workers.start("--processes", "1", env={"LATERITE_TEST_RETRY_AFTER": "3"})
+    stderr = Stderr(proc)
+    jobs.record.push("first")
+    jobs.record.push_in(timedelta(seconds=6), "later")
+    wait_for(lambda: Record.objects.filter(value="first").exists())
+    time.sleep(1.5)  # the job's deletion, a sweep, the look that finds it quiet
+    before = last_query_of_other_sessions()
+    assert before, "the worker's session is not seen"
+    time.sleep(3)  # three sweeps' worth
+    assert last_query_of_other_sessions() == before
+    wait_for(lambda: Record.objects.filter(value="later").exists(), timeout=15)
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert proc.returncode == 0, stderr.text()
+
+
+def test_a_worker_not_quiet_still_asks_nothing_between_its_wake_ups(postgres_worker):
+    """A job claimed elsewhere (its worker may die) keeps the idle worker from going
+    quiet: it sweeps at each wake-up, 30 s apart, and asks nothing in between."""
+    with transaction.atomic():  # pushed and claimed at once: the worker never gets it
+        jobs.record.push("held elsewhere")
+        assert len(get_store().claim(["default"], "elsewhere")) == 1
+    time.sleep(1.0)  # woken by the push: it claimed nothing, looked, found it busy
+    before = last_query_of_other_sessions()
+    time.sleep(2)  # 40 times LATERITE_QUEUE_POLL (0.05 s in the tests)
+    assert last_query_of_other_sessions() == before
+
+
+def test_a_quiet_worker_still_returns_the_job_of_a_worker_that_died(workers, store):
+    """A job of another queue, claimed after the worker went quiet by a worker that
+    then died (it never beats), comes back once retry_after has passed (every store)."""
+    proc = workers.start("--processes", "1", "--queue", "default",
+                         env={"LATERITE_TEST_RETRY_AFTER": "3"})
+    stderr = Stderr(proc)
+    jobs.record.push("first")
+    wait_for(lambda: Record.objects.filter(value="first").exists())
+    time.sleep(1.5)  # idle, and quiet where the store can tell
+    jobs.record.enqueue(["abandoned"], {}, queue="mail")
+    assert len(store.claim(["mail"], "a worker that died")) == 1
+    assert store.counts()["mail"].running == 1
+    wait_for(lambda: store.counts()["mail"].waiting == 1, timeout=20)
+    assert store.counts()["mail"].running == 0
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert proc.returncode == 0, stderr.text()
 
 
 def test_a_push_a_delayed_job_and_a_job_given_back_wake_it(postgres_worker):
@@ -127,6 +190,10 @@ def test_a_session_keeping_the_idle_lock_makes_workers_poll_not_hang(postgres_wo
     and its unlock) leaves workers looking every poll interval, never stuck."""
     import psycopg
 
+    # Pushed once the worker waits, so the push's notification wakes it and it lets go
+    # of the lock (a job it claims as it goes idle would run with the lock kept).
+    wait_for(idle_lock_held)
+    time.sleep(0.3)  # past the worker's one more claim: it waits for a notification
     jobs.sleeper.push(0.5, "busy")
     wait_for(lambda: Record.objects.filter(kind="sleeper-start", value="busy").exists())
     params = connection.get_connection_params()
