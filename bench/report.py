@@ -608,6 +608,8 @@ def _idle_section(results, meta):
                 f"{idle['cpu_pct']:.2f}",
                 "-" if not per_min else f"{pg['xacts'] * per_min:,.0f}",
                 "-" if not per_min else f"{pg['table_scans'] * per_min:,.0f}",
+                "-" if not pg or "sessions" not in pg
+                else f"{pg['querying_sessions']} of {pg['sessions']}",
                 redis_cell,
             ]
         )
@@ -622,7 +624,10 @@ def _idle_section(results, meta):
         " process tree (supervisor and workers, from /proc) as % of one core; the"
         " transactions of its PostgreSQL database (`pg_stat_database` xact_commit +"
         " xact_rollback) and the scans of its tables (`pg_stat_user_tables` seq_scan +"
-        " idx_scan; pg_stat_statements is not loaded on this server); the commands"
+        " idx_scan; pg_stat_statements is not loaded on this server; both reported by"
+        " each backend up to 10 s late, so they also count what the bench's own"
+        " sessions did just before); how many of the database's sessions started a"
+        " query in the window (`pg_stat_activity.query_start`, live); the commands"
         " sent to its Redis db, counted with MONITOR (INFO commandstats counts the"
         " whole server, which other work shares). SQLite: CPU only.",
         "",
@@ -634,6 +639,7 @@ def _idle_section(results, meta):
                 "CPU % of a core",
                 "PostgreSQL transactions /min",
                 "table scans /min",
+                "sessions that sent a query",
                 "Redis commands /min (most sent)",
             ],
             rows,

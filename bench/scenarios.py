@@ -302,6 +302,14 @@ class _PgProbe:
         out["xacts"] -= 1
         return out
 
+    def sessions(self):
+        """When each other session of the database last started a query: live, unlike
+        the statistics above, which a backend reports up to 10 s late."""
+        return dict(self.admin.execute(
+            "SELECT pid, query_start FROM pg_stat_activity WHERE datname = %s AND pid <> %s",
+            (self.dbname, self.own.info.backend_pid),
+        ).fetchall())
+
     def close(self):
         self.admin.close()
         self.own.close()
@@ -373,6 +381,7 @@ def idle(run, sys_):
         if sys_.desc.store != "SQLite":  # laterite on Redis keeps its tables in PostgreSQL
             pg = _PgProbe(sys_.db_name)
             pg_before = pg.snapshot()
+            sessions_before = pg.sessions()
             pg_t0 = time.monotonic()
         if sys_.desc.store == "Redis":
             monitor = _RedisMonitor(REDIS_HOST, REDIS_PORT, sys_.redis_db)
@@ -391,9 +400,15 @@ def idle(run, sys_):
             res["redis_commands"] = monitor.stop()
             monitor = None
         if pg is not None:
+            sessions_after = pg.sessions()
+            # The worker sessions that sent any query in the window (or connected).
+            querying = sum(1 for pid, started in sessions_after.items()
+                           if sessions_before.get(pid) != started)
             time.sleep(PG_STATS_FLUSH)  # the window's own counts, reported as above
             res["pg"] = pg.delta(pg_before, pg.snapshot())
             res["pg"]["seconds"] = round(time.monotonic() - pg_t0, 1)
+            res["pg"]["querying_sessions"] = querying
+            res["pg"]["sessions"] = len(sessions_after)
     finally:
         if monitor is not None:
             monitor.stop()
@@ -406,7 +421,9 @@ def idle(run, sys_):
     run.log(
         f"idle, {a.idle_processes} processes ({len(pids)} in the tree): CPU"
         f" {res['cpu_pct']:.2f}% of a core, PostgreSQL {(res.get('pg') or {}).get('xacts', '-')}"
-        f" transactions, Redis {cmds} commands in {seconds:.0f} s"
+        f" transactions ({(res.get('pg') or {}).get('querying_sessions', '-')} of its"
+        f" {(res.get('pg') or {}).get('sessions', '-')} sessions sent a query),"
+        f" Redis {cmds} commands in {seconds:.0f} s"
     )
 
 

@@ -48,7 +48,8 @@ def test_report_gives_the_ratios():
         "tree_processes": 9,
         "seconds": 30.0,
         "cpu_pct": 0.5,
-        "pg": {"xacts": 30, "table_scans": 60, "seconds": 30.0},
+        "pg": {"xacts": 30, "table_scans": 60, "seconds": 30.0, "querying_sessions": 0,
+               "sessions": 17},
         "redis_commands": {"blpop": 60},
     }
     results = {
@@ -66,7 +67,7 @@ def test_report_gives_the_ratios():
     assert "| 0 / 1,000,000 / 999,000 | 2,000 |" in text
     assert "| 10^6 / 10^4 | **0.25** | 0.90 | 1.50 |" in text
     assert "10^6 delayed" in text
-    assert "| 8 (9) | 0.50 | 60 | 120 | 120 (blpop 120) |" in text
+    assert "| 8 (9) | 0.50 | 60 | 120 | 0 of 17 | 120 (blpop 120) |" in text
     assert "![scale](x.png)" in text
 
 
