@@ -17,13 +17,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from django.db import close_old_connections
-from django.utils import timezone
 
 from ..backoff import Growing
 from ..conf import settings
 from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
-from ..flow.limits import any_job_limited, claim_share, queue_limits
+from ..flow.limits import claim_share
 from ..flow.pause import PausedView
 from ..minutes import MinuteCounts
 from ..progress import ProgressDesk
@@ -32,6 +31,7 @@ from .attempt import WorkerStopped, run_claim
 from .hand import Hand
 from .heartbeat import Heartbeat
 from .held import HeldJobs
+from .idle import IdleWaiting
 from .memory import limit_reached
 from .outage import Outage, drop_connections
 from .reports import Monitor
@@ -53,16 +53,13 @@ SLOW_BATCH = 0.25
 # Finished jobs are deleted with the next claim, or after this long at the latest;
 # a job running longer than this has the rest of its batch taken off its hands.
 FLUSH_AFTER = 0.05
-# The longest an idle worker waits for a wake-up (on stores that send them) before it
-# looks for due jobs and sweeps again.
-IDLE_WAIT = 30.0
 
 
 def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Worker(HeldJobs):
+class Worker(HeldJobs, IdleWaiting):
     """Claim, run and settle jobs from `queues` until told to stop or a limit is hit."""
 
     def __init__(
@@ -260,61 +257,6 @@ class Worker(HeldJobs):
             self.stop_reason = "once"
             return True
         return False
-
-    def _quiet(self) -> bool:
-        """Whether this round may skip its sweep and claim (Store.quiet): never for a
-        worker that stops when empty or after one job, nor while it holds finished
-        jobs or one of its queues is paused (it then polls for the resume)."""
-        return (not self.stop_when_empty and not self.once and not self.hand.held()
-                and not self.paused.known(self.queues) and self.store.quiet())
-
-    def _wait_for_work(self) -> list[Claim]:
-        """Wait idle for a push (or the next sweep, or a delayed job); return what the
-        store claimed as it woke, if anything."""
-        # A claim made as the wait ends may be dated a little earlier: keep that
-        # well inside retry_after, or another worker's sweep could take the job
-        # for abandoned before this worker's first heartbeat.
-        claims = self.store.wait_and_claim(
-            self.queues, self.name, self._claim_limit(), self.sleep, self.stopping,
-            fresh_within=self.retry_after / 10, longest=self._idle_wait())
-        self.paused.expire()  # woken (a resume wakes too): read them again
-        if claims and (self.stopping.is_set() or self._limit_reached()):
-            # Claimed as the stop came: return them unstarted, no attempt counted.
-            self.monitor.hold(claims)
-            self._give_back(claims)
-            return []
-        return claims
-
-    def _idle_wait(self) -> float:
-        """How long an idle worker waits on a store that wakes it: until the next
-        sweep would be due, so jobs of a dead worker come back in good time, and no
-        longer than its --max-seconds leave. Where a limit may apply to its claims,
-        only `sleep` (LATERITE_QUEUE_POLL): a job held back by a rate or concurrency
-        limit becomes claimable as time passes or a running job ends, which wakes
-        no one."""
-        if queue_limits(self.queues) or any_job_limited():
-            wait = self.sleep
-        else:
-            wait = max(self.sleep, min(IDLE_WAIT, self.retry_after / 3))
-        if self.max_seconds is not None:
-            left = self.max_seconds - (time.monotonic() - self._started)
-            wait = min(wait, max(left, 0.0))
-        return wait
-
-    def _wait_for_delayed(self) -> bool:
-        """Nothing is due: wait for the next delayed job if it is due within
-        `wait_delayed` seconds, and say so (False: nothing to wait for)."""
-        if not self.wait_delayed:
-            return False
-        due = self.store.next_due(self.queues)
-        if due is None:
-            return False
-        wait = (due - timezone.now()).total_seconds()
-        if wait > self.wait_delayed:
-            return False
-        # A job pushed meanwhile is seen after `sleep` seconds at the latest.
-        self.stopping.wait(min(max(wait, 0.01), self.sleep))
-        return True
 
     def _leave(self) -> None:
         """Delete the finished jobs, give back the rest, stop the heartbeat, say so."""
