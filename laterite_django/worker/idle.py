@@ -49,9 +49,10 @@ class IdleWaiting:
     def _quiet(self) -> bool:
         """Whether this round may skip its sweep and claim (Store.quiet): never for a
         worker that stops when empty or after one job, nor while it holds finished
-        jobs or one of its queues is paused (it then polls for the resume)."""
-        return (not self.stop_when_empty and not self.once and not self.hand.held()
-                and not self.paused.known(self.queues) and self.store.quiet())
+        jobs or one of its queues is paused (it then polls for the resume). The store
+        is asked first: it says False at once for a busy worker, every round."""
+        return (self.store.quiet() and not self.stop_when_empty and not self.once
+                and not self.hand.held() and not self.paused.known(self.queues))
 
     def _wait_for_work(self) -> list[Claim]:
         """Wait idle for a push (or the next sweep, or a delayed job); return what the
