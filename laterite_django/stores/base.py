@@ -24,7 +24,12 @@ if TYPE_CHECKING:
     from ..minutes import Minute
     from .schedule_state import Fired, ScheduleFire, ScheduleState
 
-__all__ = ["Claim", "NewJob", "QueueCounts", "Running", "Store", "job_ids"]
+__all__ = ["QUIET_LONGEST", "Claim", "NewJob", "QueueCounts", "Running", "Store", "job_ids"]
+
+# The longest a quiet worker (Store.quiet) goes without a look: for what changes
+# without waking anyone (a row written by hand, an outbox row left by a push that
+# could not reach Redis).
+QUIET_LONGEST = 300.0
 
 
 class Store(FailedList, abc.ABC):

@@ -36,6 +36,7 @@ from django.utils.dateparse import parse_datetime
 
 from ..conf import settings
 from . import sql, sql_sqlite
+from .base import QUIET_LONGEST
 from .pooler import behind_pooler
 from .sql import CHANNEL, IDLE_LOCK, PUSH_LOCK
 
@@ -46,9 +47,6 @@ logger = logging.getLogger("laterite")
 # A worker that finds a push uncommitted (PUSH_LOCK held) as it goes idle looks again
 # after this long, then twice as long each time, up to its poll interval.
 IDLE_LOCK_RETRY = 0.005
-
-# The longest a quiet worker goes without a look (see DatabaseWaiting._quiet_for).
-QUIET_LONGEST = 300.0
 
 LISTEN_HINT = (
     "Set LATERITE_QUEUE_LISTEN_DATABASE to a database alias that reaches the same "

@@ -38,6 +38,7 @@ from . import (
     redis_minutes,
     redis_outbox,
     redis_progress,
+    redis_quiet,
     redis_replicated,
     redis_schedules,
 )
@@ -75,6 +76,7 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         self.alias = alias
         self.prefix = prefix
         self._client: Redis | None = None
+        self.quiet_state = redis_quiet.QuietState()
         # Batch ends listed by this process, not counted yet (redis_ends).
         self._ends_pending = False
         self._ends_applied = 0.0

@@ -42,7 +42,8 @@ except ImportError:  # pragma: no cover - the redis store then refuses to start
     RedisConnectionError = RedisTimeoutError = ResponseError = NoScriptError  # type: ignore[misc,assignment]
 
 
-__all__ = ["SHAS", "SOURCES", "add", "finish", "register", "run", "run_replicated"]
+__all__ = ["SHAS", "SOURCES", "add", "borrow", "finish", "load_and_run", "register", "run",
+           "run_replicated"]
 
 # Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
 SOURCES: dict[str, str] = {
@@ -70,7 +71,7 @@ def run(client: Redis, name: str, args: Sequence[Any]) -> Any:
     try:
         return _send(client, ("EVALSHA", SHAS[name], 0, *args))
     except NoScriptError:
-        return _load_and_run(client, name, args)
+        return load_and_run(client, name, args)
 
 
 def _send(client: Redis, command: tuple[Any, ...]) -> Any:
@@ -80,7 +81,7 @@ def _send(client: Redis, command: tuple[Any, ...]) -> Any:
         return client.execute_command(*command)
     pool = client.connection_pool
     kept = _kept(pool) if threading.current_thread() is _MAIN else None
-    connection = _borrow(pool) if kept is None else kept
+    connection = borrow(pool) if kept is None else kept
     try:
         connection.send_command(*command)
         answer = connection.read_response()
@@ -103,7 +104,8 @@ def _send(client: Redis, command: tuple[Any, ...]) -> Any:
     return client.execute_command(*command)
 
 
-def _borrow(pool: ConnectionPool) -> Connection:
+def borrow(pool: ConnectionPool) -> Connection:
+    """A connection of `pool`, to give back with `pool.release`."""
     try:
         return pool.get_connection()
     except TypeError:  # redis-py before 5.3 asks for the command's name
@@ -123,12 +125,12 @@ def _kept(pool: ConnectionPool) -> Connection:
     pid = os.getpid()
     if entry is not None and entry[0] is pool and entry[1] == pid:
         return entry[2]
-    connection = _borrow(pool)
+    connection = borrow(pool)
     _KEPT[id(pool)] = (pool, pid, connection)
     return connection
 
 
-def _load_and_run(client: Redis, name: str, args: Sequence[Any]) -> Any:
+def load_and_run(client: Redis, name: str, args: Sequence[Any]) -> Any:
     client.execute_command("SCRIPT LOAD", SOURCES[name])
     return client.execute_command("EVALSHA", SHAS[name], 0, *args)
 
@@ -152,7 +154,7 @@ def finish(
     """
     for index, result in enumerate(results):
         if isinstance(result, NoScriptError) and index in calls:
-            results[index] = _load_and_run(client, *calls[index])
+            results[index] = load_and_run(client, *calls[index])
         elif isinstance(result, Exception):
             raise result
     return results

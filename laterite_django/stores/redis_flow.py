@@ -77,6 +77,7 @@ for i = 4, #ARGV do
     redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', 'cancel',
       'failing', '1')
     redis.call('ZADD', qkey(q, 'claimed'), now, id)
+    wake_quiet()  -- claimed until the failed list has it: a sweep may have to finish it
     out[#out + 1] = {id, 'cancelled', f[1], f[2], f[3], f[4], f[5] or '', f[6], f[7],
       f[8] or '', f[9] or ''}
   end

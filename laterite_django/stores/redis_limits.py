@@ -120,6 +120,7 @@ for qi = 6, #ARGV, 4 do
   end
   end
 end
+if #out > 0 then wake_quiet() end
 return out
 """
 

@@ -18,6 +18,9 @@ one script serves any queue; the store therefore needs a single Redis server
     P:queue:<q>:claimed    zset of claimed jobs: score the last heartbeat, member id
     P:queue:<q>:wake       list that idle workers block on (BLPOP); a push adds to it
     P:paused               set of the paused queue names (flow control): CLAIM skips them
+    P:quiet                set of the wake-up lists of quiet workers (redis_quiet): the
+                           next claim of any job pushes to each and empties it
+    P:worker:<name>:wake   list a quiet worker blocks on beside its queues' (redis_quiet)
 
 Times are integer microseconds since the epoch, passed in by the caller.
 """
@@ -41,6 +44,9 @@ __all__ = [
 # At most this many wake-up tokens wait per queue: enough to wake every idle worker
 # at once, few enough that stale tokens cost idle workers only a few empty claims.
 WAKE_CAP = 32
+# Seconds a quiet worker's wake-up token is kept: one that nobody pops (its worker is
+# gone) goes by itself.
+QUIET_TOKEN_TTL = 600
 # Seconds a push's "once" mark is kept (the outbox's moves: see redis_outbox).
 ONCE_TTL = 7 * 24 * 3600
 
@@ -59,6 +65,18 @@ local function wake(q, count)
   for i = 1, math.min(count, """ + str(WAKE_CAP) + """) do tokens[i] = '1' end
   if redis.call('RPUSH', key, unpack(tokens)) > """ + str(WAKE_CAP) + """ then
     redis.call('LTRIM', key, -""" + str(WAKE_CAP) + """, -1)
+  end
+end
+
+-- Wake every quiet worker (redis_quiet): a job is claimed, so a worker that dies now
+-- would leave it behind, and the idle workers must sweep again until it is settled.
+local function wake_quiet()
+  if redis.call('EXISTS', P .. ':quiet') == 1 then
+    for _, key in ipairs(redis.call('SMEMBERS', P .. ':quiet')) do
+      redis.call('RPUSH', key, '1')
+      redis.call('EXPIRE', key, """ + str(QUIET_TOKEN_TTL) + """)
+    end
+    redis.call('DEL', P .. ':quiet')
   end
 end
 
@@ -193,10 +211,20 @@ return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4] and cjson.dec
 
 # The head of both claim scripts (CLAIM, and redis_limits.CLAIM_LIMITED): their
 # first arguments (prefix, now, token, worker, limit), the rows they return (`out`)
-# and the two steps they share.
+# and the two steps they share. `now` may be "<sent>:<span>" instead: the claim
+# rides behind a long blocking pop sent at `sent` (redis_wait), so it is dated by the
+# server's clock, kept within [sent, sent + span] so that a clock that is off cannot
+# date it outside the pop.
 CLAIM_HEAD = _COMMON + """
 local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local out = {}
+local sent, span = string.match(now, '^(%d+):(%d+)$')
+if sent then
+  local t = redis.call('TIME')
+  local at = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  sent = tonumber(sent)
+  now = string.format('%.0f', math.min(math.max(at, sent), sent + tonumber(span)))
+end
 
 -- Move the due jobs of queue `q` from its delayed set to its ready set.
 local function make_ready(q)
@@ -250,6 +278,7 @@ for qi = 6, #ARGV do
   end
   end
 end
+if #out > 0 then wake_quiet() end
 return out
 """
 

@@ -1,5 +1,11 @@
 """How an idle worker waits on Redis: blocked on its queues' wake-up lists, with the
-claim pipelined behind the pop so a push wakes it with its job already claimed."""
+claim pipelined behind the pop so a push wakes it with its job already claimed.
+
+It blocks a second at a time, a claim behind each pop, until it has been idle for
+one such pop; then it looks whether it is quiet (redis_quiet). A quiet worker
+blocks in one pop until its next delayed job (at most QUIET_LONGEST), its claim
+dated by the server when the pop returns, and sends nothing else meanwhile.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +17,17 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from . import redis_calls as calls
+from . import redis_quiet
 from .base import Claim
 from .errors import guarded
 from .redis_values import claims as claims_from_rows
 from .redis_values import us
+
+try:
+    from redis.exceptions import NoScriptError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+except ImportError:  # pragma: no cover - the redis store then refuses to start
+    NoScriptError = RedisTimeoutError = Exception  # type: ignore[misc,assignment]
 
 if TYPE_CHECKING:
     import threading
@@ -29,6 +42,10 @@ _MAX_BLOCK = 1.0
 # How late Redis may time out a blocked client (one server tick at the default hz 10).
 _SERVER_TICK = 0.1
 
+# How long past its timeout a long pop's answer may come before the connection is
+# taken for broken.
+_ANSWER_LATE = 10.0
+
 
 def _longer(timeout: float, longest: float | None) -> float:
     """How long an idle worker may block: `longest` if given (every push, release
@@ -40,6 +57,7 @@ class RedisWaiting:
     """RedisStore's `wait` and `wait_and_claim` (a mixin of RedisStore)."""
 
     prefix: str
+    quiet_state: redis_quiet.QuietState
 
     if TYPE_CHECKING:  # the store's own
         @property
@@ -49,6 +67,11 @@ class RedisWaiting:
         def _claim_args(self, token: str, queues: Sequence[str], worker: str, limit: int
                         ) -> list[Any]: ...
         def _limited(self, queues: Sequence[str]) -> dict | None: ...
+
+    def quiet(self) -> bool:
+        """This thread's worker looked, found itself quiet (redis_quiet) and was woken
+        by nothing since."""
+        return self.quiet_state.until() is not None
 
     @guarded
     def wait(
@@ -77,15 +100,19 @@ class RedisWaiting:
             # A limited claim does not ride behind the pop: the worker claims next.
             self._wait(queues, timeout, stop, None)
             return []
-        return self._wait(queues, timeout, stop, (worker, limit), max(0.001, fresh_within))
+        return self._wait(queues, timeout, stop, (worker, limit), max(0.001, fresh_within),
+                          may_be_quiet=longest is not None)
 
     def _wait(
         self, queues: Sequence[str], timeout: float, stop: threading.Event,
         claim: tuple[str, int] | None, fresh_within: float = _MAX_BLOCK,
+        may_be_quiet: bool = False,
     ) -> list[Claim]:
         if stop.is_set() or not queues:
             return []
         client = self.client
+        if claim is not None and may_be_quiet and self.quiet():
+            return self._quiet_wait(queues, timeout, stop, *claim)
         pipe = client.pipeline(transaction=False)
         for queue in queues:
             pipe.zrange(self.key("queue", queue, "delayed"), 0, 0, withscores=True)
@@ -117,7 +144,85 @@ class RedisWaiting:
             woken, claims = self._pop_and_claim(keys, min(left, limit), queues, *claim)
             if woken or claims:
                 return claims
+            if may_be_quiet:
+                # Idle for a whole pop: look once whether it may wait quiet.
+                may_be_quiet = False
+                if redis_quiet.look(self, queues, claim[0], us(timezone.now())):  # type: ignore[arg-type]
+                    return self._quiet_wait(queues, deadline - time.monotonic(), stop, *claim)
         return []
+
+    def _quiet_wait(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event, worker: str,
+        limit: int,
+    ) -> list[Claim]:
+        """Block in one pop, a claim behind it, until woken (a push, a claim anywhere,
+        a stop), `timeout` passes or the quiet spell ends; the spell ends when woken."""
+        until = self.quiet_state.until()
+        if until is None:
+            return []
+        seconds = min(timeout, until - time.time())
+        # Redis times out a blocked client on its clock tick: sleep the last one here.
+        block = seconds - _SERVER_TICK
+        if block < 0.001:
+            stop.wait(max(seconds, 0.0))
+            return []
+        keys = [self.key("queue", queue, "wake") for queue in queues]
+        keys.append(redis_quiet.own_key(self, worker))  # type: ignore[arg-type]
+        try:
+            woken, claims = self._long_pop_and_claim(keys, block, stop, queues, worker, limit)
+        except BaseException:
+            self.quiet_state.end()
+            raise
+        if woken:
+            self.quiet_state.end()
+            return claims
+        left = until - time.time()
+        if 0 < left <= _SERVER_TICK:
+            stop.wait(left)  # the spell ends with its delayed job due: claimed next
+        return claims
+
+    def _long_pop_and_claim(
+        self, keys: Sequence[str], block: float, stop: threading.Event,
+        queues: Sequence[str], worker: str, limit: int,
+    ) -> tuple[bool, list[Claim]]:
+        """`_pop_and_claim` for a pop of any length, on a connection of its own.
+
+        The answer is awaited here a second at a time (the client's socket timeout
+        may be shorter than the pop), so a stop is seen: the worker then pushes to its
+        own list, from another connection, which ends the pop; the claim behind it
+        is returned unstarted by the caller. Cutting the connection instead could
+        lose a claim made in that instant, counted as an attempt that never ran.
+        The claim is dated by the server when it runs (see redis_scripts.CLAIM_HEAD).
+        """
+        token = uuid.uuid4().hex
+        args = [self.prefix, *self._claim_args(token, queues, worker, limit)]
+        # Dated by the server within the pop and a second: a clock that is off stays there.
+        args[1] = f"{args[1]}:{int((block + 1) * 1_000_000)}"
+        pool = self.client.connection_pool
+        connection = calls.borrow(pool)
+        try:
+            connection.send_packed_command(connection.pack_commands([
+                ("BLPOP", *keys, block), ("EVALSHA", calls.SHAS["CLAIM"], 0, *args)]))
+            # Past this, the server is taken for gone (a connection that broke silently).
+            give_up = time.monotonic() + block + _ANSWER_LATE
+            asked_to_stop = False
+            while not connection.can_read(timeout=_MAX_BLOCK):
+                if stop.is_set() and not asked_to_stop:
+                    asked_to_stop = True
+                    redis_quiet.wake_own(self, worker)  # type: ignore[arg-type]
+                if time.monotonic() > give_up:
+                    raise RedisTimeoutError(f"No answer to a BLPOP of {block:.1f} s")
+            popped = connection.read_response()
+            try:
+                rows = connection.read_response()
+            except NoScriptError:
+                rows = calls.load_and_run(self.client, "CLAIM", args)
+        except BaseException:
+            connection.disconnect()  # an answer may be left unread
+            raise
+        finally:
+            pool.release(connection)
+        return popped is not None, claims_from_rows(rows, token)
 
     def _pop_and_claim(
         self, keys: Sequence[str], timeout: float, queues: Sequence[str], worker: str, limit: int

@@ -13,6 +13,7 @@ from django.utils import timezone
 from ..flow.limits import any_job_limited, queue_limits
 from ..flow.pause import PausedView
 from ..stores import Claim, Store
+from ..stores.base import QUIET_LONGEST
 from .hand import Hand
 from .reports import Monitor
 
@@ -73,13 +74,16 @@ class IdleWaiting:
 
     def _idle_wait(self) -> float:
         """How long an idle worker waits on a store that wakes it: until the next
-        sweep would be due, so jobs of a dead worker come back in good time, and no
-        longer than its --max-seconds leave. Where a limit may apply to its claims,
+        sweep would be due, so jobs of a dead worker come back in good time (a quiet
+        worker sweeps nothing: until its store ends the spell), and no longer than
+        its --max-seconds leave. Where a limit may apply to its claims,
         only `sleep` (LATERITE_QUEUE_POLL): a job held back by a rate or concurrency
         limit becomes claimable as time passes or a running job ends, which wakes
         no one."""
         if queue_limits(self.queues) or any_job_limited():
             wait = self.sleep
+        elif self.store.quiet():
+            wait = QUIET_LONGEST  # or less: the store ends a quiet spell when it must
         else:
             wait = max(self.sleep, min(IDLE_WAIT, self.retry_after / 3))
         if self.max_seconds is not None:

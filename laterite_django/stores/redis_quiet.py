@@ -1,0 +1,119 @@
+"""When an idle worker on Redis may wait without sweeping: its quiet look, and the
+state of the quiet wait that follows (see redis_wait).
+
+A worker idle for a moment looks, in one script (QUIET), at what a sweep or a
+claim of its own could find: a job due on its queues, a job claimed on any queue,
+a batch's ends not yet counted; and, in the database, jobs left in the outbox or
+a batch counted to 0 whose callbacks were not pushed. Finding none, it is quiet:
+until its next delayed job, at most QUIET_LONGEST, it blocks on its queues'
+wake-up lists and a list of its own, and sends nothing else. The script that
+finds it quiet also enters its own list in `P:quiet`, in the same step; from then
+on the next claim of any job, on any queue, pushes to that list (redis_scripts'
+`wake_quiet`), so a quiet worker sweeps again whenever a job is held somewhere,
+as before. A quiet worker that is told to stop pushes to it itself, from another
+connection, to end its pop (redis_wait).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.db import connections
+
+from . import redis_calls as calls
+from .base import QUIET_LONGEST
+from .redis_scripts import _COMMON, QUIET_TOKEN_TTL
+
+if TYPE_CHECKING:
+    from .redis import RedisStore
+
+__all__ = ["QUIET", "QuietState", "database_busy", "look", "own_key", "wake_own"]
+
+# ARGV: prefix, now, the worker's own wake-up list, then its queues. Returns
+# {1, earliest delayed job of its queues ('' for none)} when the worker is quiet, having
+# entered its list in P:quiet (emptied of the tokens of earlier wake-ups), else {0, ''}.
+QUIET = _COMMON + """
+local now, own = tonumber(ARGV[2]), ARGV[3]
+local earliest = nil
+for i = 4, #ARGV do
+  local q = ARGV[i]
+  if redis.call('ZCARD', qkey(q, 'ready')) > 0 then return {0, ''} end
+  local first = redis.call('ZRANGE', qkey(q, 'delayed'), 0, 0, 'WITHSCORES')
+  if first[2] then
+    local at = tonumber(first[2])
+    if at <= now then return {0, ''} end
+    if not earliest or at < earliest then earliest = at end
+  end
+end
+for _, q in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
+  if redis.call('ZCARD', qkey(q, 'claimed')) > 0 then return {0, ''} end
+end
+if redis.call('EXISTS', P .. ':ended-lists') == 1 then return {0, ''} end
+redis.call('DEL', own)
+redis.call('SADD', P .. ':quiet', own)
+return {1, earliest and string.format('%.0f', earliest) or ''}
+"""
+calls.register("QUIET", QUIET)
+
+# What the database holds that a Redis store's sweep would act on: outbox rows that
+# could not reach Redis at their commit, batches counted to 0 with callbacks unpushed.
+_DATABASE_BUSY = (
+    "SELECT EXISTS (SELECT 1 FROM laterite_outbox_job) "
+    "OR EXISTS (SELECT 1 FROM laterite_batch WHERE pending <= 0 AND finished_at IS NULL)"
+)
+
+
+def own_key(store: RedisStore, worker: str) -> str:
+    """The wake-up list of worker `worker` alone (a broadcast of claims, or its stop)."""
+    return store.key("worker", worker, "wake")
+
+
+class QuietState:
+    """Per store: each thread's quiet spell."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def until(self) -> float | None:
+        """When this thread's quiet spell ends (time.time()), None if it is not quiet."""
+        until = getattr(self._local, "until", None)
+        return until if until is not None and time.time() < until else None
+
+    def begin(self, until: float) -> None:
+        self._local.until = until
+
+    def end(self) -> None:
+        self._local.until = None
+
+
+def look(store: RedisStore, queues: Sequence[str], worker: str, now_us: int) -> bool:
+    """Look once whether this thread's worker is quiet (the module docstring); if so,
+    begin its quiet spell, until its next delayed job or QUIET_LONGEST from now."""
+    quiet, earliest = calls.run(
+        store.client, "QUIET", [store.prefix, now_us, own_key(store, worker), *queues])
+    if not int(quiet) or database_busy(store):
+        return False
+    until = time.time() + QUIET_LONGEST
+    if earliest:
+        until = min(until, int(earliest) / 1_000_000)
+    store.quiet_state.begin(until)
+    return True
+
+
+def database_busy(store: RedisStore) -> bool:
+    """Whether the database holds work for a sweep (outbox rows, unpushed callbacks)."""
+    with connections[store.database].cursor() as cursor:
+        cursor.execute(_DATABASE_BUSY)
+        return bool(cursor.fetchone()[0])
+
+
+def wake_own(store: RedisStore, worker: str) -> None:
+    """End the quiet pop of `worker` (it is stopping): a token on its own list."""
+    key = own_key(store, worker)
+    pipe = store.client.pipeline(transaction=False)
+    pipe.rpush(key, "stop")
+    pipe.expire(key, QUIET_TOKEN_TTL)
+    pipe.execute()

@@ -1,0 +1,100 @@
+"""An idle worker on Redis, once quiet, sends its server nothing while nothing is pushed,
+stops at once when told, and sweeps again as soon as a job is claimed anywhere.
+
+Counted on a private `redis-server` (the shared one serves other clients too)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from laterite_django.stores import get_store
+from tests.conftest import Stderr, redis_store_only, wait_for
+from tests.stores.test_redis_round_trips import commands
+from tests.testapp import jobs
+from tests.testapp.models import Record
+from tests.worker.test_redis_worker import QUICK, own_redis
+
+__all__ = ["own_redis"]
+
+PREFIX = f"laterite-test-idle-redis-{os.getpid()}"
+
+
+@pytest.fixture
+def store_kind() -> Iterator[str]:
+    with redis_store_only(PREFIX) as kind:
+        yield kind
+
+
+def ran(value: str) -> bool:
+    return Record.objects.filter(value=value).exists()
+
+
+def test_a_quiet_worker_sends_redis_nothing_and_its_delayed_job_still_runs(own_redis, workers):
+    """With retry_after 3 s a worker would sweep every second and claim behind a pop
+    every 0.3 s; quiet, it blocks in one pop, longer than redis-py's own socket
+    timeout (5 s), until its delayed job is due, which then runs."""
+    server = own_redis()
+    admin = server.client()
+    proc = workers.start("--processes", "1", env={"LATERITE_REDIS_URL": server.url, **QUICK})
+    stderr = Stderr(proc)
+    jobs.record.push("first")
+    jobs.record.push_in(timedelta(seconds=10), "later")
+    wait_for(lambda: ran("first"))
+    time.sleep(1.5)  # the job's deletion, one empty pop, the look that finds it quiet
+    commands(admin)  # counted from here
+    time.sleep(6)
+    assert commands(admin) == {}
+    assert not ran("later")
+    wait_for(lambda: ran("later"), timeout=15)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    assert proc.returncode == 0
+    stderr._thread.join(10)
+    assert "unavailable" not in stderr.text()
+
+
+def test_a_quiet_worker_wakes_for_a_push_and_stops_at_once(own_redis, workers):
+    server = own_redis()
+    admin = server.client()
+    proc = workers.start("--processes", "1", env={"LATERITE_REDIS_URL": server.url, **QUICK})
+    stderr = Stderr(proc)
+    jobs.record.push("first")
+    wait_for(lambda: ran("first"))
+    time.sleep(1.5)
+    commands(admin)
+    jobs.record.push("woken")
+    wait_for(lambda: ran("woken"))
+    time.sleep(1.5)  # quiet again
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    # Its pop ends when it pushes to its own list (it would block 300 s otherwise).
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 0, stderr.text()
+    assert not admin.keys(f"{PREFIX}:queue:*:claimed")
+
+
+def test_a_claim_on_another_queue_wakes_quiet_workers_to_sweep(own_redis, workers):
+    """Two quiet workers of queue default; a job of queue mail claimed by a worker that
+    never beats (it died) comes back after retry_after, not after the quiet spell's
+    5 minutes: the claim woke the quiet workers, which sweep while it is held."""
+    server = own_redis()
+    proc = workers.start("--processes", "2", "--queue", "default",
+                         env={"LATERITE_REDIS_URL": server.url, **QUICK})
+    stderr = Stderr(proc)
+    jobs.record.push("first")
+    wait_for(lambda: ran("first"))
+    time.sleep(2)  # both quiet
+    jobs.record.enqueue(["abandoned"], {}, queue="mail")
+    store = get_store()
+    assert len(store.claim(["mail"], "a worker that died")) == 1
+    wait_for(lambda: store.counts()["mail"].waiting == 1, timeout=20)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    assert proc.returncode == 0, stderr.text()
