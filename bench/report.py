@@ -619,7 +619,9 @@ def _idle_section(results, meta):
         "## Idle workers",
         "",
         f"`queue_work --processes {_first_idle(results)['processes']}`"
-        " started, warmed up with a few jobs and left idle (nothing pushed);"
+        " started, warmed up with a few jobs and left idle (nothing pushed) for 35 s"
+        " before the window (past the first 30 s wake-up of a worker that went idle"
+        " while a warm-up job was still claimed by another);"
         f" over {meta.get('idle_seconds', 30):.0f} s: the CPU time of the whole"
         " process tree (supervisor and workers, from /proc) as % of one core; the"
         " transactions of its PostgreSQL database (`pg_stat_database` xact_commit +"

@@ -362,6 +362,10 @@ class _RedisMonitor:
 
 # Seconds after which an idle PostgreSQL backend has reported its statistics.
 PG_STATS_FLUSH = 11.0
+# Seconds from the warm-up to the window: past the first wake-up (30 s) of a worker
+# that looked as it went idle and found a warm-up job still claimed by another, so
+# looks again then (laterite's idle workers; any system's settle as well).
+IDLE_SETTLE = 35.0
 
 
 def idle(run, sys_):
@@ -374,9 +378,10 @@ def idle(run, sys_):
     pg = monitor = None
     try:
         run.workers.wait_idle(min_age=0, timeout=30)
-        # Past the warm-up's last statistics flush: a backend gone idle reports its
-        # counts up to PGSTAT_IDLE_INTERVAL (10 s) after its last transaction.
-        time.sleep(PG_STATS_FLUSH if sys_.desc.store != "SQLite" else 3)
+        # Settled, and past the warm-up's last statistics flush: a backend gone idle
+        # reports its counts up to PGSTAT_IDLE_INTERVAL (10 s) after its last
+        # transaction.
+        time.sleep(max(IDLE_SETTLE, PG_STATS_FLUSH))
         pids = run.workers.pids()
         if sys_.desc.store != "SQLite":  # laterite on Redis keeps its tables in PostgreSQL
             pg = _PgProbe(sys_.db_name)

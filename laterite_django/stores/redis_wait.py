@@ -145,10 +145,11 @@ class RedisWaiting:
             if woken or claims:
                 return claims
             if may_be_quiet:
-                # Idle for a whole pop: look once whether it may wait quiet.
+                # Idle for a whole pop: look once whether it may wait quiet. If so, the
+                # worker's next wait is quiet, as long as the worker allows (Store.quiet).
                 may_be_quiet = False
                 if redis_quiet.look(self, queues, claim[0], us(timezone.now())):  # type: ignore[arg-type]
-                    return self._quiet_wait(queues, deadline - time.monotonic(), stop, *claim)
+                    return []
         return []
 
     def _quiet_wait(
