@@ -215,14 +215,16 @@ class Store(FailedList, abc.ABC):
 
     def wait_and_claim(
         self, queues: Sequence[str], worker: str, limit: int, timeout: float, stop, *,
-        fresh_within: float, longest: float | None = None,
+        fresh_within: float, longest: float | None = None, quiet_after: float = 5.0,
     ) -> list[Claim]:
         """Wait as `wait` does; a store that can claim in the round trip that wakes it
         returns what it claimed there (as `claim` would), saving the worker one.
 
         Such a claim may be dated up to `fresh_within` seconds (and a server tick)
-        before it is made; the worker keeps that well under `retry_after`. The
-        default waits and claims nothing: the worker claims next, as after `wait`.
+        before it is made; the worker keeps that well under `retry_after`. A store
+        whose look for `quiet` costs more than its waits may wait until the worker
+        has been idle `quiet_after` seconds before it looks. The default waits and
+        claims nothing: the worker claims next, as after `wait`.
         """
         self.wait(queues, timeout, stop, longest=longest)
         return []

@@ -72,10 +72,24 @@ def own_key(store: RedisStore, worker: str) -> str:
 
 
 class QuietState:
-    """Per store: each thread's quiet spell."""
+    """Per store: each thread's quiet spell, and since when its worker has been idle."""
 
     def __init__(self) -> None:
         self._local = threading.local()
+
+    def idle_for(self, popped: float) -> float:
+        """Seconds since this thread's worker found nothing: since the start of its first
+        empty pop (of `popped` seconds, if the one just made) since it was woken, or
+        since its last look."""
+        since = getattr(self._local, "idle_since", None)
+        now = time.monotonic()
+        if since is None:
+            self._local.idle_since = since = now - popped
+        return now - since
+
+    def busy(self) -> None:
+        """Woken, or looked: idle from the next empty pop on."""
+        self._local.idle_since = None
 
     def until(self) -> float | None:
         """When this thread's quiet spell ends (time.time()), None if it is not quiet."""

@@ -1,8 +1,10 @@
 """How an idle worker waits on Redis: blocked on its queues' wake-up lists, with the
 claim pipelined behind the pop so a push wakes it with its job already claimed.
 
-It blocks a second at a time, a claim behind each pop, until it has been idle for
-one such pop; then it looks whether it is quiet (redis_quiet). A quiet worker
+It blocks a second at a time, a claim behind each pop; once it has been idle as
+long as a sweep interval (`quiet_after`), it looks whether it is quiet
+(redis_quiet), and again each such interval while it is not: the look reads the
+database too, which a worker on Redis may have to connect to for it. A quiet worker
 blocks in one pop until its next delayed job (at most QUIET_LONGEST), its claim
 dated by the server when the pop returns, and sends nothing else meanwhile.
 """
@@ -87,6 +89,7 @@ class RedisWaiting:
     def wait_and_claim(
         self, queues: Sequence[str], worker: str, limit: int, timeout: float,
         stop: threading.Event, *, fresh_within: float, longest: float | None = None,
+        quiet_after: float = 5.0,
     ) -> list[Claim]:
         """Wait as `wait` does, with a CLAIM pipelined behind each blocking pop.
 
@@ -101,17 +104,17 @@ class RedisWaiting:
             self._wait(queues, timeout, stop, None)
             return []
         return self._wait(queues, timeout, stop, (worker, limit), max(0.001, fresh_within),
-                          may_be_quiet=longest is not None)
+                          quiet_after=None if longest is None else quiet_after)
 
     def _wait(
         self, queues: Sequence[str], timeout: float, stop: threading.Event,
         claim: tuple[str, int] | None, fresh_within: float = _MAX_BLOCK,
-        may_be_quiet: bool = False,
+        quiet_after: float | None = None,
     ) -> list[Claim]:
         if stop.is_set() or not queues:
             return []
         client = self.client
-        if claim is not None and may_be_quiet and self.quiet():
+        if claim is not None and quiet_after is not None and self.quiet():
             return self._quiet_wait(queues, timeout, stop, *claim)
         pipe = client.pipeline(transaction=False)
         for queue in queues:
@@ -141,13 +144,15 @@ class RedisWaiting:
                 if client.blpop(keys, timeout=min(left, limit)) is not None:
                     return []
                 continue
-            woken, claims = self._pop_and_claim(keys, min(left, limit), queues, *claim)
+            pop = min(left, limit)
+            woken, claims = self._pop_and_claim(keys, pop, queues, *claim)
             if woken or claims:
+                self.quiet_state.busy()
                 return claims
-            if may_be_quiet:
-                # Idle for a whole pop: look once whether it may wait quiet. If so, the
+            if quiet_after is not None and self.quiet_state.idle_for(pop) >= quiet_after:
+                # Idle a sweep interval: look whether it may wait quiet. If so, the
                 # worker's next wait is quiet, as long as the worker allows (Store.quiet).
-                may_be_quiet = False
+                self.quiet_state.busy()  # not: the next look is an interval later
                 if redis_quiet.look(self, queues, claim[0], us(timezone.now())):  # type: ignore[arg-type]
                     return []
         return []
@@ -176,6 +181,7 @@ class RedisWaiting:
             raise
         if woken:
             self.quiet_state.end()
+            self.quiet_state.busy()
             return claims
         left = until - time.time()
         if 0 < left <= _SERVER_TICK:

@@ -105,6 +105,10 @@ class HeldJobs:
         self._flush()
         self._give_back(self.hand.take_unstarted())
 
+    def _sweep_every(self) -> float:
+        """Seconds between two sweeps of a worker that is not quiet."""
+        return min(5.0, self.retry_after / 3)
+
     def _sweep(self) -> None:
         """Every few seconds, return the claims of workers that stopped beating, and let
         the store tidy itself (vacuum the dead rows of its table, on PostgreSQL).
@@ -115,7 +119,7 @@ class HeldJobs:
         now = time.monotonic()
         if now < self._next_sweep:
             return
-        self._next_sweep = now + min(5.0, self.retry_after / 3)
+        self._next_sweep = now + self._sweep_every()
         self._flush()
         self.store.tidy()
         older_than = timezone.now() - timedelta(seconds=self.retry_after)

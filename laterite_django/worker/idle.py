@@ -46,6 +46,7 @@ class IdleWaiting:
         def _claim_limit(self) -> int: ...
         def _limit_reached(self) -> bool: ...
         def _give_back(self, claims: list[Claim]) -> None: ...
+        def _sweep_every(self) -> float: ...
 
     def _quiet(self) -> bool:
         """Whether this round may skip its sweep and claim (Store.quiet): never for a
@@ -63,7 +64,8 @@ class IdleWaiting:
         # for abandoned before this worker's first heartbeat.
         claims = self.store.wait_and_claim(
             self.queues, self.name, self._claim_limit(), self.sleep, self.stopping,
-            fresh_within=self.retry_after / 10, longest=self._idle_wait())
+            fresh_within=self.retry_after / 10, longest=self._idle_wait(),
+            quiet_after=self._sweep_every())
         self.paused.expire()  # woken (a resume wakes too): read them again
         if claims and (self.stopping.is_set() or self._limit_reached()):
             # Claimed as the stop came: return them unstarted, no attempt counted.

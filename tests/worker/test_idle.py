@@ -40,6 +40,13 @@ def last_query_of_other_sessions() -> tuple:
         return tuple(cursor.fetchall())
 
 
+def settled() -> bool:
+    """Whether no other session started a query in the last 1.2 s."""
+    before = last_query_of_other_sessions()
+    time.sleep(1.2)
+    return last_query_of_other_sessions() == before
+
+
 def idle_lock_held() -> bool:
     """Whether a worker holds IDLE_LOCK (shared): it has gone idle."""
     with connection.cursor() as cursor:
@@ -67,14 +74,16 @@ def test_an_idle_worker_asks_nothing_even_when_its_sweeps_fall_due(workers, stor
     proc = workers.start("--processes", "1", env={"LATERITE_TEST_RETRY_AFTER": "3"})
     stderr = Stderr(proc)
     jobs.record.push("first")
-    jobs.record.push_in(timedelta(seconds=6), "later")
+    jobs.record.push_in(timedelta(seconds=12), "later")
     wait_for(lambda: Record.objects.filter(value="first").exists())
-    time.sleep(1.5)  # the job's deletion, a sweep, the look that finds it quiet
+    # The job's deletion, a sweep, the look that finds it quiet (a look made while the
+    # job was still claimed finds it busy: it looks again at its next wake-up, 1 s on).
+    wait_for(settled, timeout=8)
     before = last_query_of_other_sessions()
     assert before, "the worker's session is not seen"
     time.sleep(3)  # three sweeps' worth
     assert last_query_of_other_sessions() == before
-    wait_for(lambda: Record.objects.filter(value="later").exists(), timeout=15)
+    wait_for(lambda: Record.objects.filter(value="later").exists(), timeout=20)
     proc.terminate()
     proc.wait(timeout=30)
     assert proc.returncode == 0, stderr.text()
@@ -100,7 +109,7 @@ def test_a_quiet_worker_still_returns_the_job_of_a_worker_that_died(workers, sto
     stderr = Stderr(proc)
     jobs.record.push("first")
     wait_for(lambda: Record.objects.filter(value="first").exists())
-    time.sleep(1.5)  # idle, and quiet where the store can tell
+    time.sleep(2.5)  # idle, and quiet where the store can tell (Redis: after 1 s idle)
     jobs.record.enqueue(["abandoned"], {}, queue="mail")
     assert len(store.claim(["mail"], "a worker that died")) == 1
     assert store.counts()["mail"].running == 1

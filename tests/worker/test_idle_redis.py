@@ -46,7 +46,7 @@ def test_a_quiet_worker_sends_redis_nothing_and_its_delayed_job_still_runs(own_r
     jobs.record.push("first")
     jobs.record.push_in(timedelta(seconds=10), "later")
     wait_for(lambda: ran("first"))
-    time.sleep(1.5)  # the job's deletion, one empty pop, the look that finds it quiet
+    time.sleep(2.5)  # the job's deletion, a sweep interval (1 s) idle, the look: quiet
     commands(admin)  # counted from here
     time.sleep(6)
     assert commands(admin) == {}
@@ -66,11 +66,11 @@ def test_a_quiet_worker_wakes_for_a_push_and_stops_at_once(own_redis, workers):
     stderr = Stderr(proc)
     jobs.record.push("first")
     wait_for(lambda: ran("first"))
-    time.sleep(1.5)
+    time.sleep(2.5)
     commands(admin)
     jobs.record.push("woken")
     wait_for(lambda: ran("woken"))
-    time.sleep(1.5)  # quiet again
+    time.sleep(2.5)  # quiet again
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)
@@ -90,7 +90,7 @@ def test_a_claim_on_another_queue_wakes_quiet_workers_to_sweep(own_redis, worker
     stderr = Stderr(proc)
     jobs.record.push("first")
     wait_for(lambda: ran("first"))
-    time.sleep(2)  # both quiet
+    time.sleep(2.5)  # both quiet
     jobs.record.enqueue(["abandoned"], {}, queue="mail")
     store = get_store()
     assert len(store.claim(["mail"], "a worker that died")) == 1
