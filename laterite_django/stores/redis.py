@@ -131,12 +131,15 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         """Run Lua script `name` (redis_scripts) with the prefix and `args`: one round trip."""
         return calls.run(self.client, name, [self.prefix, *args])
 
-    def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
-        """Run several scripts in one round trip (a pipeline, not a transaction)."""
+    def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
+                  ran_late: list[int] | None = None) -> list[Any]:
+        """Run several scripts in one round trip (a pipeline, not a transaction); the
+        positions of those Redis did not know yet, run after it, go in `ran_late`
+        (redis_calls.finish)."""
         pipe = self.client.pipeline(transaction=False)
         queued = {i: calls.add(pipe, name, [self.prefix, *args])
                   for i, (name, args) in enumerate(steps)}
-        return calls.finish(self.client, pipe.execute(raise_on_error=False), queued)
+        return calls.finish(self.client, pipe.execute(raise_on_error=False), queued, ran_late)
 
     def key(self, *parts: str) -> str:
         """Return the Redis key for `parts` under this store's prefix."""
@@ -211,10 +214,18 @@ class RedisStore(RedisReads, RedisWaiting, Store):
                 self.delete(finished)
                 return self.claim(queues, worker, limit)
             token = uuid.uuid4().hex
+            ran_late: list[int] = []
             _, rows = self._pipeline([
-                (name, args), ("CLAIM", self._claim_args(token, queues, worker, limit))])
+                (name, args), ("CLAIM", self._claim_args(token, queues, worker, limit))],
+                ran_late)
             if ended:
                 redis_ends.listed(self)
+            if not rows and ran_late == [0]:
+                # Redis did not know FINISH yet (its first use since a restart, a
+                # failover or SCRIPT FLUSH): it ran after the CLAIM, which could not
+                # find the next links it pushed. Claimed now, or a worker that stops
+                # when empty would stop with the rest of the chain waiting.
+                return self.claim(queues, worker, limit)
             return claims_from_rows(rows, token)
         if not finished:
             return self.claim(queues, worker, limit)

@@ -142,19 +142,24 @@ def add(pipe: Pipeline, name: str, args: Sequence[Any]) -> tuple[str, Sequence[A
 
 
 def finish(
-    client: Redis, results: list[Any], calls: dict[int, tuple[str, Sequence[Any]]]
+    client: Redis, results: list[Any], calls: dict[int, tuple[str, Sequence[Any]]],
+    ran_late: list[int] | None = None,
 ) -> list[Any]:
     """Check the results of `pipe.execute(raise_on_error=False)`.
 
     `calls` maps the position of each script call in the pipeline to what `add`
     returned. A script Redis did not know did not run: it is loaded and run on
-    its own, after the pipeline (the scripts so run keep their order; every
-    caller's pipeline holds steps that are correct in either order). Any other
-    error is raised.
+    its own, after the pipeline (the scripts so run keep their order), and its
+    position is added to `ran_late` if given: the steps after it in the pipeline
+    ran before it, without what it writes (a CLAIM behind a FINISH misses the next
+    link of a chain), so such a caller can make them again. Any other error is
+    raised.
     """
     for index, result in enumerate(results):
         if isinstance(result, NoScriptError) and index in calls:
             results[index] = load_and_run(client, *calls[index])
+            if ran_late is not None:
+                ran_late.append(index)
         elif isinstance(result, Exception):
             raise result
     return results

@@ -13,11 +13,14 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from laterite_django import chain
 from laterite_django.stores import NewJob, get_store
 from laterite_django.stores.redis import RedisStore
+from laterite_django.testing import run_jobs
 from laterite_django.worker.loop import Worker
 from tests.conftest import redis_store_only, wait_for
 from tests.testapp import jobs
+from tests.testapp.models import Record
 from tests.worker.test_redis_worker import own_redis
 
 __all__ = ["own_redis"]
@@ -103,6 +106,27 @@ def test_scripts_the_server_forgot_are_loaded_again(private):
     assert len(ids) == 2001 and None not in ids
     assert store.counts()["default"].waiting == 2 + 2001  # c, d and the big push
     assert store.counts()["default"].running == 1
+
+
+def test_a_finished_link_on_a_server_that_forgot_finish_hands_over_the_next(private):
+    store, admin = private
+    chain(jobs.step.call("a"), jobs.step.call("b")).push()
+    (first,) = store.claim(["default"], "w")
+    admin.script_flush()
+    store.claim(["default"], "w")  # CLAIM is loaded again, FINISH is not
+    # FINISH is refused in the pipeline and runs after the CLAIM behind it, which
+    # found nothing: the claim is made again, and takes the link FINISH pushed.
+    claims = store.settle_and_claim([first], ["default"], "w")
+    assert [c.payload for c in claims] == ['{"args":["b"],"kwargs":{}}']
+
+
+def test_run_jobs_runs_a_whole_chain_on_a_server_that_forgot_its_scripts(private):
+    _, admin = private
+    chain(jobs.step.call("a"), jobs.step.call("b"), jobs.step.call("c")).push()
+    admin.script_flush()
+    run_jobs()
+    assert list(Record.objects.filter(kind="step").order_by("id").values_list(
+        "value", flat=True)) == ["a", "b", "c"]
 
 
 def test_a_push_after_the_server_dropped_the_connection_is_stored_once(private):
