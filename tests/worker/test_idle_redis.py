@@ -35,16 +35,23 @@ def ran(value: str) -> bool:
     return Record.objects.filter(value=value).exists()
 
 
+def idle_worker(own_redis, workers, processes: int = 1, *args: str):
+    """A private Redis server and a worker on it (retry_after 3 s) that ran one job;
+    return the server's client, the worker process and its stderr."""
+    server = own_redis()
+    proc = workers.start("--processes", str(processes), *args,
+                         env={"LATERITE_REDIS_URL": server.url, **QUICK})
+    stderr = Stderr(proc)
+    jobs.record.push("first")
+    wait_for(lambda: ran("first"))
+    return server.client(), proc, stderr
+
+
 def test_a_quiet_worker_sends_redis_nothing_and_its_delayed_job_still_runs(own_redis, workers):
     """With retry_after 3 s a worker would sweep every second and claim behind a pop
     every 0.3 s; quiet, it blocks in one pop, longer than redis-py's own socket
     timeout (5 s), until its delayed job is due, which then runs."""
-    server = own_redis()
-    admin = server.client()
-    proc = workers.start("--processes", "1", env={"LATERITE_REDIS_URL": server.url, **QUICK})
-    stderr = Stderr(proc)
-    jobs.record.push("first")
-    wait_for(lambda: ran("first"))
+    admin, proc, stderr = idle_worker(own_redis, workers)
     # Pushed once the worker runs (it may take seconds to start on a busy machine), so
     # its time falls well after the window below.
     jobs.record.push_in(timedelta(seconds=12), "later")
@@ -62,12 +69,7 @@ def test_a_quiet_worker_sends_redis_nothing_and_its_delayed_job_still_runs(own_r
 
 
 def test_a_quiet_worker_wakes_for_a_push_and_stops_at_once(own_redis, workers):
-    server = own_redis()
-    admin = server.client()
-    proc = workers.start("--processes", "1", env={"LATERITE_REDIS_URL": server.url, **QUICK})
-    stderr = Stderr(proc)
-    jobs.record.push("first")
-    wait_for(lambda: ran("first"))
+    admin, proc, stderr = idle_worker(own_redis, workers)
     time.sleep(2.5)
     commands(admin)
     jobs.record.push("woken")
@@ -86,12 +88,7 @@ def test_a_claim_on_another_queue_wakes_quiet_workers_to_sweep(own_redis, worker
     """Two quiet workers of queue default; a job of queue mail claimed by a worker that
     never beats (it died) comes back after retry_after, not after the quiet spell's
     5 minutes: the claim woke the quiet workers, which sweep while it is held."""
-    server = own_redis()
-    proc = workers.start("--processes", "2", "--queue", "default",
-                         env={"LATERITE_REDIS_URL": server.url, **QUICK})
-    stderr = Stderr(proc)
-    jobs.record.push("first")
-    wait_for(lambda: ran("first"))
+    _, proc, stderr = idle_worker(own_redis, workers, 2, "--queue", "default")
     time.sleep(2.5)  # both quiet
     jobs.record.enqueue(["abandoned"], {}, queue="mail")
     store = get_store()
