@@ -27,6 +27,13 @@ def record(value: str, cx: JobContext) -> str:
     return value
 
 
+@job("tests.callback")
+def callback(value: str, cx: JobContext) -> None:
+    """Record `value` with this job's id: a job run again (its worker killed after it
+    ran, before it was settled) records the same id, one pushed twice another."""
+    _record("callback", f"{value}#{cx.id}", cx.attempt)
+
+
 @job("tests.add")
 def add(a: int, b: int) -> int:
     return a + b

@@ -12,7 +12,7 @@ import pytest
 from laterite_django import batch, chain, resume_queue
 from laterite_django.models import Batch, FailedJob
 from tests.conftest import Stderr, short_or_full, wait_for
-from tests.testapp.jobs import member, record, step, step_then_pause
+from tests.testapp.jobs import callback, member, step, step_then_pause
 from tests.testapp.models import Record
 from tests.worker.test_processes import kill_tree
 
@@ -22,14 +22,26 @@ ENV = {"LATERITE_TEST_RETRY_AFTER": "2", "LATERITE_TEST_LOG_LEVEL": "ERROR"}
 
 
 def callbacks() -> Counter:
-    return Counter(Record.objects.filter(kind="record").values_list("value", flat=True))
+    """How many times each callback was pushed: its distinct job ids. A callback may
+    run twice when its worker is SIGKILLed after it ran and before it was settled (it
+    runs while the workers are being killed): that is one push, and its runs have
+    distinct attempts."""
+    pushed: Counter = Counter()
+    runs: dict[str, list[int]] = {}
+    for value, attempt in Record.objects.filter(kind="callback").values_list("value", "attempt"):
+        runs.setdefault(value, []).append(attempt)
+    for value, attempts in runs.items():
+        assert not value.endswith("#None"), value
+        assert len(set(attempts)) == len(attempts), f"{value} ran twice in one attempt"
+        pushed[value.partition("#")[0]] += 1
+    return pushed
 
 
 def run_batch_under_kills(store, workers, total: int, kills: int) -> Batch:
     """Push a batch of `total` members, drain it on 4 processes SIGKILLed whole and
     restarted `kills` times mid-run; return its row once its `finally_` ran."""
-    b = batch([member.call(i) for i in range(total)], then=record.call("then"),
-              catch=record.call("catch"), finally_=record.call("finally")).push()
+    b = batch([member.call(i) for i in range(total)], then=callback.call("then"),
+              catch=callback.call("catch"), finally_=callback.call("finally")).push()
     proc = workers.start("--processes", "4", env=ENV)
     stderr = Stderr(proc)
     try:
