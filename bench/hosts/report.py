@@ -234,7 +234,7 @@ def write(out: Path, started: str, results: list[dict[str, Any]]) -> None:
             "",
             "Jobs of 2 ms each; the fault comes once a quarter of them ran. retry_after "
             "is 10 s. The documented bound: a job runs twice only if it was in the hands "
-            "of a worker that was cut off or killed (at most `--batch`, 20, per worker "
+            "of a worker that was cut off or killed (at most 20 finished jobs per worker "
             "process: 80 for a host of 4), or if the store lost its claim or deletion in a "
             "crash (PostgreSQL commits claims and deletions without waiting for the WAL "
             "flush: what the last moment before an immediate stop committed may be lost).",

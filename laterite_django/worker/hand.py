@@ -1,7 +1,8 @@
 """The jobs a worker holds: the batch not yet started, the one running, the finished.
 
 A claim takes up to N due jobs at once, run one after another; jobs that
-succeeded are deleted with the next claim (one round trip for both). The
+succeeded are deleted with the next claim (one round trip for both), or in
+groups of SETTLE_EVERY (worker/loop.py) while the rest of a larger batch waits. The
 worker's main thread and its heartbeat thread share this hand: the heartbeat
 keeps every held claim fresh and, once a job has run longer than a moment,
 deletes the finished jobs and gives back the ones not started, so neither waits
@@ -80,6 +81,12 @@ class Hand:
             unstarted = list(self._unstarted)
             self._unstarted.clear()
             return unstarted
+
+    def settle_due(self, every: int) -> bool:
+        """Whether `every` jobs have finished while others wait to start: delete them
+        now rather than with the next claim."""
+        with self._lock:
+            return len(self._finished) >= every and bool(self._unstarted)
 
     def finished_for(self) -> float:
         """Seconds the oldest finished job has waited for deletion (0 if none)."""

@@ -53,6 +53,10 @@ SLOW_BATCH = 0.25
 # Finished jobs are deleted with the next claim, or after this long at the latest;
 # a job running longer than this has the rest of its batch taken off its hands.
 FLUSH_AFTER = 0.05
+# ... or once this many have finished while more of the batch wait: a claim may take
+# more jobs than this (a claim's cost is mostly per statement), but a worker killed or
+# cut off runs again at most this many finished jobs, whatever its batch.
+SETTLE_EVERY = 20
 
 
 def default_worker_name() -> str:
@@ -308,7 +312,7 @@ class Worker(HeldJobs, IdleWaiting):
             first = False
             run_claim(self, claim)
             self.processed += 1
-            if self.hand.finished_for() > FLUSH_AFTER:
+            if self.hand.finished_for() > FLUSH_AFTER or self.hand.settle_due(SETTLE_EVERY):
                 self._flush()
         self._give_back(self.hand.take_unstarted())
         if self.minutes.due():

@@ -24,6 +24,7 @@ from bench.hosts.netns import Host, Network, netns_problem
 from bench.hosts.pgbouncer import PgBouncer
 from bench.hosts.procs import free_port
 from laterite_django.stores import get_store
+from laterite_django.worker.loop import SETTLE_EVERY
 from tests.conftest import ROOT, Workers, wait_for
 from tests.testapp.models import Record
 
@@ -33,7 +34,8 @@ pytestmark = [pytest.mark.parametrize("store_kind", ["database"], indirect=True)
 
 RETRY_AFTER = 3.0
 PROCESSES = 2
-BATCH = 20  # queue_work's default --batch: the most jobs one worker process holds
+# The most finished jobs one worker process holds undeleted, whatever its batch.
+BATCH = SETTLE_EVERY
 
 
 @pytest.fixture
@@ -132,7 +134,7 @@ def test_a_link_cut_longer_than_retry_after(network, reach, workers, transaction
     assert set(ends) == set(first) | set(second)
     twice = {value: n for value, n in ends.items() if n > 1}
     # Only jobs h1 held when its link went can have run twice (once there, once on h2):
-    # at most a batch per worker process, and never three times.
+    # at most SETTLE_EVERY per worker process, and never three times.
     ran_on_h1 = started_by(h1_pids) & set(first)
     assert set(twice) <= ran_on_h1 and len(twice) <= PROCESSES * BATCH, (twice, ran_on_h1)
     assert all(n == 2 for n in twice.values()), twice

@@ -34,6 +34,16 @@ def callback(value: str, cx: JobContext) -> None:
     _record("callback", f"{value}#{cx.id}", cx.attempt)
 
 
+@job("tests.left_in_store")
+def left_in_store(i: int) -> None:
+    """Record how many jobs of the default queue the store holds as this one starts
+    (waiting, delayed and claimed: those of the batch not yet deleted among them)."""
+    from laterite_django.stores import get_store
+
+    counts = get_store().counts().get("default")
+    _record("left", str(counts.total if counts else 0))
+
+
 @job("tests.add")
 def add(a: int, b: int) -> int:
     return a + b

@@ -27,6 +27,7 @@ from django.db import connection
 
 from laterite_django.management.commands.queue_work import DEFAULT_BATCH
 from laterite_django.models import FailedJob
+from laterite_django.worker.loop import SETTLE_EVERY
 from tests.conftest import ROOT, Stderr, short_or_full, wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record
@@ -107,8 +108,8 @@ def test_random_kills_lose_no_job(store, workers):
     assert not FailedJob.objects.exists(), FailedJob.objects.first().error
     # A worker killed alone reruns at most its running job: its supervisor deletes
     # the jobs it had finished. Killed with its supervisor, it reruns also the jobs
-    # it finished but had not deleted yet (at most one claim's worth).
-    assert duplicates <= (kills - tree_kills) + tree_kills * DEFAULT_BATCH
+    # it finished but had not deleted yet (at most SETTLE_EVERY).
+    assert duplicates <= (kills - tree_kills) + tree_kills * min(DEFAULT_BATCH, SETTLE_EVERY)
     assert "was killed by SIGKILL; starting another" in stderr.text()
 
 

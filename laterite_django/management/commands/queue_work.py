@@ -36,7 +36,9 @@ from ..wording import count as counted
 if TYPE_CHECKING:
     from ...metrics.server import MetricsServer
 
-DEFAULT_BATCH = 20
+# A claim's cost is mostly per statement: claims of up to 100 quick jobs drain a deep
+# queue faster, while finished jobs are still deleted every SETTLE_EVERY (20).
+DEFAULT_BATCH = 100
 # A worker's name is stored as claimed_by (NAME_MAX characters); the supervisor
 # adds "-<slot>" or ":supervisor" to it.
 WORKER_NAME_MAX = NAME_MAX - 20
