@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import pytest
 
+from laterite_django.worker import loop
 from laterite_django.worker.loop import SETTLE_EVERY, Worker
 from tests.testapp.jobs import left_in_store
 from tests.testapp.models import Record
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def count_rule_only(monkeypatch):
+    """Only the count rule under test deletes: the time rule (finished jobs deleted
+    after FLUSH_AFTER, a slow job's batch given back) would fire on a slow machine
+    at any job, where these tests' jobs each make a round trip of their own."""
+    monkeypatch.setattr(loop, "FLUSH_AFTER", 3600.0)
 
 
 def finished_not_deleted(total: int) -> list[int]:
