@@ -2,6 +2,7 @@
 
     python bench/profile_worker.py [--n 3000] [--store laterite_pg,laterite_redis,laterite_sqlite]
                                    [--ref 2d1d5a0] [--cost [--rounds 5] [--metrics]]
+                                   [--batch 100]
 
 With --cost, no profiler: each round drains N jobs unprofiled (wall and CPU
 microseconds per job), then again under cProfile (Python function calls per
@@ -49,7 +50,7 @@ store = get_store()
 def drain(profile):
     store.clear()
     noop.push_many([(i,) for i in range({n})])
-    worker = Worker(["default"], stop_when_empty=True, batch=20)
+    worker = Worker(["default"], stop_when_empty=True, batch={batch})
     if {metrics}:
         from laterite_django.metrics.tally import Tally
         from laterite_django.metrics.totals import Totals
@@ -70,7 +71,8 @@ print(json.dumps({{"wall_us": wall / done * 1e6, "cpu_us": cpu / done * 1e6,
 """
 
 
-def cost(system: str, n: int, rounds: int, ref: str | None, metrics: bool = False) -> str:
+def cost(system: str, n: int, rounds: int, ref: str | None, metrics: bool = False,
+         batch: int = 100) -> str:
     """Medians over `rounds` of wall and CPU per job and calls per job (and at `ref`,
     or with the metrics on)."""
     import json
@@ -85,7 +87,7 @@ def cost(system: str, n: int, rounds: int, ref: str | None, metrics: bool = Fals
     found: dict[str, list[dict]] = {}
     for round_ in range(rounds):
         for label, which, on in variants if round_ % 2 == 0 else variants[::-1]:
-            out = profile_one(system, n, which, code=COST.format(n=n, metrics=on))
+            out = profile_one(system, n, which, code=COST.format(n=n, metrics=on, batch=batch))
             line = out.strip().splitlines()[-1] if out.strip() else ""
             try:
                 found.setdefault(label, []).append(json.loads(line))
@@ -107,7 +109,8 @@ def cost(system: str, n: int, rounds: int, ref: str | None, metrics: bool = Fals
     return "\n".join(lines)
 
 
-def profile_one(system: str, n: int, ref: str | None = None, code: str | None = None) -> str:
+def profile_one(system: str, n: int, ref: str | None = None, code: str | None = None,
+                batch: int = 100) -> str:
     """Run the profile of `system` in a fresh interpreter and return its text report.
 
     With `ref`, laterite is the package installed in bench/.venvs/laterite-<ref>,
@@ -139,7 +142,7 @@ keep_connections_open()
 store = get_store()
 store.clear()
 noop.push_many([(i,) for i in range({n})])
-worker = Worker(["default"], stop_when_empty=True, batch=20)
+worker = Worker(["default"], stop_when_empty=True, batch={batch})
 profiler = Profiler(interval=0.0005)
 started = time.perf_counter()
 profiler.start()
@@ -175,19 +178,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds for --cost")
     parser.add_argument("--metrics", action="store_true",
                         help="with --cost: the metrics off and on, alternating")
+    parser.add_argument("--batch", type=int, default=100,
+                        help="the worker's batch (queue_work --batch; 100 by default)")
     args = parser.parse_args()
     if args.cost:
         for system in args.store.split(","):
             print(f"## {system} ({time.strftime('%Y-%m-%d %H:%M')} UTC, N={args.n}, "
                   f"medians of {args.rounds})\n")
-            print(cost(system, args.n, args.rounds, args.ref, args.metrics), "\n")
+            print(cost(system, args.n, args.rounds, args.ref, args.metrics, args.batch), "\n")
         return
     for system in args.store.split(","):
         for ref in (None, args.ref) if args.ref else (None,):
             name = f"{system}@{ref}" if ref else system
             print(f"## {name} ({time.strftime('%Y-%m-%d %H:%M')} UTC, N={args.n})\n")
             print("```")
-            print(profile_one(system, args.n, ref).rstrip())
+            print(profile_one(system, args.n, ref, batch=args.batch).rstrip())
             print("```\n")
 
 

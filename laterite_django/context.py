@@ -44,7 +44,7 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         """True once someone asked to cancel this job (`laterite_django.cancel`)."""
-        return self.cancel_watch is not None and self.cancel_watch.asked.is_set()
+        return self.cancel_watch is not None and self.cancel_watch.asked
 
     def add_to_batch(self, calls: Any) -> int:
         """Add calls (made with `job.call(...)`) to this job's batch: its callbacks wait

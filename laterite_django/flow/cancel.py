@@ -46,15 +46,19 @@ class CancelWatch:
 
     def __init__(self) -> None:
         self.thread_id = threading.get_ident()
-        self.asked = threading.Event()
-        self.asked_at: float | None = None
+        self.asked_at: float | None = None  # when the heartbeat told it (monotonic)
         self.interrupt = False  # set when the grace ran out: execute raises Cancelled
         self.running = True
+
+    @property
+    def asked(self) -> bool:
+        """Whether the job was told it is cancelled (a plain attribute read, as a job
+        may look often; one job per watch, so no thread waits on it)."""
+        return self.asked_at is not None
 
     def ask(self) -> None:
         if self.asked_at is None:
             self.asked_at = time.monotonic()
-            self.asked.set()
 
     def overdue(self) -> bool:
         """Whether the job was told and is past its grace."""
@@ -92,7 +96,7 @@ class Lookout:
         if now - started < LOOK_EVERY or now < self._next:
             return
         self._next = now + LOOK_EVERY
-        if not watch.asked.is_set() and claim.id in self.store.cancel_requested([claim]):
+        if not watch.asked and claim.id in self.store.cancel_requested([claim]):
             watch.ask()
             if self.on_ask is not None:
                 self.on_ask(claim)

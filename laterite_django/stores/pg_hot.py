@@ -151,11 +151,16 @@ def _hot(connection: Any) -> _Hot:
     """Make (or make again) `connection`'s `_Hot`: after a reconnection, in another
     thread (a connection Django lets threads share), or to refuse an event loop."""
     import psycopg
+    from psycopg.types.datetime import TimestamptzLoader
 
     connection.ensure_connection()  # raises SynchronousOnlyOperation on an event loop
     raw = connection.connection
     with connection.wrap_database_errors:
-        hot = _Hot(raw, psycopg.Cursor(raw), prepares(connection, raw))
+        cursor = psycopg.Cursor(raw)
+        # psycopg's own timestamptz loader (in C with psycopg[binary]): Django's, a
+        # Python subclass, costs about 3 us per value, and a claim returns 2-3 per job.
+        cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+        hot = _Hot(raw, cursor, prepares(connection, raw))
     setattr(connection, _HOT, hot)
     return hot
 

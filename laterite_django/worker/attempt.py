@@ -112,7 +112,7 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
         if stopped:
             attempt = Attempt(Ending.STOPPED)
         elif isinstance(ran.error, Cancelled) or (
-                watch.asked.is_set() and (ran.error is not None or ran.timed_out)):
+                watch.asked and (ran.error is not None or ran.timed_out)):
             attempt = Attempt(Ending.CANCELLED, f"{cancel_reason(True)}\n\n"
                               f"{_traceback(ran.error) if ran.error is not None else ''}")
         else:

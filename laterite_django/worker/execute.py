@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # the C module under `signal`
 import asyncio
 import ctypes
 import signal
@@ -186,7 +187,9 @@ def run_job(
     ran = Ran()
     # The handler stays installed between jobs (swapping it twice per job costs more
     # than many a job); it raises only while a limit is armed or a cancel is due.
-    if (timeout or cx.cancel_watch is not None) and signal.getsignal(
+    # (`_signal.getsignal`: `signal.getsignal` also tries the handler as an enum
+    # member, which costs more than the whole check.)
+    if (timeout or cx.cancel_watch is not None) and _signal.getsignal(
             signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
     if timeout:
