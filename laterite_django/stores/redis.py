@@ -128,7 +128,7 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         )
 
     def _run(self, name: str, args: Sequence[Any]) -> Any:
-        """Run Lua script `name` (redis_scripts) with the prefix and `args`: one round trip."""
+        """Run Lua script `name` (redis_scripts_*) with the prefix and `args`: one round trip."""
         return calls.run(self.client, name, [self.prefix, *args])
 
     def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],

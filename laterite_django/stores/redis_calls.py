@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import redis_scripts
+from . import redis_scripts_manage, redis_scripts_push_claim, redis_scripts_settle
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -47,7 +47,9 @@ __all__ = ["SHAS", "SOURCES", "add", "borrow", "finish", "load_and_run", "regist
 
 # Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
 SOURCES: dict[str, str] = {
-    name: getattr(redis_scripts, name) for name in redis_scripts.__all__ if name != "WAKE_CAP"
+    name: getattr(scripts, name)
+    for scripts in (redis_scripts_push_claim, redis_scripts_settle, redis_scripts_manage)
+    for name in scripts.__all__
 }
 SHAS: dict[str, str] = {
     name: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
@@ -61,7 +63,7 @@ _MAIN = threading.main_thread()
 
 
 def register(name: str, source: str) -> None:
-    """Add a script kept outside redis_scripts (the schedules' own) under `name`."""
+    """Add a script kept outside redis_scripts_* (the schedules' own) under `name`."""
     SOURCES[name] = source
     SHAS[name] = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
 

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..flow.limits import QueueLimit
 from .base import NewJob
-from .redis_scripts import CLAIM_HEAD, FINISH, PUSH
+from .redis_scripts_push_claim import CLAIM_HEAD, PUSH
+from .redis_scripts_settle import FINISH
 from .redis_values import job_fields, pack
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FIRE", "PAUSE", "add", "fire", "pause", "states"]
 
-# Push one job as redis_scripts.PUSH does (ARGV from `b`: name, queue, payload,
+# Push one job as redis_scripts_push_claim.PUSH does (ARGV from `b`: name, queue, payload,
 # priority, pushed_at, available_at, retry_until, has_key, key); return its id, 0 if
 # dropped as a duplicate of a waiting job with its unique key.
 _PUSH_ONE = """

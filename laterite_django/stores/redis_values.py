@@ -77,7 +77,7 @@ _PACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 def push_packed(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = None
                 ) -> list[Any]:
-    """The PUSH script's arguments after the prefix (see redis_scripts.PUSH); `once`:
+    """The PUSH script's arguments after the prefix (see redis_scripts_push_claim.PUSH); `once`:
     a mark per job, so that a push made again (the outbox's) stores it only once."""
     if len(jobs) == 1:
         args = [now, pack(job_fields(jobs[0]))]  # the common push, without a generator
@@ -98,7 +98,7 @@ def push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
 
 
 def claims(rows: Sequence[Sequence[Any]], token: str) -> list[Claim]:
-    """The claims of the CLAIM script's rows (see redis_scripts.CLAIM), in its order."""
+    """The claims of the CLAIM script's rows (see redis_scripts_push_claim.CLAIM), in its order."""
     return [
         Claim(
             id=int(row[0]),

@@ -199,7 +199,7 @@ class RedisWaiting:
         own list, from another connection, which ends the pop; the claim behind it
         is returned unstarted by the caller. Cutting the connection instead could
         lose a claim made in that instant, counted as an attempt that never ran.
-        The claim is dated by the server when it runs (see redis_scripts.CLAIM_HEAD).
+        The claim is dated by the server when it runs (see redis_scripts_push_claim.CLAIM_HEAD).
         """
         token = uuid.uuid4().hex
         args = [self.prefix, *self._claim_args(token, queues, worker, limit)]

@@ -1,0 +1,152 @@
+"""The Redis store's Lua scripts that bring a job in and hand it out: PUSH, and CLAIM
+on the head it shares with the limited claim (CLAIM_HEAD). Each runs atomically on the
+server; the key layout and the shared helpers are in redis_scripts."""
+
+from __future__ import annotations
+
+from .redis_scripts import _COMMON
+
+__all__ = ["CLAIM", "PUSH"]
+
+# Seconds a push's "once" mark is kept (the outbox's moves: see redis_outbox).
+ONCE_TTL = 7 * 24 * 3600
+
+# ARGV: prefix, now, then one JSON array of strings (redis_values.push_packed): per
+# job name, queue, payload, priority, pushed_at, available_at, retry_until ('' for
+# none), has_key ('1'/'0'), unique_key. One argument rather than nine per job: each
+# argument costs the client more to send than the script to decode.
+# Optional ARGV[4]: one JSON array of marks, one per job (see push_jobs).
+# Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
+_PUSH_JOBS = """
+-- Store the jobs of packed array A (see PUSH); return their ids (0: a duplicate).
+-- `once` (or nil): per job a mark ('' for none); a job whose mark was set by an
+-- earlier push (within ONCE_TTL s) is not pushed again (its id: 0).
+local function push_jobs(now, A, once)
+local n = #A / 9
+local ids = {}
+local pushed = {}
+for i = 0, n - 1 do
+  local b = i * 9
+  local name, queue, payload = A[b + 1], A[b + 2], A[b + 3]
+  local priority, pushed_at, avail = A[b + 4], A[b + 5], A[b + 6]
+  local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]
+  local id = '0'
+  if once and once[i + 1] ~= '' and not redis.call(
+      'SET', P .. ':once:' .. once[i + 1], '1', 'NX', 'EX', """ + str(ONCE_TTL) + """) then
+    ids[i + 1] = 0
+  else
+    id = tostring(redis.call('INCR', P .. ':id'))
+  end
+  if id == '0' then
+    -- pushed before: nothing to do
+  elseif has_key == '1' and not take_key(key, id) then
+    ids[i + 1] = 0
+  else
+    local k = jkey(id)
+    local m = member(avail, id)
+    -- One HSET with every field (enqueue() would read the priority back and
+    -- write the member separately).
+    local fields = {'name', name, 'queue', queue, 'payload', payload, 'priority', priority,
+      'pushed_at', pushed_at, 'available_at', avail, 'attempts', 0, 'last_error', '',
+      'claimed_by', '', 'member', m}
+    if retry_until ~= '' then
+      fields[#fields + 1] = 'retry_until'
+      fields[#fields + 1] = retry_until
+    end
+    if has_key == '1' then
+      fields[#fields + 1] = 'unique_key'
+      fields[#fields + 1] = key
+    end
+    redis.call('HSET', k, unpack(fields))
+    if tonumber(avail) <= now then
+      redis.call('ZADD', qkey(queue, 'ready'), -tonumber(priority), m)
+    else
+      redis.call('ZADD', qkey(queue, 'delayed'), avail, id)
+    end
+    pushed[queue] = (pushed[queue] or 0) + 1
+    ids[i + 1] = tonumber(id)
+  end
+end
+for q, count in pairs(pushed) do
+  redis.call('SADD', P .. ':queues', q)
+  wake(q, count)
+end
+return ids
+end
+"""
+PUSH = _COMMON + _PUSH_JOBS + """
+return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4] and cjson.decode(ARGV[4]))
+"""
+
+# The head of both claim scripts (CLAIM, and redis_limits.CLAIM_LIMITED): their
+# first arguments (prefix, now, token, worker, limit), the rows they return (`out`)
+# and the two steps they share. `now` may be "<sent>:<span>" instead: the claim
+# rides behind a long blocking pop sent at `sent` (redis_wait), so it is dated by the
+# server's clock, kept within [sent, sent + span] so that a clock that is off cannot
+# date it outside the pop.
+CLAIM_HEAD = _COMMON + """
+local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local out = {}
+local sent, span = string.match(now, '^(%d+):(%d+)$')
+if sent then
+  local t = redis.call('TIME')
+  local at = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  sent = tonumber(sent)
+  now = string.format('%.0f', math.min(math.max(at, sent), sent + tonumber(span)))
+end
+
+-- Move the due jobs of queue `q` from its delayed set to its ready set.
+local function make_ready(q)
+  local ready = qkey(q, 'ready')
+  local due = redis.call('ZRANGEBYSCORE', qkey(q, 'delayed'), '-inf', now, 'LIMIT', 0, 1000)
+  for _, id in ipairs(due) do
+    local k = jkey(id)
+    local f = redis.call('HMGET', k, 'priority', 'member')
+    if f[2] then redis.call('ZADD', ready, -tonumber(f[1] or '0'), f[2]) end
+    redis.call('ZREM', qkey(q, 'delayed'), id)
+  end
+end
+
+-- Claim job `id` (hash `k`) of queue `q`, taken off its ready set: the next row of `out`.
+local function take(q, k, id)
+  local position = #out
+  redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', worker,
+    'position', position)
+  redis.call('HDEL', k, 'failing')
+  local attempts = redis.call('HINCRBY', k, 'attempts', 1)
+  redis.call('ZADD', qkey(q, 'claimed'), now, id)
+  drop_key(k, id)
+  local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
+    'retry_until', 'unique_key', 'priority', 'last_error', 'available_at')
+  out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
+    f[8], f[9], position}
+end
+"""
+
+# ARGV: prefix, now, token, worker, limit, then the queue names in priority order.
+# Moves due delayed jobs to ready first. Returns one array per claimed job, in the
+# order the worker runs them: id, attempts, name, queue, payload, pushed_at,
+# retry_until, unique_key, priority, last_error, available_at, position (0, 1...).
+CLAIM = CLAIM_HEAD + """
+for qi = 6, #ARGV do
+  if #out >= limit then break end
+  local q = ARGV[qi]
+  -- A paused queue (flow control: queue_pause) is left out of every claim.
+  if redis.call('SISMEMBER', P .. ':paused', q) == 0 then
+  local ready = qkey(q, 'ready')
+  make_ready(q)
+  while #out < limit do
+    local members = redis.call('ZRANGE', ready, 0, limit - #out - 1)
+    if #members == 0 then break end
+    for _, m in ipairs(members) do
+      redis.call('ZREM', ready, m)
+      local id = member_id(m)
+      local k = jkey(id)
+      if redis.call('EXISTS', k) == 1 then take(q, k, id) end
+    end
+  end
+  end
+end
+if #out > 0 then wake_quiet() end
+return out
+"""
