@@ -35,9 +35,12 @@ REF_DIR = ROOT / "bench" / ".ref"
 # package, not this working tree's.
 REF_PATH = REF_DIR / "path"
 
+# Every system that speaks to Redis gets redis-py's C reply parser (hiredis), as
+# laterite's `redis` extra installs it.
+REDIS = ["redis==8.1.0", "hiredis==3.5.0"]
 # venv name -> pip requirements. Peers are pinned so a run is repeatable.
 VENVS = {
-    "floor": ["psycopg[binary]==3.3.9", "redis==8.1.0"],
+    "floor": ["psycopg[binary]==3.3.9", *REDIS],
     "pgqueuer": ["pgqueuer==1.6.0", "asyncpg==0.32.0", "psycopg[binary]==3.3.9"],
     "procrastinate": ["procrastinate==3.10.0", "psycopg[binary]==3.3.9"],
     "django_tasks_db": [
@@ -45,12 +48,12 @@ VENVS = {
         "django-tasks==0.12.0",
         "Django==5.2.*",
         "psycopg[binary]==3.3.9",
-        "redis==8.1.0",
+        *REDIS,
     ],
-    "django_q2": ["django-q2==1.11.1", "Django==5.2.*", "psycopg[binary]==3.3.9", "redis==8.1.0"],
-    "huey": ["huey==3.5.4", "redis==8.1.0"],
-    "rq": ["rq==2.12.0", "redis==8.1.0"],
-    "celery": ["celery[redis]==5.7.0", "redis==8.1.0"],
+    "django_q2": ["django-q2==1.11.1", "Django==5.2.*", "psycopg[binary]==3.3.9", *REDIS],
+    "huey": ["huey==3.5.4", *REDIS],
+    "rq": ["rq==2.12.0", *REDIS],
+    "celery": ["celery[redis]==5.7.0", *REDIS],
     # laterite from this working tree, editable, with the store extras spelled
     # out too in case the extras are renamed.
     "laterite": [
@@ -59,7 +62,7 @@ VENVS = {
         "Django==5.2.*",
         "psycopg[binary]==3.3.9",
         "django-redis==7.0.0",
-        "redis==8.1.0",
+        *REDIS,
         "prometheus-client==0.26.0",  # for --laterite-args "--metrics-port 0"
     ],
     "report": ["matplotlib==3.11.2"],

@@ -10,7 +10,7 @@ class System(Base):
 
     def versions(self):
         return {
-            **pkg_versions("celery", "kombu", "redis"),
+            **pkg_versions("celery", "kombu", "redis", "hiredis"),
             "redis-server": self.redis_server_version(),
         }
 

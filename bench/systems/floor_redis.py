@@ -12,7 +12,7 @@ QUEUE = "floor:queue"
 
 class System(Base):
     def versions(self):
-        return {**pkg_versions("redis"), "redis-server": self.redis_server_version()}
+        return {**pkg_versions("redis", "hiredis"), "redis-server": self.redis_server_version()}
 
     def setup(self):
         self.redis_flush()

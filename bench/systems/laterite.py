@@ -54,7 +54,7 @@ class System(DjangoBase):
         )
         v["laterite path"] = str(self.source())
         if self.desc.store == "Redis":
-            v.update(pkg_versions("django-redis", "redis"))
+            v.update(pkg_versions("django-redis", "redis", "hiredis"))
             v["redis-server"] = self.redis_server_version()
         elif self.desc.store == "PostgreSQL":
             v.update(pkg_versions("psycopg"))
