@@ -7,24 +7,22 @@ same statement as the next claim, and no model is instantiated. On PostgreSQL
 a push notifies the `laterite` channel, so idle workers wake at once; on SQLite
 an idle worker watches the file's data_version (`sql_sqlite.Waiter`).
 
-This module holds the flow, the same on both databases; the statements that
-differ are in `sql_postgres` and `sql_sqlite`, the shared ones in `sql`.
+This module holds the flow, the same on both databases (the claim in
+`database_claim`); the statements that differ are in `sql_postgres` and
+`sql_sqlite`, the shared ones in `sql`.
 """
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from operator import attrgetter
 from types import ModuleType
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from ..flow.limits import any_job_limited, queue_limits
 from ..minutes import KEEP, Minute
 from ..workflows.ending import any_marked
 from . import (
@@ -37,6 +35,7 @@ from . import (
     sql_sqlite,
 )
 from .base import Claim, NewJob, Store, job_ids
+from .database_claim import DatabaseClaiming
 from .database_reads import DatabaseReads
 from .database_wait import DatabaseWaiting, aware
 from .errors import guarded
@@ -48,26 +47,7 @@ __all__ = ["CHANNEL", "DatabaseStore"]
 CHANNEL = sql.CHANNEL
 
 
-def _claim_from_row(row: Sequence) -> Claim:
-    """A claim from a row of `sql.COLUMNS`."""
-    return Claim(
-        id=row[0],
-        name=row[1],
-        queue=row[2],
-        payload=row[3],
-        attempts=row[4],
-        pushed_at=aware(row[5]),
-        token=row[6],
-        retry_until=aware(row[7]),
-        unique_key=row[8],
-        priority=row[9],
-        last_error=row[10] or "",
-        available_at=aware(row[11]),
-        position=row[12],
-    )
-
-
-class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
+class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
     """The `database` store: PostgreSQL or SQLite, on LATERITE_QUEUE_DATABASE."""
 
     transactional_push = True
@@ -165,33 +145,7 @@ class DatabaseStore(DatabaseReads, DatabaseWaiting, Store):
                 result.append(None)
         return result
 
-    # -- claim ------------------------------------------------------------------
-
-    @guarded
-    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
-        return self.settle_and_claim((), queues, worker, limit)
-
-    @guarded
-    def settle_and_claim(
-        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
-    ) -> list[Claim]:
-        if not queues or limit < 1:
-            self.delete(finished)
-            return []
-        if finished and any_marked(finished):
-            return database_workflows.settle_and_claim(self, finished, queues, worker, limit)
-        limits = queue_limits(queues)
-        keys = any_job_limited()
-        if limits or keys:
-            # A limit may apply: the limited claim (sql_limits); else the plain one below.
-            rows = sql_limits.claim(self, finished, uuid.uuid4().hex, timezone.now(), worker,
-                                    queues, limit, limits, keys)
-            return sorted(map(_claim_from_row, rows), key=attrgetter("position"))
-        now = self._ts(timezone.now())
-        statements = self.dialect.claim(finished, uuid.uuid4().hex, now, worker, queues, limit)
-        claims = [_claim_from_row(row) for row in self._run_all(statements)]
-        claims.sort(key=attrgetter("position"))
-        return claims
+    # -- claim (database_claim.py) -------------------------------------------------
 
     def flush(self) -> bool:
         pushed = getattr(self._local, "callbacks_pushed", False)

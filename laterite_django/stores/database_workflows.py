@@ -151,7 +151,7 @@ def _counted_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Sequ
 
     from django.utils import timezone
 
-    from .database import _claim_from_row
+    from .database_claim import _claim_from_row
 
     now = store._ts(timezone.now())
     params = sql_workflows_postgres.counted_claim_params(
