@@ -17,16 +17,13 @@ lost and no job is both failed and queued again (see redis_failed).
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ..conf import settings
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from ..flow.limits import any_job_limited, queue_limits
 from ..minutes import Minute
 from ..workflows.ending import any_marked
 from . import (
@@ -34,20 +31,19 @@ from . import (
     redis_ends,
     redis_failed,
     redis_flow,
-    redis_limits,
     redis_minutes,
     redis_outbox,
     redis_progress,
     redis_quiet,
-    redis_replicated,
     redis_schedules,
 )
 from . import redis_calls as calls
-from .base import Claim, NewJob, Running, Store, job_ids
+from .base import Claim, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
+from .redis_claim import RedisClaiming
+from .redis_push import RedisPushing
 from .redis_reads import RedisReads
-from .redis_values import PUSH_CHUNK, dt, push_packed, text, us
-from .redis_values import claims as claims_from_rows
+from .redis_values import dt, text, us
 from .redis_wait import RedisWaiting
 from .schedule_state import Fired, ScheduleFire, ScheduleState
 
@@ -57,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RedisStore"]
 
-class RedisStore(RedisReads, RedisWaiting, Store):
+class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
     # Redis cannot join a database transaction: inside one, push_on_commit() keeps the
@@ -145,109 +141,7 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         """Return the Redis key for `parts` under this store's prefix."""
         return ":".join((self.prefix, *parts))
 
-    # -- push -------------------------------------------------------------------
-
-    @guarded
-    def push(self, jobs: Sequence[NewJob], *, once: Sequence[str] | None = None
-             ) -> list[int | None]:
-        """Push `jobs`; with `once` (a mark per job), a job whose mark an earlier push
-        set is not stored again (the outbox's moves: see redis_outbox)."""
-        if not jobs:
-            return []
-        now = str(us(timezone.now()))
-        wait = settings.REDIS_WAIT
-        if wait is not None:
-            return redis_replicated.push(self, now, jobs, wait, once)
-        if any(job.concurrency_limit for job in jobs):
-            # Jobs with a concurrency limit carry its key (redis_limits).
-            return [int(i) or None for i in redis_limits.run(
-                self.client, redis_limits.PUSH_LIMITED,
-                [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
-        if len(jobs) <= PUSH_CHUNK:
-            results = [self._run("PUSH", push_packed(now, jobs, once))]
-        else:
-            starts = range(0, len(jobs), PUSH_CHUNK)
-            results = self._pipeline([("PUSH", push_packed(
-                now, jobs[i : i + PUSH_CHUNK], None if once is None else once[i : i + PUSH_CHUNK]))
-                for i in starts])
-        return [int(i) or None for result in results for i in result]
-
-    @guarded
-    def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
-        """Keep `jobs` in the database outbox, in the open transaction; they move to
-        Redis on commit, or at a worker's sweep if Redis is away (redis_outbox)."""
-        redis_outbox.hold(self, jobs)
-
-    # -- claim ------------------------------------------------------------------
-
-    @guarded
-    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
-        if not queues or limit < 1:
-            return []
-        if self._limited(queues):
-            return self.settle_and_claim((), queues, worker, limit)
-        token = uuid.uuid4().hex
-        rows = self._run("CLAIM", self._claim_args(token, queues, worker, limit))
-        return claims_from_rows(rows, token)
-
-    @guarded
-    def settle_and_claim(
-        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
-    ) -> list[Claim]:
-        """Delete the finished jobs and claim the next ones in one round trip (a pipeline)."""
-        limits = self._limited(queues) if queues and limit >= 1 else None
-        if limits is not None:
-            # A limit may apply: the limited claim (redis_limits), after the deletions.
-            if finished:
-                self.delete(finished)
-            token = uuid.uuid4().hex
-            rows = redis_limits.run(self.client, redis_limits.CLAIM_LIMITED, [
-                self.prefix,
-                *redis_limits.claim_args(us(timezone.now()), token, worker, limit, queues,
-                                         limits)])
-            return claims_from_rows(rows, token)
-        if finished and any_marked(finished) and queues and limit >= 1:
-            # Jobs of a chain or batch: deleted with what their end brings (FINISH),
-            # then the claim, in one round trip.
-            name, args, ended = redis_ends.finish_step(self, finished)
-            if name is None:
-                self.delete(finished)
-                return self.claim(queues, worker, limit)
-            token = uuid.uuid4().hex
-            ran_late: list[int] = []
-            _, rows = self._pipeline([
-                (name, args), ("CLAIM", self._claim_args(token, queues, worker, limit))],
-                ran_late)
-            if ended:
-                redis_ends.listed(self)
-            if not rows and ran_late == [0]:
-                # Redis did not know FINISH yet (its first use since a restart, a
-                # failover or SCRIPT FLUSH): it ran after the CLAIM, which could not
-                # find the next links it pushed. Claimed now, or a worker that stops
-                # when empty would stop with the rest of the chain waiting.
-                return self.claim(queues, worker, limit)
-            return claims_from_rows(rows, token)
-        if not finished:
-            return self.claim(queues, worker, limit)
-        if not queues or limit < 1:
-            self.delete(finished)
-            return []
-        token = uuid.uuid4().hex
-        _, rows = self._pipeline([
-            ("DELETE", [value for c in finished for value in (c.id, c.token)]),
-            ("CLAIM", self._claim_args(token, queues, worker, limit)),
-        ])
-        return claims_from_rows(rows, token)
-
-    @staticmethod
-    def _limited(queues: Sequence[str]) -> dict | None:
-        """The limits of `queues` if a limit may apply to their claim, else None."""
-        limits = queue_limits(queues)
-        return limits if limits or any_job_limited() else None
-
-    @staticmethod
-    def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:
-        return [us(timezone.now()), token, worker, int(limit), *queues]
+    # -- push (redis_push.py), claim and heartbeat (redis_claim.py) ------------------
 
     @guarded
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
@@ -291,13 +185,6 @@ class RedisStore(RedisReads, RedisWaiting, Store):
         if not wanted:
             return 0
         return int(self._run("MAKE_DUE", [us(timezone.now()), *wanted]))
-
-    @guarded
-    def heartbeat(self, claims: Sequence[Claim]) -> int:
-        if not claims:
-            return 0
-        pairs = [value for c in claims for value in (c.id, c.token)]
-        return int(self._run("HEARTBEAT", [us(timezone.now()), *pairs]))
 
     # -- settle -----------------------------------------------------------------
 
@@ -357,23 +244,15 @@ class RedisStore(RedisReads, RedisWaiting, Store):
     def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
         return redis_schedules.pause(self, name, paused, now)
 
-    # -- inspect and manage -------------------------------------------------------
+    # -- inspect and manage (the reads: redis_reads.py) ---------------------------
 
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:
         redis_minutes.add(self, minutes)
 
     @guarded
-    def minutes(self, since: datetime) -> list[Minute]:
-        return redis_minutes.read(self, since)
-
-    @guarded
     def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
         return redis_progress.save(self, items)
-
-    @guarded
-    def running(self, limit: int = 100) -> list[Running]:
-        return redis_progress.running(self, limit)
 
     @guarded
     def clear(self, queue: str | None = None) -> int:

@@ -1,6 +1,6 @@
 """What the Redis store reads back for the commands, the admin and the metrics: the
-queues it knows, the jobs per queue and state, the oldest waiting job of each queue,
-and where given jobs are (a mixin of RedisStore)."""
+queues it knows, the jobs per queue and state, the running jobs, the per-minute counts,
+the oldest waiting job of each queue, and where given jobs are (a mixin of RedisStore)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from .base import QueueCounts, job_ids
+from ..minutes import Minute
+from . import redis_minutes, redis_progress
+from .base import QueueCounts, Running, job_ids
 from .errors import guarded
 from .redis_values import EPOCH, text, us
 
@@ -21,7 +23,7 @@ __all__ = ["RedisReads"]
 
 
 class RedisReads:
-    """RedisStore's queues, counts, oldest_waiting and job_states."""
+    """RedisStore's queues, counts, running, minutes, oldest_waiting and job_states."""
 
     if TYPE_CHECKING:  # the store's own
         @property
@@ -68,6 +70,14 @@ class RedisReads:
         # A job being moved to the failed list may be in both for a moment: failed wins.
         states.update(self._failed_states(wanted))
         return states
+
+    @guarded
+    def running(self, limit: int = 100) -> list[Running]:
+        return redis_progress.running(self, limit)  # type: ignore[arg-type]
+
+    @guarded
+    def minutes(self, since: datetime) -> list[Minute]:
+        return redis_minutes.read(self, since)  # type: ignore[arg-type]
 
     @guarded
     def oldest_waiting(self) -> dict[str, datetime]:

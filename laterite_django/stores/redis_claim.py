@@ -1,0 +1,115 @@
+"""How the Redis store claims jobs: the CLAIM script, pipelined behind the deletion of
+the worker's finished jobs (DELETE, or FINISH for jobs of a chain or batch), or the
+limited claim (redis_limits) when a limit may apply; and the heartbeat that keeps
+the claims held. A mixin of RedisStore."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from ..flow.limits import any_job_limited, queue_limits
+from ..workflows.ending import any_marked
+from . import redis_ends, redis_limits
+from .base import Claim
+from .errors import guarded
+from .redis_values import claims as claims_from_rows
+from .redis_values import us
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+__all__ = ["RedisClaiming"]
+
+
+class RedisClaiming:
+    """RedisStore's claim, settle_and_claim and heartbeat."""
+
+    prefix: str
+
+    if TYPE_CHECKING:  # the store's own
+        @property
+        def client(self) -> Redis: ...
+        def _run(self, name: str, args: Sequence[Any]) -> Any: ...
+        def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
+                      ran_late: list[int] | None = None) -> list[Any]: ...
+        def delete(self, claims: Sequence[Claim]) -> int: ...
+
+    @guarded
+    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
+        if not queues or limit < 1:
+            return []
+        if self._limited(queues):
+            return self.settle_and_claim((), queues, worker, limit)
+        token = uuid.uuid4().hex
+        rows = self._run("CLAIM", self._claim_args(token, queues, worker, limit))
+        return claims_from_rows(rows, token)
+
+    @guarded
+    def settle_and_claim(
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
+    ) -> list[Claim]:
+        """Delete the finished jobs and claim the next ones in one round trip (a pipeline)."""
+        limits = self._limited(queues) if queues and limit >= 1 else None
+        if limits is not None:
+            # A limit may apply: the limited claim (redis_limits), after the deletions.
+            if finished:
+                self.delete(finished)
+            token = uuid.uuid4().hex
+            rows = redis_limits.run(self.client, redis_limits.CLAIM_LIMITED, [
+                self.prefix,
+                *redis_limits.claim_args(us(timezone.now()), token, worker, limit, queues,
+                                         limits)])
+            return claims_from_rows(rows, token)
+        if finished and any_marked(finished) and queues and limit >= 1:
+            # Jobs of a chain or batch: deleted with what their end brings (FINISH),
+            # then the claim, in one round trip.
+            name, args, ended = redis_ends.finish_step(self, finished)  # type: ignore[arg-type]
+            if name is None:
+                self.delete(finished)
+                return self.claim(queues, worker, limit)
+            token = uuid.uuid4().hex
+            ran_late: list[int] = []
+            _, rows = self._pipeline([
+                (name, args), ("CLAIM", self._claim_args(token, queues, worker, limit))],
+                ran_late)
+            if ended:
+                redis_ends.listed(self)  # type: ignore[arg-type]
+            if not rows and ran_late == [0]:
+                # Redis did not know FINISH yet (its first use since a restart, a
+                # failover or SCRIPT FLUSH): it ran after the CLAIM, which could not
+                # find the next links it pushed. Claimed now, or a worker that stops
+                # when empty would stop with the rest of the chain waiting.
+                return self.claim(queues, worker, limit)
+            return claims_from_rows(rows, token)
+        if not finished:
+            return self.claim(queues, worker, limit)
+        if not queues or limit < 1:
+            self.delete(finished)
+            return []
+        token = uuid.uuid4().hex
+        _, rows = self._pipeline([
+            ("DELETE", [value for c in finished for value in (c.id, c.token)]),
+            ("CLAIM", self._claim_args(token, queues, worker, limit)),
+        ])
+        return claims_from_rows(rows, token)
+
+    @staticmethod
+    def _limited(queues: Sequence[str]) -> dict | None:
+        """The limits of `queues` if a limit may apply to their claim, else None."""
+        limits = queue_limits(queues)
+        return limits if limits or any_job_limited() else None
+
+    @staticmethod
+    def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:
+        return [us(timezone.now()), token, worker, int(limit), *queues]
+
+    @guarded
+    def heartbeat(self, claims: Sequence[Claim]) -> int:
+        if not claims:
+            return 0
+        pairs = [value for c in claims for value in (c.id, c.token)]
+        return int(self._run("HEARTBEAT", [us(timezone.now()), *pairs]))

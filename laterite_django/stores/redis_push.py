@@ -1,0 +1,66 @@
+"""How the Redis store pushes: one PUSH script per chunk of jobs (several chunks in one
+pipeline), the limited push for jobs with a concurrency key (redis_limits), the
+replicated push when LATERITE_QUEUE_REDIS_WAIT is set (redis_replicated), and the
+outbox inside a database transaction (redis_outbox). A mixin of RedisStore."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from ..conf import settings
+from . import redis_limits, redis_outbox, redis_replicated
+from .base import NewJob
+from .errors import guarded
+from .redis_values import PUSH_CHUNK, push_packed, us
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+__all__ = ["RedisPushing"]
+
+
+class RedisPushing:
+    """RedisStore's push and push_on_commit."""
+
+    prefix: str
+
+    if TYPE_CHECKING:  # the store's own
+        @property
+        def client(self) -> Redis: ...
+        def _run(self, name: str, args: Sequence[Any]) -> Any: ...
+        def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
+                      ran_late: list[int] | None = None) -> list[Any]: ...
+
+    @guarded
+    def push(self, jobs: Sequence[NewJob], *, once: Sequence[str] | None = None
+             ) -> list[int | None]:
+        """Push `jobs`; with `once` (a mark per job), a job whose mark an earlier push
+        set is not stored again (the outbox's moves: see redis_outbox)."""
+        if not jobs:
+            return []
+        now = str(us(timezone.now()))
+        wait = settings.REDIS_WAIT
+        if wait is not None:
+            return redis_replicated.push(self, now, jobs, wait, once)  # type: ignore[arg-type]
+        if any(job.concurrency_limit for job in jobs):
+            # Jobs with a concurrency limit carry its key (redis_limits).
+            return [int(i) or None for i in redis_limits.run(
+                self.client, redis_limits.PUSH_LIMITED,
+                [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
+        if len(jobs) <= PUSH_CHUNK:
+            results = [self._run("PUSH", push_packed(now, jobs, once))]
+        else:
+            starts = range(0, len(jobs), PUSH_CHUNK)
+            results = self._pipeline([("PUSH", push_packed(
+                now, jobs[i : i + PUSH_CHUNK], None if once is None else once[i : i + PUSH_CHUNK]))
+                for i in starts])
+        return [int(i) or None for result in results for i in result]
+
+    @guarded
+    def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
+        """Keep `jobs` in the database outbox, in the open transaction; they move to
+        Redis on commit, or at a worker's sweep if Redis is away (redis_outbox)."""
+        redis_outbox.hold(self, jobs)  # type: ignore[arg-type]
