@@ -1,0 +1,156 @@
+"""The tables of the jobs themselves: waiting or running (`Job`), failed (`FailedJob`),
+and pushed to the Redis store inside a transaction, not moved there yet (`OutboxJob`)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+__all__ = ["FailedJob", "Job", "OutboxJob"]
+
+
+class Job(models.Model):
+    """A job waiting for its time, or running under a worker's claim (`token` set)."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100)
+    payload = models.TextField(help_text='JSON: {"args": [...], "kwargs": {...}}')
+    priority = models.SmallIntegerField(default=0)
+    pushed_at = models.DateTimeField()
+    available_at = models.DateTimeField(help_text="Due from this moment.")
+    attempts = models.PositiveIntegerField(default=0)
+    retry_until = models.DateTimeField(null=True, blank=True)
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 -- NULL: no key
+    token = models.CharField(  # noqa: DJ001 -- NULL: not claimed
+        max_length=32, null=True, blank=True, help_text="Claim token."
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True, help_text="Last heartbeat.")
+    claimed_by = models.CharField(max_length=200, blank=True, default="")
+    claim_position = models.PositiveSmallIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Its place in the batch it was claimed with (0: started at once).",
+    )
+    last_error = models.TextField(blank=True, default="")
+    retried_from_id = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="The failed job it was retried from (that row left the failed list then).",
+    )
+    retried_from_error = models.TextField(
+        blank=True, default="", db_default="", help_text="That failed job's error, first line."
+    )
+    progress = models.TextField(
+        blank=True, default="", db_default="",
+        help_text="JSON: what the running attempt last said of its progress (cx.progress).",
+    )
+    # Flow control (flow/): the job's concurrency key and limit, set at push for a job
+    # declared with `concurrency`; a cancel asked while it runs.
+    concurrency_key = models.CharField(  # noqa: DJ001 -- NULL: no per-key limit
+        max_length=255, null=True, blank=True,
+        help_text="At most `concurrency_limit` jobs with this key run at once.",
+    )
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="A cancel was asked while it ran."
+    )
+
+    class Meta:
+        db_table = "laterite_job"
+        indexes = [
+            # The claim: due jobs of one queue, by priority then age.
+            models.Index(
+                fields=["queue", "-priority", "available_at", "id"],
+                condition=Q(token__isnull=True),
+                name="laterite_job_due",
+            ),
+            # Finding claims whose worker stopped beating.
+            models.Index(
+                fields=["claimed_at"],
+                condition=Q(token__isnull=False),
+                name="laterite_job_claimed",
+            ),
+            models.Index(fields=["name"], name="laterite_job_name"),
+            # The limited claim: how many jobs of a concurrency key run now.
+            models.Index(
+                fields=["concurrency_key"],
+                condition=Q(token__isnull=False, concurrency_key__isnull=False),
+                name="laterite_job_running_key",
+            ),
+        ]
+        constraints = [
+            # At most one *waiting* job per unique key; a running one does not count.
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                condition=Q(token__isnull=True, unique_key__isnull=False),
+                name="laterite_job_unique_waiting",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.pk}"
+
+
+class FailedJob(models.Model):
+    """A job that ran out of tries, raised Fail, or could not run at all."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.BigIntegerField(null=True, blank=True, help_text="Its id while queued.")
+    name = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100)
+    payload = models.TextField()
+    priority = models.SmallIntegerField(default=0)
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 -- NULL: no key
+    attempts = models.PositiveIntegerField(default=0)
+    pushed_at = models.DateTimeField()
+    failed_at = models.DateTimeField(db_index=True)
+    error = models.TextField(help_text="Why it failed: the reason or the last traceback.")
+    claim_token = models.CharField(  # NULL: written by the database store (unique allows many)
+        max_length=64, null=True, blank=True, unique=True,
+        help_text="The claim it failed under (id:token), so a repeated fail() writes one row.",
+    )
+    retried_from_id = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="The failed job it was retried from, if this failure is a retry's.",
+    )
+    retried_from_error = models.TextField(
+        blank=True, default="", db_default="", help_text="That failed job's error, first line."
+    )
+
+    class Meta:
+        db_table = "laterite_failed_job"
+        indexes = [
+            models.Index(fields=["queue", "failed_at"], name="laterite_failed_queue"),
+            models.Index(fields=["name", "failed_at"], name="laterite_failed_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (failed #{self.pk})"
+
+    @property
+    def error_summary(self) -> str:
+        """The error's first line: the reason, before any traceback."""
+        return self.error.strip().split("\n", 1)[0]
+
+
+class OutboxJob(models.Model):
+    """A job pushed to the Redis store inside a database transaction, held here until
+    it reaches Redis: it commits with the caller's data, then moves to Redis on commit
+    or, if Redis was away, at the workers' next sweep. Text columns have no length
+    limit, so a row never fails to write."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.TextField()
+    queue = models.TextField()
+    payload = models.TextField()
+    priority = models.IntegerField(default=0)
+    pushed_at = models.DateTimeField()
+    available_at = models.DateTimeField()
+    retry_until = models.DateTimeField(null=True, blank=True)
+    unique_key = models.TextField(null=True, blank=True)  # noqa: DJ001 -- NULL: no key
+
+    class Meta:
+        db_table = "laterite_outbox_job"
+
+    def __str__(self) -> str:
+        return f"{self.name} (outbox #{self.pk})"
