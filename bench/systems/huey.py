@@ -9,7 +9,8 @@ class System(Base):
     has_bulk = False  # Task.map() is a loop of enqueues: no bulk path
 
     def versions(self):
-        return {**pkg_versions("huey", "redis", "hiredis"), "redis-server": self.redis_server_version()}
+        return {**pkg_versions("huey", "redis", "hiredis"),
+                "redis-server": self.redis_server_version()}
 
     def setup(self):
         import os

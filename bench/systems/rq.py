@@ -15,7 +15,8 @@ class System(Base):
             self.max_drain_jobs = 500  # a fork per job: ~100 jobs/s at best
 
     def versions(self):
-        return {**pkg_versions("rq", "redis", "hiredis"), "redis-server": self.redis_server_version()}
+        return {**pkg_versions("rq", "redis", "hiredis"),
+                "redis-server": self.redis_server_version()}
 
     def setup(self):
         from redis import Redis
