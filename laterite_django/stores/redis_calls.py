@@ -42,8 +42,8 @@ except ImportError:  # pragma: no cover - the redis store then refuses to start
     RedisConnectionError = RedisTimeoutError = ResponseError = NoScriptError  # type: ignore[misc,assignment]
 
 
-__all__ = ["SHAS", "SOURCES", "add", "borrow", "finish", "load_and_run", "register", "run",
-           "run_replicated"]
+__all__ = ["SHAS", "SOURCES", "ScriptRunner", "add", "borrow", "finish", "load_and_run",
+           "register", "run", "run_replicated"]
 
 # Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
 SOURCES: dict[str, str] = {
@@ -60,6 +60,20 @@ SHAS: dict[str, str] = {
 # The main thread's kept connection per pool: id(pool) -> (pool, pid, connection).
 _KEPT: dict[int, tuple[ConnectionPool, int, Connection]] = {}
 _MAIN = threading.main_thread()
+
+
+class ScriptRunner:
+    """What a mixin of RedisStore that runs the store's scripts calls on the store
+    itself (`RedisStore._run` and `_pipeline`), declared for the type checker."""
+
+    prefix: str
+
+    if TYPE_CHECKING:  # the store's own
+        @property
+        def client(self) -> Redis: ...
+        def _run(self, name: str, args: Sequence[Any]) -> Any: ...
+        def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
+                      ran_late: list[int] | None = None) -> list[Any]: ...
 
 
 def register(name: str, source: str) -> None:

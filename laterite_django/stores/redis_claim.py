@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
@@ -16,26 +16,17 @@ from ..workflows.ending import any_marked
 from . import redis_ends, redis_limits
 from .base import Claim
 from .errors import guarded
+from .redis_calls import ScriptRunner
 from .redis_values import claims as claims_from_rows
 from .redis_values import us
-
-if TYPE_CHECKING:
-    from redis import Redis
 
 __all__ = ["RedisClaiming"]
 
 
-class RedisClaiming:
+class RedisClaiming(ScriptRunner):
     """RedisStore's claim, settle_and_claim and heartbeat."""
 
-    prefix: str
-
     if TYPE_CHECKING:  # the store's own
-        @property
-        def client(self) -> Redis: ...
-        def _run(self, name: str, args: Sequence[Any]) -> Any: ...
-        def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
-                      ran_late: list[int] | None = None) -> list[Any]: ...
         def delete(self, claims: Sequence[Claim]) -> int: ...
 
     @guarded

@@ -6,7 +6,6 @@ outbox inside a database transaction (redis_outbox). A mixin of RedisStore."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -14,25 +13,14 @@ from ..conf import settings
 from . import redis_limits, redis_outbox, redis_replicated
 from .base import NewJob
 from .errors import guarded
+from .redis_calls import ScriptRunner
 from .redis_values import PUSH_CHUNK, push_packed, us
-
-if TYPE_CHECKING:
-    from redis import Redis
 
 __all__ = ["RedisPushing"]
 
 
-class RedisPushing:
+class RedisPushing(ScriptRunner):
     """RedisStore's push and push_on_commit."""
-
-    prefix: str
-
-    if TYPE_CHECKING:  # the store's own
-        @property
-        def client(self) -> Redis: ...
-        def _run(self, name: str, args: Sequence[Any]) -> Any: ...
-        def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
-                      ran_late: list[int] | None = None) -> list[Any]: ...
 
     @guarded
     def push(self, jobs: Sequence[NewJob], *, once: Sequence[str] | None = None
