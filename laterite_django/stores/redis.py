@@ -129,13 +129,13 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
 
     def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
                   ran_late: list[int] | None = None) -> list[Any]:
-        """Run several scripts in one round trip (a pipeline, not a transaction); the
-        positions of those Redis did not know yet, run after it, go in `ran_late`
+        """Run several scripts in one round trip (sent together, not a transaction);
+        the positions of those Redis did not know yet, run after it, go in `ran_late`
         (redis_calls.finish)."""
-        pipe = self.client.pipeline(transaction=False)
-        queued = {i: calls.add(pipe, name, [self.prefix, *args])
-                  for i, (name, args) in enumerate(steps)}
-        return calls.finish(self.client, pipe.execute(raise_on_error=False), queued, ran_late)
+        queued = {i: (name, [self.prefix, *args]) for i, (name, args) in enumerate(steps)}
+        answers = calls.together(self.client, [
+            ("EVALSHA", calls.SHAS[name], 0, *args) for name, args in queued.values()])
+        return calls.finish(self.client, answers, queued, ran_late)
 
     def key(self, *parts: str) -> str:
         """Return the Redis key for `parts` under this store's prefix."""

@@ -234,12 +234,11 @@ class RedisWaiting:
     def _pop_and_claim(
         self, keys: Sequence[str], timeout: float, queues: Sequence[str], worker: str, limit: int
     ) -> tuple[bool, list[Claim]]:
-        """BLPOP the wake-up lists with a CLAIM behind it in one pipeline; say whether
+        """BLPOP the wake-up lists with a CLAIM behind it in one packet; say whether
         the pop was woken, and return the claims."""
         token = uuid.uuid4().hex
-        pipe = self.client.pipeline(transaction=False)
-        pipe.blpop(keys, timeout=timeout)
         args = [self.prefix, *self._claim_args(token, queues, worker, limit)]
-        queued = {1: calls.add(pipe, "CLAIM", args)}
-        popped, rows = calls.finish(self.client, pipe.execute(raise_on_error=False), queued)
+        answers = calls.together(self.client, [
+            ("BLPOP", *keys, timeout), ("EVALSHA", calls.SHAS["CLAIM"], 0, *args)])
+        popped, rows = calls.finish(self.client, answers, {1: ("CLAIM", args)})
         return popped is not None, claims_from_rows(rows, token)

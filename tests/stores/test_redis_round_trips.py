@@ -240,3 +240,73 @@ def test_a_worker_stopped_while_it_waits_leaves_the_job_pushed_then_unstarted(pr
     # Claimed by the pop's claim or not, it waits again with no attempt counted.
     (claim,) = store.claim(["default"], "other")
     assert claim.attempts == 1 and claim.payload == '{"args":["too late"],"kwargs":{}}'
+
+
+def test_calls_sent_together_keep_the_main_threads_connection(private):
+    store, _ = private
+    store.push([new("a"), new("b"), new("c")])
+    (first,) = store.claim(["default"], "w")
+    pool = store.client.connection_pool
+    kept = len(pool._in_use_connections)
+    for _ in range(2):
+        (first,) = store.settle_and_claim([first], ["default"], "w")
+    assert len(pool._in_use_connections) == kept == 1
+    assert first.payload == '{"args":["c"],"kwargs":{}}'
+
+
+def test_calls_sent_together_after_the_server_dropped_the_connection_are_made_again(private):
+    store, admin = private
+    store.push([new("a"), new("b")])
+    (first,) = store.claim(["default"], "w")  # the main thread's connection is kept
+    assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+    # The kept connection is dead: the DELETE and the CLAIM go again, on a new one.
+    (second,) = store.settle_and_claim([first], ["default"], "w")
+    assert second.payload == '{"args":["b"],"kwargs":{}}'
+    assert store.counts()["default"].waiting == 0
+    assert store.counts()["default"].running == 1  # the first was deleted
+
+
+def test_calls_sent_together_and_stopped_before_their_answers_leave_none_behind(
+        private, monkeypatch):
+    from redis.connection import Connection
+
+    store, _ = private
+    store.push([new("a"), new("b"), new("c"), new("d")])
+    # The DELETE and CLAIM scripts are loaded: each call's first answer is its own.
+    (first,) = store.settle_and_claim(store.claim(["default"], "w"), ["default"], "w")
+    real_read, stopped = Connection.read_response, []
+
+    def read_response(connection, *args, **kwargs):
+        if not stopped:  # a signal's exception lands between the two answers
+            stopped.append(connection)
+            answer = real_read(connection, *args, **kwargs)
+            raise KeyboardInterrupt(answer)
+        return real_read(connection, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "read_response", read_response)
+    with pytest.raises(KeyboardInterrupt):
+        store.settle_and_claim([first], ["default"], "w")
+    monkeypatch.setattr(Connection, "read_response", real_read)
+    # The connection was closed with the CLAIM's answer unread: the next call reads
+    # its own answers, not that one.
+    (fourth,) = store.claim(["default"], "w")
+    assert fourth.payload == '{"args":["d"],"kwargs":{}}'
+    # b was deleted; c was claimed by the lost answer (it comes back after
+    # retry_after, its attempt counted, as any claim whose worker died).
+    assert store.counts()["default"].running == 2
+
+
+def test_an_error_answer_among_calls_sent_together_is_raised_after_all_are_read(private):
+    from redis.exceptions import ResponseError
+
+    from laterite_django.stores import redis_calls
+
+    store, _ = private
+    store.push([new("a")])
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        redis_calls.finish(store.client, redis_calls.together(store.client, [
+            ("SET", f"{PREFIX}:plain", "x"), ("LPUSH", f"{PREFIX}:plain", "y"),
+            ("EVALSHA", redis_calls.SHAS["CLAIM"], 0, "no-prefix")]), {})
+    # Every answer was read: the connection serves the next call.
+    (claim,) = store.claim(["default"], "w")
+    assert claim.payload == '{"args":["a"],"kwargs":{}}'
