@@ -75,6 +75,17 @@ def test_claim_follows_queue_order_then_priority(store):
     assert order == [default, urgent, plain, low]
 
 
+def test_one_claim_of_several_queues_takes_them_in_order_then_priority_then_age(store):
+    low = store.push([new(queue="low"), new(queue="low")])
+    plain = store.push([new(queue="mail")])[0]
+    urgent = store.push([new(queue="mail", priority=10)])[0]
+    default = store.push([new(queue="default"), new(queue="default")])
+    claims = store.claim(["default", "mail", "low"], "w", limit=5)
+    assert [c.id for c in claims] == [*default, urgent, plain, low[0]]
+    assert [c.position for c in claims] == [0, 1, 2, 3, 4]
+    assert [c.id for c in store.claim(["default", "mail", "low"], "w", limit=5)] == [low[1]]
+
+
 def test_claim_many_at_once(store):
     ids = store.push([new() for _ in range(5)])
     claims = store.claim(["default"], "w", limit=3)
