@@ -86,6 +86,13 @@ def test_one_claim_of_several_queues_takes_them_in_order_then_priority_then_age(
     assert [c.id for c in store.claim(["default", "mail", "low"], "w", limit=5)] == [low[1]]
 
 
+def test_a_queue_listed_twice_is_claimed_from_once(store):
+    ids = store.push([new(queue="mail"), new(queue="default"), new(queue="mail")])
+    claims = store.claim(["mail", "default", "mail"], "w", limit=5)
+    assert [c.id for c in claims] == [ids[0], ids[2], ids[1]]
+    assert [c.position for c in claims] == [0, 1, 2]
+
+
 def test_claim_many_at_once(store):
     ids = store.push([new() for _ in range(5)])
     claims = store.claim(["default"], "w", limit=3)
