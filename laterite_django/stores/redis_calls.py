@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import redis_scripts_manage, redis_scripts_push_claim, redis_scripts_settle
@@ -94,31 +94,13 @@ def run(client: Redis, name: str, args: Sequence[Any]) -> Any:
 def _send(client: Redis, command: tuple[Any, ...]) -> Any:
     """Send `command` on a pooled connection and return its answer (see the module
     docstring); a client of a single connection goes through `execute_command`."""
-    if getattr(client, "connection", None) is not None:
+    answer = _talk(client, lambda connection: (
+        connection.send_command(*command), connection.read_response())[1])
+    if answer is _LOST:
+        # Sent or not, as redis-py's own retry would after this error: it retries and
+        # says what it finds.
         return client.execute_command(*command)
-    pool = client.connection_pool
-    kept = _kept(pool) if threading.current_thread() is _MAIN else None
-    connection = borrow(pool) if kept is None else kept
-    try:
-        connection.send_command(*command)
-        answer = connection.read_response()
-    except (RedisConnectionError, RedisTimeoutError):
-        connection.disconnect()
-    except ResponseError:
-        raise  # an answer, read whole (NOSCRIPT, an error raised by the script)
-    except BaseException:
-        # Stopped between the send and the answer (a signal's exception): an answer
-        # may be left unread, so the connection is closed rather than used again.
-        connection.disconnect()
-        raise
-    else:
-        return answer
-    finally:
-        if kept is None:
-            pool.release(connection)
-    # Sent or not, as redis-py's own retry would after this error: it retries and
-    # says what it finds.
-    return client.execute_command(*command)
+    return answer
 
 
 def together(client: Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -128,25 +110,45 @@ def together(client: Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
     path from a woken pop to its claim (redis_wait). A client of a single
     connection, or a connection lost on the way, goes through a pipeline, which
     retries as it always does."""
-    if getattr(client, "connection", None) is None:
-        pool = client.connection_pool
-        kept = _kept(pool) if threading.current_thread() is _MAIN else None
-        connection = borrow(pool) if kept is None else kept
-        try:
-            connection.send_packed_command(connection.pack_commands(commands))
-            return [_answer(connection) for _ in commands]
-        except (RedisConnectionError, RedisTimeoutError):
-            connection.disconnect()
-        except BaseException:
-            connection.disconnect()  # stopped between the send and the answers
-            raise
-        finally:
-            if kept is None:
-                pool.release(connection)
-    pipe = client.pipeline(transaction=False)
-    for command in commands:
-        pipe.execute_command(*command)
-    return pipe.execute(raise_on_error=False)
+    answers = _talk(client, lambda connection: (
+        connection.send_packed_command(connection.pack_commands(commands)),
+        [_answer(connection) for _ in commands])[1])
+    if answers is _LOST:
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
+    return answers
+
+
+# What `_talk` returns when the call is for redis-py to make (and retry) instead.
+_LOST = object()
+
+
+def _talk(client: Redis, exchange: Callable[[Connection], Any]) -> Any:
+    """Run `exchange` (send, then read every answer) on the main thread's kept
+    connection, or one borrowed in another thread; `_LOST` for a client of a single
+    connection, or when the connection was lost on the way."""
+    if getattr(client, "connection", None) is not None:
+        return _LOST
+    pool = client.connection_pool
+    kept = _kept(pool) if threading.current_thread() is _MAIN else None
+    connection = borrow(pool) if kept is None else kept
+    try:
+        return exchange(connection)
+    except (RedisConnectionError, RedisTimeoutError):
+        connection.disconnect()
+        return _LOST
+    except ResponseError:
+        raise  # an answer, read whole (NOSCRIPT, an error raised by the script)
+    except BaseException:
+        # Stopped between the send and an answer (a signal's exception): an answer
+        # may be left unread, so the connection is closed rather than used again.
+        connection.disconnect()
+        raise
+    finally:
+        if kept is None:
+            pool.release(connection)
 
 
 def _answer(connection: Connection) -> Any:
