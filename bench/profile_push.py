@@ -10,7 +10,8 @@ wall and CPU microseconds per push (CPU time: what the client spends, far less
 noisy than wall time on a shared machine), then Python calls per push under
 cProfile (a count the machine's load does not change) and, with --top, the
 functions that cost most. On PostgreSQL the same is measured for the floor: a
-bare psycopg INSERT per job (`bench/systems/floor_pg.py`). With --atomic, each
+bare psycopg INSERT per job (`bench/systems/floor_pg.py`); on Redis, for a bare
+LPUSH per job and, when Huey is installed, Huey's enqueue (db 5, flushed). With --atomic, each
 push runs in its own `transaction.atomic()` (a request under ATOMIC_REQUESTS).
 """
 
@@ -108,16 +109,22 @@ def run(args: argparse.Namespace, postgres: bool, name: str) -> None:
             for i in ids:
                 execute("INSERT INTO floor_job (payload) VALUES (%s)", (dumps({"i": i}),))
 
+    if args.store == "laterite_redis":
+        floor, huey_push, flush_peers = redis_rows()
+
     def clear() -> None:
+        if args.store == "laterite_redis":
+            flush_peers()
         if args.store != "laterite_pg":
             store.clear()
             return
         with connection.cursor() as cursor:
             cursor.execute("TRUNCATE laterite_job")
-        if floor is not None:
-            raw.execute("TRUNCATE floor_job")
+        raw.execute("TRUNCATE floor_job")
 
     rows = {"laterite": laterite, **({"floor": floor} if floor else {})}
+    if args.store == "laterite_redis" and huey_push is not None:
+        rows["huey"] = huey_push
     timed: dict[str, list[tuple[float, float]]] = {key: [] for key in rows}
     for push in rows.values():
         push(range(200))  # warm up: connection, prepared statements, caches
@@ -144,8 +151,40 @@ def run(args: argparse.Namespace, postgres: bool, name: str) -> None:
             pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(args.top)
             print(out.getvalue())
     clear()
-    if floor is not None:
+    if args.store == "laterite_pg":
         raw.close()
+
+
+def redis_rows():
+    """The Redis rows beside laterite's, on db 5 of the same server: the floor (a bare
+    LPUSH of a small JSON payload per job, as bench/systems/floor_redis.py pushes) and
+    Huey's enqueue when Huey is installed; and a function that empties db 5."""
+    import redis
+
+    url = os.environ["BENCH_REDIS_URL"].rsplit("/", 1)[0] + "/5"
+    raw = redis.Redis.from_url(url)
+
+    def floor(ids: range) -> None:
+        dumps, lpush = json.dumps, raw.lpush
+        for i in ids:
+            lpush("floor", dumps({"i": i}))
+
+    try:
+        from huey import RedisHuey
+    except ImportError:
+        huey_push = None
+    else:
+        huey = RedisHuey("pushprof", url=url)
+
+        @huey.task()
+        def noop(i):
+            return None
+
+        def huey_push(ids: range) -> None:
+            for i in ids:
+                noop(i)
+
+    return floor, huey_push, raw.flushdb
 
 
 if __name__ == "__main__":

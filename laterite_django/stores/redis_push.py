@@ -1,7 +1,8 @@
 """How the Redis store pushes: one PUSH script per chunk of jobs (several chunks in one
-pipeline), the limited push for jobs with a concurrency key (redis_limits), the
-replicated push when LATERITE_QUEUE_REDIS_WAIT is set (redis_replicated), and the
-outbox inside a database transaction (redis_outbox). A mixin of RedisStore."""
+pipeline; a lone job without a unique key by the leaner PUSH_ONE), the limited push
+for jobs with a concurrency key (redis_limits), the replicated push when
+LATERITE_QUEUE_REDIS_WAIT is set (redis_replicated), and the outbox inside a database
+transaction (redis_outbox). A mixin of RedisStore."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from . import redis_limits, redis_outbox, redis_replicated
 from .base import NewJob
 from .errors import guarded
 from .redis_calls import ScriptRunner
-from .redis_values import PUSH_CHUNK, push_packed, us
+from .redis_values import PUSH_CHUNK, job_fields, push_packed, us
 
 __all__ = ["RedisPushing"]
 
@@ -38,6 +39,9 @@ class RedisPushing(ScriptRunner):
             return [int(i) or None for i in redis_limits.run(
                 self.client, redis_limits.PUSH_LIMITED,
                 [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
+        if len(jobs) == 1 and once is None and jobs[0].unique_key is None:
+            # The push most code makes, by the lean script (redis_scripts_push_claim).
+            return [int(self._run("PUSH_ONE", (now, *job_fields(jobs[0])[:7]))[0])]
         if len(jobs) <= PUSH_CHUNK:
             results = [self._run("PUSH", push_packed(now, jobs, once))]
         else:

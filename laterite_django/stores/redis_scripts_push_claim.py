@@ -1,12 +1,13 @@
-"""The Redis store's Lua scripts that bring a job in and hand it out: PUSH, and CLAIM
-on the head it shares with the limited claim (CLAIM_HEAD). Each runs atomically on the
+"""The Redis store's Lua scripts that bring a job in and hand it out: PUSH (and
+PUSH_ONE, its lean form for the push most code makes), and CLAIM on the head it shares
+with the limited claim (CLAIM_HEAD). Each runs atomically on the
 server; the key layout and the shared helpers are in redis_scripts."""
 
 from __future__ import annotations
 
-from .redis_scripts import _COMMON
+from .redis_scripts import _COMMON, WAKE_CAP
 
-__all__ = ["CLAIM", "PUSH"]
+__all__ = ["CLAIM", "PUSH", "PUSH_ONE"]
 
 # Seconds a push's "once" mark is kept (the outbox's moves: see redis_outbox).
 ONCE_TTL = 7 * 24 * 3600
@@ -76,6 +77,35 @@ end
 """
 PUSH = _COMMON + _PUSH_JOBS + """
 return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4] and cjson.decode(ARGV[4]))
+"""
+
+# PUSH for one job without a unique key, in the fewest Lua steps: no helpers defined,
+# no JSON, one HSET of literal fields. Every redis.call and helper costs the server
+# microseconds, and on a lone push the server's time is most of what the pusher waits
+# for beyond the round trip (bench/profile_push.py). It stores exactly what PUSH stores
+# (tests/stores/test_redis_push_one.py compares the two).
+# ARGV: prefix, now, name, queue, payload, priority, pushed_at, available_at,
+# retry_until ('' for none). Returns {id}.
+PUSH_ONE = """
+local P, queue, priority, avail = ARGV[1], ARGV[4], ARGV[6], ARGV[8]
+local id = tostring(redis.call('INCR', P .. ':id'))
+local m = string.rep('0', 17 - #avail) .. avail .. ':' .. string.rep('0', 19 - #id) .. id
+local k = P .. ':job:' .. id
+local q = P .. ':queue:' .. queue .. ':'
+redis.call('HSET', k, 'name', ARGV[3], 'queue', queue, 'payload', ARGV[5],
+  'priority', priority, 'pushed_at', ARGV[7], 'available_at', avail, 'attempts', 0,
+  'last_error', '', 'claimed_by', '', 'member', m)
+if ARGV[9] ~= '' then redis.call('HSET', k, 'retry_until', ARGV[9]) end
+if tonumber(avail) <= tonumber(ARGV[2]) then
+  redis.call('ZADD', q .. 'ready', -tonumber(priority), m)
+else
+  redis.call('ZADD', q .. 'delayed', avail, id)
+end
+redis.call('SADD', P .. ':queues', queue)
+if redis.call('RPUSH', q .. 'wake', '1') > """ + str(WAKE_CAP) + """ then
+  redis.call('LTRIM', q .. 'wake', -""" + str(WAKE_CAP) + """, -1)
+end
+return {tonumber(id)}
 """
 
 # The head of both claim scripts (CLAIM, and redis_limits.CLAIM_LIMITED): their
