@@ -400,10 +400,10 @@ def _how(meta):
         " process runs one job at a time (Celery solo pool, Procrastinate concurrency 1,"
         " Huey and django-q2 with n worker processes, laterite `--processes n`).",
         "- push-to-start: from just before the push call to the job's start, one job at"
-        " a time, on an idle single worker; pushes are 20-40 ms apart plus a random"
-        " part of the system's idle poll interval (django-q2 0.2 s, django-tasks-db 1 s"
-        " or 0.1 s tuned, laterite 1 s), so a poller is caught at a random point of"
-        " its sleep.",
+        " a time, on an idle single worker; pushes are 20-40 ms apart plus, for a system"
+        " that polls, a random part of its idle poll interval (django-q2 0.2 s,"
+        " django-tasks-db 1 s or 0.1 s tuned), so a poller is caught at a random point"
+        " of its sleep. An idle laterite worker polls no store: the push wakes it.",
         "- PostgreSQL: tables are truncated before each figure and the database is"
         " vacuumed before each drain repetition (autovacuum is off on this machine), so"
         " every repetition starts from the same tables.",
