@@ -155,7 +155,8 @@ def _counted_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Sequ
 
     now = store._ts(timezone.now())
     params = sql_workflows_postgres.counted_claim_params(
-        finished, _ends(finished), [uuid.uuid4().hex, now, worker, list(queues), now, limit, limit])
+        finished, _ends(finished),
+        sql_postgres.claim_params(uuid.uuid4().hex, now, worker, queues, limit))
     rows, _ = store._hot(sql_workflows_postgres.COUNTED_CLAIM, params, fetch=True)
     settled = rows[0][-1] if rows else None
     if settled and finish_settled(store.database, settled, store.push):

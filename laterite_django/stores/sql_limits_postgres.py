@@ -152,8 +152,10 @@ _CLAIM = (
     f"ORDER BY ord, priority DESC, available_at, id LIMIT %s), "
     f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
     f"attempts = attempts + 1, claim_position = picked.position FROM picked "
-    # By the row's address: it is locked, so it stays where it is.
-    f"WHERE {TABLE}.ctid = picked.ctid AND {TABLE}.id = picked.id AND {TABLE}.token IS NULL "
+    # By the row's address: it is locked, so it stays where it is; found by a
+    # TID scan, not a read of the whole table (sql_postgres.CLAIM_UPDATE).
+    f"WHERE {TABLE}.ctid = ANY(ARRAY(SELECT ctid FROM picked)) "
+    f"AND {TABLE}.ctid = picked.ctid AND {TABLE}.id = picked.id AND {TABLE}.token IS NULL "
     f"RETURNING {', '.join(f'{TABLE}.{c}' for c in COLUMNS)}), "
     f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, %s FROM claimed c "
     f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "

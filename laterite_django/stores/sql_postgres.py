@@ -29,8 +29,8 @@ from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
 from .sql import CHANNEL, IDLE_LOCK, INSERT_COLUMNS, PUSH_LOCK, ROW, TABLE, returning
 
 __all__ = [
-    "CLAIM", "DELETE", "claim", "delete", "due_in_order", "execute_hot", "execute_pipeline",
-    "make_due", "push", "push_one", "waking",
+    "CLAIM_UPDATE", "DELETE", "PICKED", "claim", "claim_params", "delete", "due_in_order",
+    "execute_hot", "execute_pipeline", "make_due", "push", "push_one", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -60,27 +60,37 @@ def due_in_order(queue: str, now: str, limit: str, columns: str, lock: str = "")
 # Params: queues, now, limit, limit. For each queue in priority order, lock its
 # oldest due rows (skipping rows other workers hold); the nested loops stop as soon
 # as `limit` rows are found. Each row's position in the batch is numbered over
-# those few rows, in the order the worker runs them.
+# those few rows, in the order the worker runs them; `c` is the row's address.
+_LOCKED = " FOR UPDATE SKIP LOCKED"
 _PICK = (
-    f"SELECT id, row_number() OVER (ORDER BY ord, priority DESC, available_at, id) - 1 "
-    f"AS position FROM (SELECT q.ord, j.id, j.priority, j.available_at "
+    f"SELECT c, id, row_number() OVER (ORDER BY ord, priority DESC, available_at, id) - 1 "
+    f"AS position FROM (SELECT q.ord, j.c, j.id, j.priority, j.available_at "
     f"FROM unnest(%s::varchar[]) WITH ORDINALITY AS q(name, ord) "
     f"CROSS JOIN LATERAL ("
-    f"{due_in_order('q.name', '%s', '%s', 'id, priority, available_at', ' FOR UPDATE SKIP LOCKED')}"
+    f"{due_in_order('q.name', '%s', '%s', 'ctid AS c, id, priority, available_at', _LOCKED)}"
     f") j ORDER BY q.ord LIMIT %s) found"
 )
+# The picked rows, as a CTE of a claim statement (params: _PICK's).
+PICKED = f"picked AS MATERIALIZED ({_PICK})"
 # Claims and deletions of finished jobs commit without waiting for the WAL flush
 # (synchronous_commit off for that transaction alone). Losing one to a crash of
 # the database server itself only makes the job claimable again, which is the
 # at-least-once rule anyway; pushes and the failed list stay fully durable.
 _ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
-# Params: token, now, worker, then _PICK's.
-_CLAIM = (
+# Params: token, now, worker; after PICKED. The picked rows are found by their address
+# (a TID scan): they are locked, so they stay where they are. Joined by id instead,
+# PostgreSQL hashes the picked rows and reads the whole table whenever its statistics
+# say the table is small, as they do after a clear or on a fresh table; each claim
+# then read every dead row a drain had left in it.
+CLAIM_UPDATE = (
     f"UPDATE {TABLE} SET token = %s, claimed_at = %s, "
     f"claimed_by = %s || left({_ASYNC_COMMIT}, 0), "
     f"attempts = attempts + 1, claim_position = picked.position "
-    f"FROM ({_PICK}) picked WHERE {TABLE}.id = picked.id {returning()}"
+    f"FROM picked WHERE {TABLE}.ctid = ANY(ARRAY(SELECT c FROM picked)) "
+    f"AND {TABLE}.ctid = picked.c {returning()}"
 )
+# Params: claim_params().
+_CLAIM = f"WITH {PICKED} {CLAIM_UPDATE}"
 # Params: ids, tokens.
 DELETE = (
     f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
@@ -178,9 +188,12 @@ def _push_texts(job: NewJob) -> list[bytes | None] | None:
     ]
 
 
-# The claim statement (params: token, now, worker, queues, now, limit, limit), for a
-# statement that adds to it (sql_workflows_postgres).
-CLAIM = _CLAIM
+def claim_params(token: str, now: Any, worker: str, queues: Sequence[str], limit: int
+                 ) -> list[Any]:
+    """The parameters of PICKED, then CLAIM_UPDATE's, in the order they appear. A queue
+    listed twice is read once: read again, its rows (locked by this statement, so not
+    skipped) would be picked twice, at two positions."""
+    return [list(dict.fromkeys(queues)), now, limit, limit, token, now, worker]
 
 
 def claim(
@@ -188,11 +201,11 @@ def claim(
     limit: int,
 ) -> list[Statement]:
     """One statement: delete `finished` (claims still held), claim up to `limit` jobs."""
-    params: list[Any] = [token, now, worker, list(queues), now, limit, limit]
+    params = claim_params(token, now, worker, queues, limit)
     if not finished:
         return [(_CLAIM, params)]
     return [(
-        f"WITH done AS ({DELETE}) {_CLAIM}",
+        f"WITH done AS ({DELETE}), {PICKED} {CLAIM_UPDATE}",
         [[c.id for c in finished], [c.token for c in finished], *params],
     )]
 

@@ -83,8 +83,10 @@ _CLAIM = (
     f"CROSS JOIN LATERAL ({_DUE}) j ORDER BY room.ord LIMIT %s) found), "
     f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
     f"attempts = attempts + 1, claim_position = picked.position FROM picked "
-    # By the row's address, as the keyed claim does (it is locked: it stays there).
-    f"WHERE {TABLE}.ctid = picked.ctid AND {TABLE}.id = picked.id "
+    # By the row's address, as the keyed claim does (it is locked: it stays there), found
+    # by a TID scan (sql_postgres.CLAIM_UPDATE).
+    f"WHERE {TABLE}.ctid = ANY(ARRAY(SELECT ctid FROM picked)) "
+    f"AND {TABLE}.ctid = picked.ctid AND {TABLE}.id = picked.id "
     f"RETURNING {', '.join(f'{TABLE}.{c}' for c in COLUMNS)}), "
     f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, %s FROM claimed c "
     f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .sql import COLUMNS, TABLE
-from .sql_postgres import CLAIM, DELETE
+from .sql_postgres import CLAIM_UPDATE, DELETE, PICKED
 
 __all__ = ["COUNTED_CLAIM", "COUNTED_DELETE", "counted_claim_params", "counted_delete_params"]
 
@@ -42,12 +42,12 @@ COUNTED_DELETE = (
     f"LEFT JOIN u ON true"
 )
 
-# Params: _COUNT's, then sql_postgres.CLAIM's. Rows: the claimed jobs (`sql.COLUMNS`),
+# Params: _COUNT's, then sql_postgres.claim_params(). Rows: the claimed jobs (`sql.COLUMNS`),
 # each followed by the ids of the batches the statement took to 0 (NULL for none); one
 # row of NULL columns when it claimed nothing. The callbacks of those batches are
 # pushed after the commit (workflows.counts.finish_settled).
 COUNTED_CLAIM = (
-    f"{_COUNT}, claimed AS ({CLAIM}) "
+    f"{_COUNT}, {PICKED}, claimed AS ({CLAIM_UPDATE}) "
     f"SELECT {', '.join(f'claimed.{c}' for c in COLUMNS)}, s.settled "
     f"FROM (SELECT array_agg(id) AS settled FROM u WHERE pending <= 0) s "
     f"LEFT JOIN claimed ON true"
