@@ -11,8 +11,9 @@ noisy than wall time on a shared machine), then Python calls per push under
 cProfile (a count the machine's load does not change) and, with --top, the
 functions that cost most. On PostgreSQL the same is measured for the floor: a
 bare psycopg INSERT per job (`bench/systems/floor_pg.py`); on Redis, for a bare
-LPUSH per job and, when Huey is installed, Huey's enqueue (db 5, flushed). With --atomic, each
-push runs in its own `transaction.atomic()` (a request under ATOMIC_REQUESTS).
+LPUSH per job and, when Huey is installed, Huey's enqueue (db 5, flushed). With
+--atomic, each push runs in its own `transaction.atomic()` (a request under
+ATOMIC_REQUESTS).
 """
 
 from __future__ import annotations
