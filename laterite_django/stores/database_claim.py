@@ -64,6 +64,9 @@ class DatabaseClaiming:
         if not queues or limit < 1:
             self.delete(finished)
             return []
+        # A queue listed twice is read once. Read again in the same statement, its rows
+        # (locked by that statement, so not skipped) would be picked twice.
+        queues = list(dict.fromkeys(queues))
         if finished and any_marked(finished):
             return database_workflows.settle_and_claim(self, finished, queues, worker, limit)  # type: ignore[arg-type]
         limits = queue_limits(queues)

@@ -190,10 +190,8 @@ def _push_texts(job: NewJob) -> list[bytes | None] | None:
 
 def claim_params(token: str, now: Any, worker: str, queues: Sequence[str], limit: int
                  ) -> list[Any]:
-    """The parameters of PICKED, then CLAIM_UPDATE's, in the order they appear. A queue
-    listed twice is read once: read again, its rows (locked by this statement, so not
-    skipped) would be picked twice, at two positions."""
-    return [list(dict.fromkeys(queues)), now, limit, limit, token, now, worker]
+    """The parameters of PICKED, then CLAIM_UPDATE's, in the order they appear."""
+    return [list(queues), now, limit, limit, token, now, worker]
 
 
 def claim(

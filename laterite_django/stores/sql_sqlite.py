@@ -85,7 +85,6 @@ def claim(
     however many wait. (Ranking the queues with a CASE in one ORDER BY would sort
     every due job of those queues at each claim.)
     """
-    queues = list(dict.fromkeys(queues))  # a queue listed twice is read once
     per_queue = " UNION ALL ".join(
         f"SELECT * FROM (SELECT id, priority, available_at, {rank} AS rank FROM {TABLE} "
         f"WHERE queue = %s AND token IS NULL AND available_at <= %s "
