@@ -58,23 +58,25 @@ class WorkerStopped(BaseException):
     """Raised in the worker's thread by a second stop signal: stop now, jobs back to the queue."""
 
 
-def run_claim(worker: Worker, claim: Claim) -> str:
+def run_claim(worker: Worker, claim: Claim, tidy: bool = False) -> str:
     """Run one claimed job by the rules and settle it; return a `Settled` word.
 
+    `tidy`: Django's connections were tidied at the end of the job before, and
+    nothing has used them since, so the job starts without tidying them again.
     With OpenTelemetry configured, the attempt runs in its span (see `tracing`).
     """
     span = attempt_span(claim)
     if span is None:
-        return _run_claim(worker, claim, None)
+        return _run_claim(worker, claim, None, tidy)
     settled = "stopped"  # what the span says of an attempt cut short
     try:
-        settled = _run_claim(worker, claim, span)
+        settled = _run_claim(worker, claim, span, tidy)
     finally:
         span.end(settled)
     return settled
 
 
-def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
+def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: bool) -> str:
     started = time.monotonic()
     job = registry.find(claim.name)
     options = JobOptions()
@@ -103,7 +105,7 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None) -> str:
     if attempt is None and decision is None:
         assert job is not None
         watch = CancelWatch()
-        ran = _run(worker, job, claim, args, kwargs, options, watch)
+        ran = _run(worker, job, claim, args, kwargs, options, watch, tidy)
         raised = ran.error
         if span is not None and raised is not None:
             span.raised(raised)
@@ -184,10 +186,13 @@ def options_of(claim: Claim) -> JobOptions:
 
 def _run(
     worker: Worker, job: JobFunction, claim: Claim, args: Any, kwargs: Any,
-    options: JobOptions, watch: CancelWatch | None = None,
+    options: JobOptions, watch: CancelWatch | None = None, tidy: bool = False,
 ) -> Ran:
-    """Tell the signals, run the job under its limit, and leave connections fit for use."""
+    """Tell the signals, run the job under its limit, and leave connections fit for use
+    (as Django does around a request: before it, unless `tidy`, and after it)."""
+    worker.tidied_after_job = False
     if job_started.receivers:
+        tidy = False  # a receiver may have used a connection
         notify(job_started, job, **_about(claim))
     if job_lines.isEnabledFor(logging.INFO):
         job_lines.info("Job %s #%s started (attempt %d)", claim.name, claim.id,
@@ -201,7 +206,7 @@ def _run(
     if scheduled is not None:
         cx = replace(cx, schedule=scheduled[0], scheduled_at=scheduled[1])
     try:
-        if worker.manage_connections:
+        if worker.manage_connections and not tidy:
             close_old_connections()
     except Exception as e:
         return Ran(error=e)
@@ -219,6 +224,7 @@ def _run(
     try:
         if worker.manage_connections:
             close_old_connections()  # never in place of the job's outcome
+            worker.tidied_after_job = True
     except Exception:
         logger.exception("Could not tidy the connections after job %s", claim.id)
     return ran

@@ -26,6 +26,7 @@ from ..flow.limits import claim_share
 from ..flow.pause import PausedView
 from ..minutes import MinuteCounts
 from ..progress import ProgressDesk
+from ..signals import job_succeeded
 from ..stores import Claim, Store, get_store
 from .attempt import WorkerStopped, run_claim
 from .hand import Hand
@@ -35,7 +36,7 @@ from .idle import IdleWaiting
 from .memory import limit_reached
 from .outage import Outage, drop_connections
 from .reports import Monitor
-from .settle import Settler
+from .settle import Settled, Settler
 
 if TYPE_CHECKING:
     from ..metrics.tally import Tally
@@ -112,6 +113,7 @@ class Worker(HeldJobs, IdleWaiting):
         self.stop_reason = ""
         self._stop_now = False
         self.in_job = False  # True while a job's own code runs (a second signal then raises)
+        self.tidied_after_job = False  # the last job's end tidied the connections (_run)
         self.hand = Hand()
         # What the running job says of its progress, written by the heartbeat thread.
         self.progress = ProgressDesk(self.hand.changed)
@@ -305,15 +307,21 @@ class Worker(HeldJobs, IdleWaiting):
         self.monitor.hold(claims)
         self.hand.take(claims)
         first = True
+        tidy = False  # see run_claim
         while not (self.stopping.is_set() and (not first or self._stop_now)):
             claim = self.hand.next()
             if claim is None:
                 break
             first = False
-            run_claim(self, claim)
+            settled = run_claim(self, claim, tidy)
             self.processed += 1
+            # A success is settled later, in bulk: nothing used a connection since the
+            # job's end (but a receiver of job_succeeded).
+            tidy = (settled == Settled.SUCCEEDED and self.tidied_after_job
+                    and not job_succeeded.receivers)
             if self.hand.finished_for() > FLUSH_AFTER or self.hand.settle_due(SETTLE_EVERY):
                 self._flush()
+                tidy = False
         self._give_back(self.hand.take_unstarted())
         if self.minutes.due():
             self._write_minutes()

@@ -405,3 +405,18 @@ def member(i: int, cx: JobContext) -> None:
     if Record.objects.filter(kind="gate", value=str(i)).exists():
         raise Fail(f"member {i} is gated")
     _record("member", str(i), cx.attempt)
+
+
+# What `autocommit_seen` saw, in order (the in-process worker tests read it).
+AUTOCOMMIT_SEEN: list[bool] = []
+
+
+@job("tests.autocommit_seen")
+def autocommit_seen(leave_off: bool = False) -> None:
+    """Record whether the default connection is in autocommit as the job starts; with
+    `leave_off`, leave it out of autocommit, as a job that forgot to restore it."""
+    from django.db import connection
+
+    AUTOCOMMIT_SEEN.append(connection.get_autocommit())
+    if leave_off:
+        connection.set_autocommit(False)
