@@ -135,9 +135,14 @@ CLEAR = f"DELETE FROM {TABLE}"
 CLEAR_QUEUE = f"DELETE FROM {TABLE} WHERE queue = %s"
 # Whether a sweep would find work: a claimed job (its worker may die), or a batch
 # counted down to 0 whose callbacks wait (workflows.counts.finish_settled). An idle
-# worker asks it once before it goes quiet (database_wait).
+# worker asks it once before it goes quiet (database_wait). The first claimed job in
+# the order of laterite_job_claimed, not EXISTS: whatever the statistics say, one step
+# into that index beats sorting the whole table. As EXISTS, a planner that believed
+# most jobs claimed (statistics from mid-drain, or from an empty table) read the table
+# until it met one, every page of a backlog nobody had claimed.
 BUSY = (
-    f"SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE token IS NOT NULL) "
+    f"SELECT (SELECT 1 FROM {TABLE} WHERE token IS NOT NULL ORDER BY claimed_at LIMIT 1) "
+    f"IS NOT NULL "
     f"OR EXISTS (SELECT 1 FROM laterite_batch WHERE pending <= 0 AND finished_at IS NULL)"
 )
 # Reaches the server and the table (so a database never migrated says so).

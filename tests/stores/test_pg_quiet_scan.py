@@ -1,0 +1,66 @@
+"""What an idle PostgreSQL worker's look before it goes quiet (sql.BUSY: is any job
+claimed, does any batch wait for its callbacks?) reads: a few index entries, whatever
+the table's statistics say. Read from the plan, not timed."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from laterite_django.stores import NewJob, sql
+from tests.stores.test_pg_claim_scan import scans
+
+__all__: list[str] = []
+
+pytestmark = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+
+
+@pytest.fixture
+def pg_store(store):
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL plan (LATERITE_TEST_DB=postgres)")
+    return store
+
+
+def waiting(n: int, queue: str = "default") -> list[NewJob]:
+    now = timezone.now() - timedelta(seconds=1)
+    return [NewJob(name="tests.noop", queue=queue, pushed_at=now, available_at=now,
+                   payload=json.dumps({"args": [i], "kwargs": {}})) for i in range(n)]
+
+
+def busy() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(sql.BUSY)
+        return bool(cursor.fetchone()[0])
+
+
+@pytest.mark.parametrize("analyzed", ["empty", "all-claimed"])
+def test_the_look_before_quiet_never_reads_the_whole_table(pg_store, analyzed):
+    # The statistics say the table is empty (after a clear, on a new table), or that
+    # every job is claimed (analyzed mid-drain); then a backlog arrives that nobody
+    # claims. Read as EXISTS (... token IS NOT NULL), the planner expected a claimed
+    # row on the first page and read all of them: 10-80 ms per look at 10^6 jobs,
+    # each idle spell, in the way of the next push.
+    if analyzed == "all-claimed":
+        pg_store.push(waiting(100))
+        assert len(pg_store.claim(["default"], "w", 100)) == 100
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE laterite_job")
+    if analyzed == "all-claimed":
+        pg_store.clear()
+    pg_store.push(waiting(20_000, queue="backlog"))
+    assert busy() is False
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql.BUSY)
+        (plan,) = cursor.fetchone()[0]
+    read = scans(plan["Plan"])
+    assert ("Index Scan", "laterite_job") in read or ("Index Only Scan", "laterite_job") in read
+    assert ("Seq Scan", "laterite_job") not in read, read
+    # Still right: a claimed job makes the look busy.
+    pg_store.push(waiting(1))
+    pg_store.claim(["default"], "w", 1)
+    assert busy() is True
