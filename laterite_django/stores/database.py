@@ -154,14 +154,18 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
 
     @guarded
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
-        statement, params = self.dialect.waking(
-            sql.REQUEUE_ABANDONED, [reason, self._ts(older_than)])
+        statement, params = self.dialect.requeue_abandoned(reason, self._ts(older_than))
         database_workflows.finish_orphans(self)  # batches a dead worker counted to 0
-        try:
-            return self._execute(statement, params)[1]
-        except IntegrityError:
-            # A job with the same key was pushed meanwhile: requeue without the key.
-            return self._execute(sql.without_key(statement), params)[1]
+        limit, total = self.dialect.SWEEP_BATCH, 0
+        while True:
+            try:
+                count = self._execute(statement, params)[1]
+            except IntegrityError:
+                # A job with the same key was pushed meanwhile: requeue without the key.
+                count = self._execute(sql.without_key(statement), params)[1]
+            total += count
+            if limit is None or count < limit:
+                return total
 
     @guarded
     def next_due(self, queues: Sequence[str]) -> datetime | None:
@@ -182,8 +186,10 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
+        ids = sorted({c.id for c in claims})
         tokens = sorted({c.token for c in claims})
-        return self._hot(sql.heartbeat(len(tokens)), [self._ts(timezone.now()), *tokens])[1]
+        return self._execute(sql.heartbeat(len(ids), len(tokens)),
+                             [self._ts(timezone.now()), *ids, *tokens])[1]
 
     # -- settle -----------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "ABANDONED",
     "ADD_MINUTE",
     "BUSY",
     "CHANNEL",
@@ -30,6 +31,7 @@ __all__ = [
     "PRUNE_MINUTES",
     "PUSH_LOCK",
     "REQUEUE_ABANDONED",
+    "REQUEUE_SET",
     "ROW",
     "RUNNING",
     "SAVE_PROGRESS",
@@ -76,12 +78,13 @@ KEEP_KEY = (
 # Params: reason, older_than. A claim at position 0 started, so its attempt stays
 # counted; a later one may never have started, so it is undone. The job keeps
 # its available_at, so it is first in line when claimed again.
-REQUEUE_ABANDONED = (
+REQUEUE_SET = (
     f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', last_error = %s, "
     f"attempts = CASE WHEN claim_position > 0 AND attempts > 0 THEN attempts - 1 "
     f"ELSE attempts END, claim_position = 0, unique_key = {KEEP_KEY} "
-    f"WHERE token IS NOT NULL AND claimed_at < %s"
 )
+ABANDONED = "token IS NOT NULL AND claimed_at < %s"
+REQUEUE_ABANDONED = f"{REQUEUE_SET}WHERE {ABANDONED}"
 
 # Params: id, token. Then FAIL_INSERT with the returned row, failed_at, error. A
 # retried job's link to the failed job it came from goes on to its new failed row.
@@ -189,10 +192,16 @@ def next_due(queues: int) -> str:
     )
 
 
-def heartbeat(tokens: int) -> str:
-    """Params: now, then `tokens` claim tokens."""
-    marks = ", ".join(["%s"] * tokens)
-    return f"UPDATE {TABLE} SET claimed_at = %s WHERE token IN ({marks})"
+def heartbeat(ids: int, tokens: int) -> str:
+    """Params: now, then `ids` job ids, then `tokens` claim tokens.
+
+    The jobs are found by id: by token alone no index leads to them, and PostgreSQL
+    read the whole table at every heartbeat (a planner misled by old statistics may
+    take laterite_job_claimed for most of the table)."""
+    id_marks = ", ".join(["%s"] * ids)
+    token_marks = ", ".join(["%s"] * tokens)
+    return (f"UPDATE {TABLE} SET claimed_at = %s "
+            f"WHERE id IN ({id_marks}) AND token IN ({token_marks})")
 
 
 def without_key(sql: str) -> str:

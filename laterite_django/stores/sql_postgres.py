@@ -26,11 +26,22 @@ from typing import Any
 
 from .base import Claim, NewJob
 from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
-from .sql import CHANNEL, IDLE_LOCK, INSERT_COLUMNS, PUSH_LOCK, ROW, TABLE, returning
+from .sql import (
+    ABANDONED,
+    CHANNEL,
+    IDLE_LOCK,
+    INSERT_COLUMNS,
+    PUSH_LOCK,
+    REQUEUE_SET,
+    ROW,
+    TABLE,
+    returning,
+)
 
 __all__ = [
-    "CLAIM_UPDATE", "DELETE", "PICKED", "claim", "claim_params", "delete", "due_in_order",
-    "execute_hot", "execute_pipeline", "make_due", "push", "push_one", "waking",
+    "CLAIM_UPDATE", "DELETE", "PICKED", "REQUEUE_ABANDONED", "SWEEP_BATCH", "claim",
+    "claim_params", "delete", "due_in_order", "execute_hot", "execute_pipeline", "make_due",
+    "push", "push_one", "requeue_abandoned", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -121,6 +132,19 @@ _PUSH_ONE = (
     f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {ROW} "
     f"ON CONFLICT DO NOTHING RETURNING id, "
     f"CASE WHEN {_MUST_NOTIFY} THEN pg_notify('{CHANNEL}', queue) END"
+)
+# Abandoned jobs requeued by one statement at most; DatabaseStore.requeue_abandoned
+# runs it again while it requeues that many.
+SWEEP_BATCH = 1000
+# Params: reason, older_than, older_than. The abandoned jobs are found through
+# laterite_job_claimed, the oldest beat first, SWEEP_BATCH at a time: with the LIMIT
+# that index is the plan whatever the statistics say. As `WHERE token IS NOT NULL AND
+# claimed_at < x` alone, a planner whose statistics came from an empty table read the
+# whole table at every sweep. The rows are then found by their address; a row that
+# changed in between (beat, settled, requeued by another sweep) is skipped.
+REQUEUE_ABANDONED = (
+    f"{REQUEUE_SET}WHERE ctid = ANY(ARRAY(SELECT ctid FROM {TABLE} WHERE {ABANDONED} "
+    f"ORDER BY claimed_at LIMIT {SWEEP_BATCH})) AND {ABANDONED}"
 )
 # Params: now, ids, channel. Jobs already due keep their place in line.
 _MAKE_DUE = (
@@ -215,6 +239,12 @@ def delete(claims: Sequence[Claim]) -> Statement:
 def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
     """Make waiting or delayed `ids` due and wake the workers; returns one row per job."""
     return [(_MAKE_DUE, [now, list(ids), CHANNEL])]
+
+
+def requeue_abandoned(reason: str, older_than: Any) -> Statement:
+    """Requeue up to SWEEP_BATCH jobs whose claims were last refreshed before
+    `older_than`, and wake the workers of their queues."""
+    return waking(REQUEUE_ABANDONED, [reason, older_than, older_than])
 
 
 def waking(statement: str, params: list[Any]) -> Statement:

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .base import Claim, NewJob
-from .sql import COLUMNS, INSERT_COLUMNS, ROW, TABLE, execute
+from .sql import COLUMNS, INSERT_COLUMNS, REQUEUE_ABANDONED, ROW, TABLE, execute
 from .sqlite_watch import open_watch
 
 __all__ = [
-    "Waiter", "claim", "delete", "execute_hot", "make_due", "open_waiter", "push", "push_one",
-    "wait", "waking",
+    "SWEEP_BATCH", "Waiter", "claim", "delete", "execute_hot", "make_due", "open_waiter", "push",
+    "push_one", "requeue_abandoned", "wait", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -39,6 +39,15 @@ def _chunks(items: Sequence[Any]) -> list[Sequence[Any]]:
 def waking(statement: str, params: list[Any]) -> Statement:
     """The statement as it is: nothing waits to be woken on SQLite."""
     return statement, params
+
+
+# No limit: SQLite takes laterite_job_claimed for the abandoned jobs by itself.
+SWEEP_BATCH = None
+
+
+def requeue_abandoned(reason: str, older_than: Any) -> Statement:
+    """Requeue the jobs whose claims were last refreshed before `older_than`."""
+    return REQUEUE_ABANDONED, [reason, older_than]
 
 
 def push(jobs: Sequence[NewJob], ts: Callable[[Any], Any]) -> list[Statement]:

@@ -1,6 +1,8 @@
-"""What an idle PostgreSQL worker's look before it goes quiet (sql.BUSY: is any job
-claimed, does any batch wait for its callbacks?) reads: a few index entries, whatever
-the table's statistics say. Read from the plan, not timed."""
+"""What a PostgreSQL worker's statements outside the claim read, whatever the table's
+statistics say: the look before it goes quiet (sql.BUSY: is any job claimed, does any
+batch wait for its callbacks?), its heartbeat, the sweep that requeues abandoned jobs
+and the look at when the next job is due. A few index entries each, never the whole
+table. Read from the plan, not timed."""
 
 from __future__ import annotations
 
@@ -64,3 +66,31 @@ def test_the_look_before_quiet_never_reads_the_whole_table(pg_store, analyzed):
     pg_store.push(waiting(1))
     pg_store.claim(["default"], "w", 1)
     assert busy() is True
+
+
+@pytest.mark.parametrize("analyzed", ["empty", "all-claimed"])
+def test_a_workers_periodic_statements_never_read_the_whole_table(pg_store, analyzed):
+    from laterite_django.stores import sql_postgres
+
+    if analyzed == "all-claimed":
+        pg_store.push(waiting(100))
+        assert len(pg_store.claim(["default"], "w", 100)) == 100
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE laterite_job")
+    if analyzed == "all-claimed":
+        pg_store.clear()
+    pg_store.push(waiting(20_000, queue="backlog"))
+    now = timezone.now()
+    statements = {
+        "heartbeat": (sql.heartbeat(2, 1), [now, 1, 2, "a" * 32]),
+        "requeue": sql_postgres.requeue_abandoned("lost", now),
+        "next_due": (sql.next_due(1), ["default"]),
+    }
+    found = {}
+    with connection.cursor() as cursor:
+        for name, (statement, params) in statements.items():
+            cursor.execute("EXPLAIN (FORMAT JSON) " + statement, params)
+            (plan,) = cursor.fetchone()[0]
+            found[name] = scans(plan["Plan"])
+    whole = {name for name, read in found.items() if ("Seq Scan", "laterite_job") in read}
+    assert whole == set(), found

@@ -199,6 +199,18 @@ def test_heartbeat_and_requeue_abandoned(store):
     assert store.delete([alive]) == 1
 
 
+def test_one_sweep_requeues_every_abandoned_job_however_many(store):
+    # More than one statement's worth on PostgreSQL (sql_postgres.SWEEP_BATCH).
+    total = 2500
+    store.push([new() for _ in range(total)])
+    while store.claim(["default"], "w", 100):
+        pass
+    assert store.counts()["default"].running == total
+    assert store.requeue_abandoned(timezone.now() + timedelta(seconds=1), "lost") == total
+    assert store.counts()["default"].running == 0
+    assert store.counts()["default"].pending == total
+
+
 def test_unique_key_drops_a_push_while_the_key_waits(store):
     first = store.push([new(key="user:1")])[0]
     assert store.push([new(key="user:1")]) == [None]
