@@ -195,9 +195,8 @@ def next_due(queues: int) -> str:
 def heartbeat(ids: int, tokens: int) -> str:
     """Params: now, then `ids` job ids, then `tokens` claim tokens.
 
-    The jobs are found by id: by token alone no index leads to them, and PostgreSQL
-    read the whole table at every heartbeat (a planner misled by old statistics may
-    take laterite_job_claimed for most of the table)."""
+    The jobs are found by id (the primary key): by token alone no index leads to
+    them, and PostgreSQL read the whole table at every heartbeat."""
     id_marks = ", ".join(["%s"] * ids)
     token_marks = ", ".join(["%s"] * tokens)
     return (f"UPDATE {TABLE} SET claimed_at = %s "
