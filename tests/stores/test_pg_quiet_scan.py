@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 from laterite_django.stores import NewJob, sql
@@ -94,3 +96,40 @@ def test_a_workers_periodic_statements_never_read_the_whole_table(pg_store, anal
             found[name] = scans(plan["Plan"])
     whole = {name for name, read in found.items() if ("Seq Scan", "laterite_job") in read}
     assert whole == set(), found
+
+
+def test_a_limited_claim_is_never_compiled_by_jit(pg_store):
+    # Statistics from a table where half the jobs were claimed, then a backlog: the
+    # claim's generic plan was costed past jit_above_cost, and PostgreSQL compiled it at
+    # every claim (about 30 ms of a claim that runs in under 1).
+    from laterite_django.flow.limits import QueueLimit
+    from laterite_django.stores import sql_queue_limits_postgres
+
+    pg_store.push(waiting(100))
+    assert len(pg_store.claim(["default"], "w", 50)) == 50
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE laterite_job")
+    pg_store.clear()
+    pg_store.push(waiting(20_000))
+    (settings, params), (claim, claim_params) = sql_queue_limits_postgres.statements(
+        [], "t", timezone.now(), "w", ["default"], 100, {"default": QueueLimit(concurrency=50)})
+    # The plan the claim runs with: generic (SETTINGS), from a prepared statement.
+    with transaction.atomic():
+        connection.ensure_connection()
+        if connection.connection.prepare_threshold is None:  # as pg_hot.prepares does
+            connection.connection.prepare_threshold = 2**62
+        raw = psycopg.Cursor(connection.connection)  # server-side binding, as pg_hot
+        raw.execute(settings, params)
+        raw.execute(claim, claim_params, prepare=True)
+        name, types = raw.execute("SELECT name, parameter_types::text[] "
+                                  "FROM pg_prepared_statements "
+                                  "WHERE statement LIKE 'WITH done AS %'").fetchone()
+        marks = ", ".join(f"%s::{kind}" for kind in types)
+        # A utility statement takes no bound parameters: the values go in its text.
+        literal = psycopg.ClientCursor(connection.connection)
+        literal.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}({marks})", claim_params)
+        (plan,) = literal.fetchone()[0]
+        transaction.set_rollback(True)
+    assert "JIT" not in plan, plan["JIT"]
+    with override_settings(LATERITE_QUEUE_LIMITS={"default": {"concurrency": 50}}):
+        assert len(pg_store.claim(["default"], "w", 100)) == 50
