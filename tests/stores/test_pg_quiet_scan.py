@@ -36,6 +36,19 @@ def waiting(n: int, queue: str = "default") -> list[NewJob]:
                    payload=json.dumps({"args": [i], "kwargs": {}})) for i in range(n)]
 
 
+def stale_statistics(store, claimed: int, queue: str) -> None:
+    """ANALYZE the job table while `claimed` of 100 jobs are claimed (0: the table is
+    empty), then clear it and push 20,000 jobs into `queue` that nobody claims: the
+    statistics no longer say what the table holds (autovacuum off, or behind)."""
+    if claimed:
+        store.push(waiting(100))
+        assert len(store.claim(["default"], "w", claimed)) == claimed
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE laterite_job")
+    store.clear()
+    store.push(waiting(20_000, queue=queue))
+
+
 def busy() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(sql.BUSY)
@@ -49,14 +62,7 @@ def test_the_look_before_quiet_never_reads_the_whole_table(pg_store, analyzed):
     # claims. Read as EXISTS (... token IS NOT NULL), the planner expected a claimed
     # row on the first page and read all of them: 10-80 ms per look at 10^6 jobs,
     # each idle spell, in the way of the next push.
-    if analyzed == "all-claimed":
-        pg_store.push(waiting(100))
-        assert len(pg_store.claim(["default"], "w", 100)) == 100
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE laterite_job")
-    if analyzed == "all-claimed":
-        pg_store.clear()
-    pg_store.push(waiting(20_000, queue="backlog"))
+    stale_statistics(pg_store, 100 if analyzed == "all-claimed" else 0, queue="backlog")
     assert busy() is False
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql.BUSY)
@@ -74,14 +80,7 @@ def test_the_look_before_quiet_never_reads_the_whole_table(pg_store, analyzed):
 def test_a_workers_periodic_statements_never_read_the_whole_table(pg_store, analyzed):
     from laterite_django.stores import sql_postgres
 
-    if analyzed == "all-claimed":
-        pg_store.push(waiting(100))
-        assert len(pg_store.claim(["default"], "w", 100)) == 100
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE laterite_job")
-    if analyzed == "all-claimed":
-        pg_store.clear()
-    pg_store.push(waiting(20_000, queue="backlog"))
+    stale_statistics(pg_store, 100 if analyzed == "all-claimed" else 0, queue="backlog")
     now = timezone.now()
     statements = {
         "heartbeat": (sql.heartbeat(2, 1), [now, 1, 2, "a" * 32]),
@@ -105,12 +104,7 @@ def test_a_limited_claim_is_never_compiled_by_jit(pg_store):
     from laterite_django.flow.limits import QueueLimit
     from laterite_django.stores import sql_queue_limits_postgres
 
-    pg_store.push(waiting(100))
-    assert len(pg_store.claim(["default"], "w", 50)) == 50
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE laterite_job")
-    pg_store.clear()
-    pg_store.push(waiting(20_000))
+    stale_statistics(pg_store, 50, queue="default")
     (settings, params), (claim, claim_params) = sql_queue_limits_postgres.statements(
         [], "t", timezone.now(), "w", ["default"], 100, {"default": QueueLimit(concurrency=50)})
     # The plan the claim runs with: generic (SETTINGS), from a prepared statement.
