@@ -22,13 +22,6 @@ pytestmark = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
 LATER = 5000  # jobs delayed to tomorrow
 
 
-@pytest.fixture
-def pg_store(store):
-    if connection.vendor != "postgresql":
-        pytest.skip("reads counted by PostgreSQL's statistics (LATERITE_TEST_DB=postgres)")
-    return store
-
-
 def new(at, priority=0, key=None, value="x") -> NewJob:
     job = NewJob(name="tests.record", queue="default", pushed_at=timezone.now(),
                  payload=json.dumps({"args": [value], "kwargs": {}}), available_at=at,

@@ -19,13 +19,6 @@ __all__: list[str] = []
 pytestmark = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
 
 
-@pytest.fixture
-def pg_store(store):
-    if connection.vendor != "postgresql":
-        pytest.skip("the libpq push is PostgreSQL's (LATERITE_TEST_DB=postgres)")
-    return store
-
-
 def run(sql: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql)

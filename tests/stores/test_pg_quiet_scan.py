@@ -23,13 +23,6 @@ __all__: list[str] = []
 pytestmark = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
 
 
-@pytest.fixture
-def pg_store(store):
-    if connection.vendor != "postgresql":
-        pytest.skip("a PostgreSQL plan (LATERITE_TEST_DB=postgres)")
-    return store
-
-
 def waiting(n: int, queue: str = "default") -> list[NewJob]:
     now = timezone.now() - timedelta(seconds=1)
     return [NewJob(name="tests.noop", queue=queue, pushed_at=now, available_at=now,
