@@ -19,7 +19,13 @@ class Job(models.Model):
     priority = models.SmallIntegerField(default=0)
     pushed_at = models.DateTimeField()
     available_at = models.DateTimeField(help_text="Due from this moment.")
-    attempts = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0, help_text="Claims so far, this one included.")
+    uncounted = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Claims not charged a try: given back unfinished, or lost behind "
+                  "the head of their batch (they may never have started).",
+    )
     retry_until = models.DateTimeField(null=True, blank=True)
     unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 -- NULL: no key
     token = models.CharField(  # noqa: DJ001 -- NULL: not claimed

@@ -81,9 +81,10 @@ class Store(FailedList, abc.ABC):
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
         """Return claims not refreshed since `older_than` to their queues, due at once.
 
-        A claim at position 0 of its batch started, so its attempt stays
-        counted; one at a later position may never have started, so its
-        attempt is undone. Each keeps its `available_at`, so it is first in
+        A claim at position 0 of its batch started, so it is charged a try; one
+        at a later position may never have started, so it is not (`uncounted`),
+        though it stays counted in `attempts`: a job that did start runs next under
+        a new attempt number. Each keeps its `available_at`, so it is first in
         line (position 0) when claimed again. Also pushes the callbacks of batches
         that dead workers counted down to 0 without pushing them
         (workflows.counts.finish_settled).
@@ -137,12 +138,13 @@ class Store(FailedList, abc.ABC):
 
     @abc.abstractmethod
     def release(
-        self, claim: Claim, available_at: datetime, error: str = "", *, undo_attempt: bool = False
+        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False
     ) -> bool:
         """Give the job back to its queue, due at `available_at`; False if the claim was lost.
 
-        With `undo_attempt`, the claim does not count as an attempt (a worker
-        that stopped before finishing it).
+        With `uncharged`, the claim is not charged a try (`Claim.uncounted`): a worker
+        that stopped before it started the job, or before it finished it. It stays
+        counted in `attempts`, so a job that did start runs next under a new number.
         """
 
     @abc.abstractmethod

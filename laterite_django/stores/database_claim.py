@@ -40,6 +40,7 @@ def _claim_from_row(row: Sequence) -> Claim:
         last_error=row[10] or "",
         available_at=aware(row[11]),
         position=row[12],
+        uncounted=row[13],
     )
 
 

@@ -199,10 +199,10 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
 
     @guarded
     def release(
-        self, claim: Claim, available_at: datetime, error: str = "", *, undo_attempt: bool = False
+        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False
     ) -> bool:
         now = us(timezone.now())
-        args = [now, claim.id, claim.token, us(available_at), error, "1" if undo_attempt else "0"]
+        args = [now, claim.id, claim.token, us(available_at), error, "1" if uncharged else "0"]
         return bool(self._run("RELEASE", args))
 
     @guarded

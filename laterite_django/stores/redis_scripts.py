@@ -8,8 +8,8 @@ one script serves any queue; the store therefore needs a single Redis server
 
     P:id                   counter for job ids (INCR)
     P:job:<id>             hash: one job (name, queue, payload, priority, pushed_at,
-                           available_at, attempts, retry_until, unique_key, last_error,
-                           member; while claimed: token, claimed_at, claimed_by and
+                           available_at, attempts, uncounted, retry_until, unique_key,
+                           last_error, member; while claimed: token, claimed_at, claimed_by and
                            position, its place in the claimed batch; while being moved
                            to the failed list: failing)
     P:queues               set of the queue names ever pushed to
@@ -118,11 +118,12 @@ end
 
 -- Return a claimed job to its queue, due at `avail`; it keeps its unique key
 -- unless another waiting job took it meanwhile.
-local function unclaim(k, q, id, avail, now, err, undo)
+-- `uncharged`: the claim is not charged a try (it may never have started).
+local function unclaim(k, q, id, avail, now, err, uncharged)
   redis.call('HDEL', k, 'token', 'claimed_at', 'failing')
   redis.call('HSET', k, 'claimed_by', '', 'last_error', err, 'available_at', avail,
     'position', 0)
-  if undo then redis.call('HINCRBY', k, 'attempts', -1) end
+  if uncharged then redis.call('HINCRBY', k, 'uncounted', 1) end
   redis.call('ZREM', qkey(q, 'claimed'), id)
   local key = redis.call('HGET', k, 'unique_key')
   if key and not take_key(key, id) then redis.call('HDEL', k, 'unique_key') end

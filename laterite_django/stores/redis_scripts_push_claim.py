@@ -147,16 +147,17 @@ local function take(q, k, id)
   redis.call('ZADD', qkey(q, 'claimed'), now, id)
   drop_key(k, id)
   local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
-    'retry_until', 'unique_key', 'priority', 'last_error', 'available_at')
+    'retry_until', 'unique_key', 'priority', 'last_error', 'available_at', 'uncounted')
   out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
-    f[8], f[9], position}
+    f[8], f[9], position, f[10]}
 end
 """
 
 # ARGV: prefix, now, token, worker, limit, then the queue names in priority order.
 # Moves due delayed jobs to ready first. Returns one array per claimed job, in the
 # order the worker runs them: id, attempts, name, queue, payload, pushed_at,
-# retry_until, unique_key, priority, last_error, available_at, position (0, 1...).
+# retry_until, unique_key, priority, last_error, available_at, position (0, 1...),
+# uncounted (false if never set).
 CLAIM = CLAIM_HEAD + """
 for qi = 6, #ARGV do
   if #out >= limit then break end

@@ -11,8 +11,8 @@ from .redis_scripts_push_claim import _PUSH_JOBS
 __all__ = ["DELETE", "FINISH", "HEARTBEAT", "MARK_FAILING", "RELEASE", "REQUEUE_ABANDONED"]
 
 # ARGV: prefix, now, older_than, reason. Each abandoned claim goes back to its queue
-# keeping its available_at (first in line); one at position 0 of its batch keeps
-# its attempt, a later one (that may never have started) has it undone. Returns
+# keeping its available_at (first in line); one at position 0 of its batch is
+# charged a try, a later one (that may never have started) is not. Returns
 # {requeued, marked}: `marked` lists the abandoned claims that were being moved to
 # the failed list (id, token, name, queue, pushed_at), left in place for the
 # caller to settle against the database.
@@ -96,14 +96,15 @@ end
 return out
 """
 
-# ARGV: prefix, now, id, token, available_at, error, undo ('1'/'0'). Returns 1 if
-# the claim was still held (the job is back in its queue), else 0.
+# ARGV: prefix, now, id, token, available_at, error, uncharged ('1'/'0'). Returns 1
+# if the claim was still held (the job is back in its queue), else 0.
 RELEASE = _COMMON + """
-local now, id, token, avail, err, undo = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local now, id, token, avail, err, uncharged = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6],
+  ARGV[7]
 local k = jkey(id)
 if redis.call('HGET', k, 'token') ~= token then return 0 end
 local q = redis.call('HGET', k, 'queue')
-unclaim(k, q, id, avail, now, err, undo == '1')
+unclaim(k, q, id, avail, now, err, uncharged == '1')
 wake(q, 1)
 return 1
 """

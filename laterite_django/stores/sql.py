@@ -57,7 +57,7 @@ PUSH_LOCK = IDLE_LOCK + 1
 # What a claim returns, in the order DatabaseStore reads it.
 COLUMNS = (
     "id", "name", "queue", "payload", "attempts", "pushed_at", "token", "retry_until",
-    "unique_key", "priority", "last_error", "available_at", "claim_position",
+    "unique_key", "priority", "last_error", "available_at", "claim_position", "uncounted",
 )
 INSERT_COLUMNS = (
     "name, queue, payload, priority, pushed_at, available_at, attempts, retry_until, "
@@ -75,13 +75,14 @@ KEEP_KEY = (
     f"THEN NULL ELSE unique_key END"
 )
 
-# Params: reason, older_than. A claim at position 0 started, so its attempt stays
-# counted; a later one may never have started, so it is undone. The job keeps
-# its available_at, so it is first in line when claimed again.
+# Params: reason, older_than. A claim at position 0 started, so it is charged a try;
+# a later one may never have started, so it is not (`uncounted`), though it stays
+# counted in `attempts`: if it did start, its next run has a new attempt number.
+# The job keeps its available_at, so it is first in line when claimed again.
 REQUEUE_SET = (
     f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', last_error = %s, "
-    f"attempts = CASE WHEN claim_position > 0 AND attempts > 0 THEN attempts - 1 "
-    f"ELSE attempts END, claim_position = 0, unique_key = {KEEP_KEY} "
+    f"uncounted = CASE WHEN claim_position > 0 THEN uncounted + 1 ELSE uncounted END, "
+    f"claim_position = 0, unique_key = {KEEP_KEY} "
 )
 ABANDONED = "token IS NOT NULL AND claimed_at < %s"
 REQUEUE_ABANDONED = f"{REQUEUE_SET}WHERE {ABANDONED}"
@@ -157,12 +158,13 @@ def returning(table: str = TABLE) -> str:
     return "RETURNING " + ", ".join(f"{table}.{column}" for column in COLUMNS)
 
 
-def release(undo_attempt: bool) -> str:
-    """Params: available_at, error, id, token. Back to the queue, first of its batch."""
-    attempts = "attempts - 1" if undo_attempt else "attempts"
+def release(uncharged: bool) -> str:
+    """Params: available_at, error, id, token. Back to the queue, first of its batch;
+    `uncharged`: the claim is not charged a try (see Store.release)."""
+    uncounted = "uncounted + 1" if uncharged else "uncounted"
     return (
         f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', "
-        f"attempts = {attempts}, claim_position = 0, available_at = %s, last_error = %s, "
+        f"uncounted = {uncounted}, claim_position = 0, available_at = %s, last_error = %s, "
         f"unique_key = {KEEP_KEY} WHERE id = %s AND token = %s"
     )
 

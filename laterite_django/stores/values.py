@@ -67,7 +67,7 @@ class Claim:
     name: str
     queue: str
     payload: str
-    attempts: int  # including this claim
+    attempts: int  # claims so far, this one included: `cx.attempt`
     pushed_at: datetime
     token: str
     retry_until: datetime | None = None
@@ -77,8 +77,17 @@ class Claim:
     available_at: datetime | None = None
     # Its place in the batch it was claimed with: 0 starts at once; a later one
     # may never start if the worker dies, so a lost claim at position > 0 is
-    # returned without counting the attempt (see requeue_abandoned).
+    # returned without charging it a try (see requeue_abandoned).
     position: int = 0
+    # Earlier claims not charged a try (given back, or lost behind the head of their
+    # batch): see `tries_used`.
+    uncounted: int = 0
+
+    @property
+    def tries_used(self) -> int:
+        """The tries this job has been charged, this claim included: its claims less
+        the lost ones that may never have started. Tries and backoff go by it."""
+        return self.attempts - self.uncounted
 
 
 @dataclass(slots=True)

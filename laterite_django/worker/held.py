@@ -81,16 +81,16 @@ class HeldJobs:
         """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""
 
     def give_back(self, claim: Claim) -> bool:
-        """Return `claim` to its queue, due now, its attempt not counted; False if the
+        """Return `claim` to its queue, due now, not charged a try; False if the
         claim was no longer this worker's. (Also used from another thread: the
         `worker` mode's shutdown gives back the job of a thread stuck in C.)"""
         try:
-            return self.store.release(claim, timezone.now(), claim.last_error, undo_attempt=True)
+            return self.store.release(claim, timezone.now(), claim.last_error, uncharged=True)
         finally:
             self.monitor.done(claim)
 
     def _give_back(self, claims: list[Claim]) -> None:
-        """Return claims not started to their queues; they lose no attempt."""
+        """Return claims not started to their queues, charged no try."""
         for claim in claims:
             try:
                 self.give_back(claim)

@@ -6,6 +6,10 @@ reclaimed past their tries. The worker, the process supervisor and the
 `django.tasks` runner describe how an attempt ended (an `Attempt`) and act on
 the `Decision` these functions return; none of them decides by itself.
 
+Every claim is an attempt (`Claim.attempts`, the job's `cx.attempt`), but tries
+and backoff count `Claim.tries_used`: a claim given back, or lost behind the head
+of its batch (it may never have started), is not charged a try.
+
 What happens to a job that raised for the third time? `after_attempt()` with
 `Ending.RAISED`: with `tries=3` and no retry window it is `Action.FAIL`.
 """
@@ -123,7 +127,7 @@ def before_run(claim: Claim, options: JobOptions, now: datetime | None = None,
     if (
         is_lost(claim)
         and options.tries
-        and claim.attempts > options.tries
+        and claim.tries_used > options.tries
         and not _in_window(claim, now or timezone.now())
     ):
         return Decision(Action.FAIL, f"{claim.last_error}; no tries left ({options.tries})")
@@ -149,7 +153,7 @@ def after_attempt(
         why = f"{type(e).__name__}: {e}"
         return Decision(Action.FAIL, f"{attempt.error}\n\nNot retried: the backoff failed ({why})")
     tries_left = (options.tries == 0 and claim.retry_until is None) or (
-        bool(options.tries) and claim.attempts < options.tries
+        bool(options.tries) and claim.tries_used < options.tries
     )
     if tries_left or _in_window(claim, next_at):
         return Decision(Action.RELEASE, attempt.error, at=next_at, delay=delay)
@@ -173,7 +177,7 @@ def _delay(claim: Claim, options: JobOptions, attempt: Attempt) -> float:
         delay = attempt.delay
         source = "Retry delay"
     else:
-        delay = delay_after(options.backoff, claim.attempts)
+        delay = delay_after(options.backoff, claim.tries_used)
         source = "backoff"
     if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay):
         raise ValueError(f"{source} must be a finite number of seconds, got {delay!r}")

@@ -79,7 +79,7 @@ class Settler:
             return Settled.SUCCEEDED if deleted else Settled.LOST
         if action is Action.GIVE_BACK:
             returned = self.patiently(lambda: self.store.release(
-                claim, timezone.now(), decision.error, undo_attempt=True))
+                claim, timezone.now(), decision.error, uncharged=True))
             return Settled.RETURNED if returned else Settled.LOST
         if action is Action.RELEASE:
             return self._release(claim, decision)

@@ -137,11 +137,16 @@ def test_release_due_now_is_claimed_again_with_next_attempt(store):
     assert again.token != claim.token
 
 
-def test_release_with_undo_attempt(store):
+def test_release_uncharged(store):
     store.push([new()])
     claim = store.claim(["default"], "w")[0]
-    assert store.release(claim, timezone.now(), undo_attempt=True)
-    assert store.claim(["default"], "w")[0].attempts == 1
+    assert store.release(claim, timezone.now(), uncharged=True)
+    again = store.claim(["default"], "w")[0]
+    # A new attempt number (the job may have started), but one try charged, not two.
+    assert (again.attempts, again.uncounted, again.tries_used) == (2, 1, 1)
+    assert store.release(again, timezone.now(), "boom")
+    last = store.claim(["default"], "w")[0]
+    assert (last.attempts, last.uncounted, last.tries_used) == (3, 1, 2)
 
 
 def test_fail_moves_to_failed_list(store):

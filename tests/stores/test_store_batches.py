@@ -1,9 +1,11 @@
 """Claims in batches and what a dead worker leaves behind, and make_due; on every store.
 
 A worker claims up to N jobs and runs them one after another. If it dies, the
-job it was running (position 0) keeps its counted attempt; the jobs behind it
-may never have started, so theirs is undone. Every requeued job keeps its
-place in line, so the one that killed the worker runs first next time, charged.
+job it was running (position 0) is charged its try; the jobs behind it may never
+have started, so theirs is not charged (`uncounted`), though their claim still
+counts as an attempt: a job that did start there runs again under a new attempt
+number, never under the same one. Every requeued job keeps its place in line,
+so the one that killed the worker runs first next time, charged.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def test_settle_and_claim_numbers_the_next_batch(store):
 # -- a dead worker's batch ------------------------------------------------------------
 
 
-def test_a_dead_workers_batch_keeps_the_heads_attempt_only(store):
+def test_a_dead_workers_batch_charges_the_heads_try_only(store):
     ids = push_in_order(store, 3)
     batch = store.claim(["default"], "w", limit=3)
     assert [(c.id, c.position, c.attempts) for c in batch] == [
@@ -84,12 +86,13 @@ def test_a_dead_workers_batch_keeps_the_heads_attempt_only(store):
 
     head = store.claim(["default"], "w2")
     # The old head is first in line again, at position 0, charged once more.
-    assert [(c.id, c.position, c.attempts) for c in head] == [(ids[0], 0, 2)]
+    assert [(c.id, c.position, c.attempts, c.tries_used) for c in head] == [(ids[0], 0, 2, 2)]
     assert head[0].last_error == "worker lost"
     rest = store.claim(["default"], "w2", limit=3)
-    # The others were never started: their attempts were undone (1 again, not 2).
-    assert [(c.id, c.position, c.attempts) for c in rest] == [
-        (ids[1], 0, 1), (ids[2], 1, 1), (fresh, 2, 1)]
+    # The others may never have started: a new attempt number each, but their lost
+    # claim is not charged (one try used, not two).
+    assert [(c.id, c.position, c.attempts, c.uncounted, c.tries_used) for c in rest] == [
+        (ids[1], 0, 2, 1, 1), (ids[2], 1, 2, 1, 1), (fresh, 2, 1, 0, 1)]
     # Each kept its available_at, so it kept its place in line.
     assert {c.id: c.available_at for c in [*head, *rest[:2]]} == due
 
@@ -100,10 +103,11 @@ def test_a_job_that_kills_its_worker_runs_uncharged_at_most_once(store):
     assert store.delete(batch[:1]) == 1  # the first ran; the second kills the worker
     assert worker_died(store) == 1
     again = store.claim(["default"], "w", limit=2)
-    # Uncharged once (its attempt at position 1 was undone), but now it is the head.
-    assert [(c.id, c.position, c.attempts) for c in again] == [(killer, 0, 1)]
+    # Uncharged once (lost at position 1), but now it is the head.
+    assert [(c.id, c.position, c.attempts, c.tries_used) for c in again] == [(killer, 0, 2, 1)]
     assert worker_died(store) == 1
-    assert [(c.id, c.attempts) for c in store.claim(["default"], "w")] == [(killer, 2)]
+    assert [(c.id, c.attempts, c.tries_used) for c in store.claim(["default"], "w")] == [
+        (killer, 3, 2)]
     assert first not in {c.id for c in again}
 
 
@@ -112,13 +116,14 @@ def test_a_released_job_is_the_head_of_its_next_batch(store):
     batch = store.claim(["default"], "w", limit=2)
     at = timezone.now()  # both due at once: the older id first
     assert store.release(batch[1], at, "later")
-    assert store.release(batch[0], at, "stopped", undo_attempt=True)
+    assert store.release(batch[0], at, "stopped", uncharged=True)
     again = store.claim(["default"], "w", limit=2)
-    assert [(c.id, c.position, c.attempts) for c in again] == [(ids[0], 0, 1), (ids[1], 1, 2)]
-    # A requeue of the new batch: the head (released with its attempt) keeps it.
+    assert [(c.id, c.position, c.attempts, c.tries_used) for c in again] == [
+        (ids[0], 0, 2, 1), (ids[1], 1, 2, 2)]
+    # A requeue of the new batch: the head is charged its try, the other is not.
     assert worker_died(store) == 2
     final = store.claim(["default"], "w", limit=2)
-    assert [(c.id, c.attempts) for c in final] == [(ids[0], 2), (ids[1], 2)]
+    assert [(c.id, c.attempts, c.tries_used) for c in final] == [(ids[0], 3, 2), (ids[1], 3, 2)]
 
 
 def test_a_live_claim_is_not_requeued(store):

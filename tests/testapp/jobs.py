@@ -270,6 +270,16 @@ def chaos_once(i: int, seconds: float, cx: JobContext) -> None:
     _record("once-end", str(i), cx.attempt)
 
 
+@job("tests.linger", timeout=None, tries=1, backoff=0)
+def linger(value: str, cx: JobContext) -> None:
+    """Record its start; the first run then lingers (for a test to kill its worker
+    there), a later one ends at once. tries=1: a lost run that was charged fails it."""
+    first = not Record.objects.filter(kind="linger-start", value=value).exists()
+    _record("linger-start", value, cx.attempt)
+    if first:
+        time.sleep(60)
+
+
 # -- web server tests (tests/test_worker_mode_servers.py) --------------------------------------
 
 

@@ -134,7 +134,7 @@ def test_a_push_a_delayed_job_and_a_job_given_back_wake_it(postgres_worker):
         jobs.record.push("given back")
         [claim] = store.claim(["default"], "elsewhere")
     time.sleep(0.3)  # the push's notification woke the worker: it found nothing
-    assert store.release(claim, timezone.now(), "", undo_attempt=True)
+    assert store.release(claim, timezone.now(), "", uncharged=True)
     wait_for(lambda: Record.objects.filter(value="given back").exists(), timeout=10)
 
 

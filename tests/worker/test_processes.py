@@ -96,10 +96,11 @@ def waiting(store) -> int:
 
 
 def returned_attempts(store) -> int:
-    """Claim the one job left on the default queue; return its attempt count."""
+    """Claim the one job left on the default queue; return the tries it was charged
+    (this inspection's claim included)."""
     claims = store.claim(["default"], "test-inspector")
     assert len(claims) == 1, "the job is not back on its queue"
-    return claims[0].attempts
+    return claims[0].tries_used
 
 
 # -- dying workers --------------------------------------------------------------------
@@ -265,7 +266,7 @@ def test_second_sigterm_to_the_supervisor_returns_the_jobs(store, supervised):
     finish(proc, timeout=15)
     assert kinds("patient-end") == []
     claims = store.claim(["default"], "test-inspector", limit=2)
-    assert sorted(c.attempts for c in claims) == [1, 1]  # both back, no attempt counted
+    assert sorted(c.tries_used for c in claims) == [1, 1]  # both back, no try charged
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])

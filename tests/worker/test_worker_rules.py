@@ -208,7 +208,8 @@ def test_second_signal_stops_now_and_returns_the_job(store, workers):
     assert proc.wait(20) == 0
     assert kinds("sleeper-end") == []
     claim = store.claim(["default"], "w")[0]
-    assert claim.attempts == 1  # handed back, not counted as an attempt
+    # Handed back, not charged a try; the claim still counts: its next run is attempt 2.
+    assert (claim.attempts, claim.tries_used) == (2, 1)
 
 
 def test_limits_once_and_max_jobs(store, workers):
