@@ -138,13 +138,15 @@ class Store(FailedList, abc.ABC):
 
     @abc.abstractmethod
     def release(
-        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False
+        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False,
+        started: bool = True,
     ) -> bool:
         """Give the job back to its queue, due at `available_at`; False if the claim was lost.
 
-        With `uncharged`, the claim is not charged a try (`Claim.uncounted`): a worker
-        that stopped before it started the job, or before it finished it. It stays
-        counted in `attempts`, so a job that did start runs next under a new number.
+        With `uncharged`, the claim is not charged a try: a worker stopped the job
+        before it finished. It still counts in `attempts` (`Claim.uncounted` keeps it
+        off the tries), so the job runs next under a new number. With `started`
+        false too, the job never started under this claim: its attempt is taken back.
         """
 
     @abc.abstractmethod

@@ -203,10 +203,11 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
 
     @guarded
     def release(
-        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False
+        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False,
+        started: bool = True,
     ) -> bool:
         statement, params = self.dialect.waking(
-            sql.release(uncharged), [self._ts(available_at), error, claim.id, claim.token])
+            sql.release(uncharged, started), [self._ts(available_at), error, claim.id, claim.token])
         try:
             return self._hot(statement, params)[1] == 1
         except IntegrityError:

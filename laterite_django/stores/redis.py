@@ -199,10 +199,12 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
 
     @guarded
     def release(
-        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False
+        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False,
+        started: bool = True,
     ) -> bool:
         now = us(timezone.now())
-        args = [now, claim.id, claim.token, us(available_at), error, "1" if uncharged else "0"]
+        how = ("started" if started else "unstarted") if uncharged else ""
+        args = [now, claim.id, claim.token, us(available_at), error, how]
         return bool(self._run("RELEASE", args))
 
     @guarded

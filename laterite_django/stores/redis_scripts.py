@@ -118,12 +118,17 @@ end
 
 -- Return a claimed job to its queue, due at `avail`; it keeps its unique key
 -- unless another waiting job took it meanwhile.
--- `uncharged`: the claim is not charged a try (it may never have started).
-local function unclaim(k, q, id, avail, now, err, uncharged)
+-- `how` (see Store.release): 'started', the claim is not charged a try (it counts in
+-- attempts, and in uncounted); 'unstarted', its attempt is taken back; else charged.
+local function unclaim(k, q, id, avail, now, err, how)
   redis.call('HDEL', k, 'token', 'claimed_at', 'failing')
   redis.call('HSET', k, 'claimed_by', '', 'last_error', err, 'available_at', avail,
     'position', 0)
-  if uncharged then redis.call('HINCRBY', k, 'uncounted', 1) end
+  if how == 'started' then
+    redis.call('HINCRBY', k, 'uncounted', 1)
+  elseif how == 'unstarted' then
+    redis.call('HINCRBY', k, 'attempts', -1)
+  end
   redis.call('ZREM', qkey(q, 'claimed'), id)
   local key = redis.call('HGET', k, 'unique_key')
   if key and not take_key(key, id) then redis.call('HDEL', k, 'unique_key') end

@@ -32,7 +32,8 @@ for _, q in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
       marked[#marked + 1] = {tonumber(id), f[1], f[2], q, f[3]}
     else
       local f = redis.call('HMGET', k, 'available_at', 'position')
-      unclaim(k, q, id, f[1] or now, now, reason, tonumber(f[2] or '0') > 0)
+      unclaim(k, q, id, f[1] or now, now, reason,
+        tonumber(f[2] or '0') > 0 and 'started' or '')
       count = count + 1
       woken = woken + 1
     end
@@ -96,15 +97,15 @@ end
 return out
 """
 
-# ARGV: prefix, now, id, token, available_at, error, uncharged ('1'/'0'). Returns 1
-# if the claim was still held (the job is back in its queue), else 0.
+# ARGV: prefix, now, id, token, available_at, error, how ('started', 'unstarted' or
+# '': see unclaim). Returns 1 if the claim was still held (the job is back in its
+# queue), else 0.
 RELEASE = _COMMON + """
-local now, id, token, avail, err, uncharged = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6],
-  ARGV[7]
+local now, id, token, avail, err, how = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local k = jkey(id)
 if redis.call('HGET', k, 'token') ~= token then return 0 end
 local q = redis.call('HGET', k, 'queue')
-unclaim(k, q, id, avail, now, err, uncharged == '1')
+unclaim(k, q, id, avail, now, err, how)
 wake(q, 1)
 return 1
 """

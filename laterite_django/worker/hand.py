@@ -12,9 +12,11 @@ an attempt to one that never started).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 
 from ..stores import Claim
 
@@ -32,6 +34,7 @@ class Hand:
         self._finished: list[Claim] = []
         self._finished_since = 0.0
         self.changed = threading.Event()  # wakes the heartbeat when a batch arrives
+        self._returning = threading.Lock()  # held while the heartbeat gives claims back
 
     def take(self, claims: list[Claim]) -> None:
         """A new batch, to run in this order."""
@@ -81,6 +84,20 @@ class Hand:
             unstarted = list(self._unstarted)
             self._unstarted.clear()
             return unstarted
+
+    @contextlib.contextmanager
+    def giving_back(self) -> Iterator[list[Claim]]:
+        """Take the claims not started, for the caller to give back within this block
+        (the heartbeat, relieving a slow job); `wait_given_back` waits for its end."""
+        with self._returning:
+            yield self.take_unstarted()
+
+    def wait_given_back(self) -> None:
+        """Wait until claims given back from another thread (`giving_back`) are back in
+        the store. A claim made before would not see them: the worker could find its
+        queues empty and, with --stop-when-empty, exit and leave them waiting."""
+        with self._returning:
+            pass
 
     def settle_due(self, every: int) -> bool:
         """Whether `every` jobs have finished while others wait to start: delete them

@@ -80,20 +80,22 @@ class HeldJobs:
     def job_raised(self, claim: Claim, error: BaseException) -> None:
         """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""
 
-    def give_back(self, claim: Claim) -> bool:
-        """Return `claim` to its queue, due now, not charged a try; False if the
-        claim was no longer this worker's. (Also used from another thread: the
-        `worker` mode's shutdown gives back the job of a thread stuck in C.)"""
+    def give_back(self, claim: Claim, *, started: bool = True) -> bool:
+        """Return `claim` to its queue, due now, not charged a try (not `started`: its
+        attempt taken back); False if the claim was no longer this worker's. (Also
+        used from another thread: the `worker` mode's shutdown gives back the job of
+        a thread stuck in C.)"""
         try:
-            return self.store.release(claim, timezone.now(), claim.last_error, uncharged=True)
+            return self.store.release(claim, timezone.now(), claim.last_error,
+                                      uncharged=True, started=started)
         finally:
             self.monitor.done(claim)
 
     def _give_back(self, claims: list[Claim]) -> None:
-        """Return claims not started to their queues, charged no try."""
+        """Return claims not started to their queues, their attempts taken back."""
         for claim in claims:
             try:
-                self.give_back(claim)
+                self.give_back(claim, started=False)
             except Exception:
                 logger.exception("Could not return job %s to its queue", claim.id)
 
@@ -103,7 +105,8 @@ class HeldJobs:
         Called by the heartbeat thread, on its own connection.
         """
         self._flush()
-        self._give_back(self.hand.take_unstarted())
+        with self.hand.giving_back() as unstarted:
+            self._give_back(unstarted)
 
     def _sweep_every(self) -> float:
         """Seconds between two sweeps of a worker that is not quiet."""

@@ -214,6 +214,7 @@ class Worker(HeldJobs, IdleWaiting):
 
     def _round(self) -> bool:
         """Claim and run one batch; return True when the worker is done."""
+        self.hand.wait_given_back()  # a slow job's batch, given back by the heartbeat
         if self.manage_connections:
             close_old_connections()
         if self._quiet():

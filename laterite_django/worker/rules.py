@@ -6,9 +6,11 @@ reclaimed past their tries. The worker, the process supervisor and the
 `django.tasks` runner describe how an attempt ended (an `Attempt`) and act on
 the `Decision` these functions return; none of them decides by itself.
 
-Every claim is an attempt (`Claim.attempts`, the job's `cx.attempt`), but tries
-and backoff count `Claim.tries_used`: a claim given back, or lost behind the head
-of its batch (it may never have started), is not charged a try.
+Every claim that may have started is an attempt (`Claim.attempts`, the job's
+`cx.attempt`), so two runs of a job never see the same number; tries and backoff
+count `Claim.tries_used`: a job stopped at a shutdown, or lost behind the head of
+its batch (it may never have started), is not charged a try. A claim the worker
+knows it never started is given back with its attempt taken back.
 
 What happens to a job that raised for the third time? `after_attempt()` with
 `Ending.RAISED`: with `tries=3` and no retry window it is `Action.FAIL`.
@@ -55,7 +57,8 @@ class Ending(enum.Enum):
     FAIL = "fail"  # the job raised Fail(message): failed list now
     TIMED_OUT = "timed out"  # ran past its timeout (whatever the job caught)
     LOST = "lost"  # its worker died while running it
-    STOPPED = "stopped"  # cut off by a shutdown: not an attempt
+    STOPPED = "stopped"  # cut off by a shutdown: not charged a try
+    UNSTARTED = "unstarted"  # claimed, never started (its worker died): not an attempt
     UNRUNNABLE = "unrunnable"  # unknown name, a payload that does not decode, bad options
     CANCELLED = "cancelled"  # cancelled while it ran: failed list, never retried by itself
 
@@ -65,7 +68,7 @@ class Action(enum.Enum):
 
     DELETE = "delete"  # it succeeded
     RELEASE = "release"  # back to its queue, due at `Decision.at`, the attempt counted
-    GIVE_BACK = "give back"  # back to its queue, due now, the attempt not counted
+    GIVE_BACK = "give back"  # back to its queue, due now, not charged a try
     FAIL = "fail"  # to the failed list with `Decision.error`
 
 
@@ -95,6 +98,9 @@ class Decision:
     error: str = ""
     at: datetime | None = None
     delay: float | None = None  # seconds until `at`, for logs and signals
+    # GIVE_BACK: whether the job started under this claim (its next run is then a new
+    # attempt, not charged a try); one that never started has its attempt taken back.
+    started: bool = True
 
 
 def is_lost(claim: Claim) -> bool:
@@ -143,6 +149,8 @@ def after_attempt(
         return Decision(Action.DELETE)
     if ending is Ending.STOPPED:
         return Decision(Action.GIVE_BACK, claim.last_error)
+    if ending is Ending.UNSTARTED:
+        return Decision(Action.GIVE_BACK, claim.last_error, started=False)
     if ending in (Ending.FAIL, Ending.UNRUNNABLE, Ending.CANCELLED):
         return Decision(Action.FAIL, attempt.error)
     # RAISED, RETRY, TIMED_OUT, LOST: a failed attempt, retried while allowed.

@@ -79,7 +79,8 @@ class Settler:
             return Settled.SUCCEEDED if deleted else Settled.LOST
         if action is Action.GIVE_BACK:
             returned = self.patiently(lambda: self.store.release(
-                claim, timezone.now(), decision.error, uncharged=True))
+                claim, timezone.now(), decision.error, uncharged=True,
+                started=decision.started))
             return Settled.RETURNED if returned else Settled.LOST
         if action is Action.RELEASE:
             return self._release(claim, decision)

@@ -266,8 +266,11 @@ class Supervisor:
 
     def _settle_one(self, child: Child, claim: Claim, how: str) -> None:
         """Settle one claim a finished worker held, by the rules."""
-        if claim is not child.running or child.killed_for == "stop":
-            ending = Ending.STOPPED  # never started, or stopped at shutdown: not an attempt
+        if claim is not child.running:
+            ending = Ending.UNSTARTED  # never started: not an attempt
+            error = claim.last_error
+        elif child.killed_for == "stop":
+            ending = Ending.STOPPED  # stopped at shutdown: not charged a try
             error = claim.last_error
         elif child.killed_for == "timeout":
             ending = Ending.TIMED_OUT
@@ -282,7 +285,8 @@ class Supervisor:
             error = f"{rules.LOST}: its process {child.pid} {how} while running it"
         decision = rules.after_attempt(claim, options_of(claim), Attempt(ending, error),
                                        timezone.now())
-        if ending is not Ending.STOPPED and decision.action is Action.RELEASE and (
+        returned = ending in (Ending.STOPPED, Ending.UNSTARTED)
+        if not returned and decision.action is Action.RELEASE and (
                 self.store.cancel_requested([claim])):
             decision = rules.cancelled_instead(decision)  # cancelled: not retried
         settled = self.settler.apply(claim, decision)
@@ -292,7 +296,7 @@ class Supervisor:
         job = registry.find(claim.name)
         if job is not None and settled != Settled.LOST:
             after_settle(job, claim, decision)
-        if ending is Ending.STOPPED:
+        if returned:
             logger.warning("Returned job %s #%s left by worker process %s", claim.name,
                            claim.id, child.pid, extra={"action": "job_returned", "id": claim.id})
             return

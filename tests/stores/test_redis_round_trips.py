@@ -237,9 +237,9 @@ def test_a_worker_stopped_while_it_waits_leaves_the_job_pushed_then_unstarted(pr
         thread.join(30)
     assert not thread.is_alive()
     assert worker.processed == 0
-    # Claimed by the pop's claim or not, it waits again with no try charged.
+    # Claimed by the pop's claim or not, it waits again with no attempt counted.
     (claim,) = store.claim(["default"], "other")
-    assert claim.tries_used == 1 and claim.payload == '{"args":["too late"],"kwargs":{}}'
+    assert claim.attempts == 1 and claim.payload == '{"args":["too late"],"kwargs":{}}'
 
 
 def test_calls_sent_together_keep_the_main_threads_connection(private):

@@ -149,6 +149,15 @@ def test_release_uncharged(store):
     assert (last.attempts, last.uncounted, last.tries_used) == (3, 1, 2)
 
 
+def test_release_unstarted(store):
+    store.push([new()])
+    claim = store.claim(["default"], "w")[0]
+    assert store.release(claim, timezone.now(), uncharged=True, started=False)
+    # It never ran under that claim: its attempt is taken back, the number used again.
+    again = store.claim(["default"], "w")[0]
+    assert (again.attempts, again.uncounted, again.tries_used) == (1, 0, 1)
+
+
 def test_fail_moves_to_failed_list(store):
     job_id = store.push([new(queue="mail", key="k1")])[0]
     claim = store.claim(["mail"], "w")[0]

@@ -142,7 +142,7 @@ def test_workers_of_a_killed_supervisor_return_their_jobs_and_exit(store, superv
     wait_for(lambda: not any(psutil.pid_exists(pid) and psutil.Process(pid).status()
                              != psutil.STATUS_ZOMBIE for pid in children), timeout=20)
     assert kinds("patient-end") == []
-    assert returned_attempts(store) == 1  # given back, not counted as an attempt
+    assert returned_attempts(store) == 1  # given back, not charged a try
 
 
 # -- timeouts ---------------------------------------------------------------------------

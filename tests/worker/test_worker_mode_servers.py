@@ -114,12 +114,18 @@ def runs(kind: str) -> Counter:
     return Counter((value, attempt) for value, attempt, _ in kinds(kind))
 
 
-def each_ran_once_more_with_attempt_1(workers, values: list[str]) -> None:
-    """A `queue_work` runs what the server gave back: each job once, as attempt 1."""
+def started_twice(values: list[str]) -> Counter:
+    """Each job started as attempt 1, was stopped and given back (not charged a try),
+    then started again under a new number, 2."""
+    return Counter({(value, attempt): 1 for value in values for attempt in (1, 2)})
+
+
+def each_ran_once_more(workers, values: list[str]) -> None:
+    """A `queue_work` runs what the server gave back: each job once, as attempt 2."""
     result = workers.run("--stop-when-empty", "--processes", "1")
     assert result.returncode == 0, result.stderr
-    assert runs("hold-end") == Counter({(value, 1): 1 for value in values})
-    assert runs("hold-start") == Counter({(value, 1): 2 for value in values})
+    assert runs("hold-end") == Counter({(value, 2): 1 for value in values})
+    assert runs("hold-start") == started_twice(values)
 
 
 def test_gunicorn_sigterm_returns_the_jobs_in_hand_uncounted(store, workers, servers, tmp_path):
@@ -139,12 +145,12 @@ def test_gunicorn_sigterm_returns_the_jobs_in_hand_uncounted(store, workers, ser
     assert {pid for _, _, pid in kinds("hold-start")} <= children  # never the master
 
     assert server.stop(signal.SIGTERM) == 0
-    # Back on the queue at once, the attempts not counted; none ran to its end.
+    # Back on the queue at once, not charged a try; none ran to its end.
     assert counts(store) == (4, 0), server.output()
     assert kinds("hold-end") == []
     assert "shutdown grace: stopping it now" in server.output()
     path.unlink()
-    each_ran_once_more_with_attempt_1(workers, values)
+    each_ran_once_more(workers, values)
 
 
 def test_gunicorn_hup_new_workers_run_the_jobs_pushed_before(store, workers, servers, tmp_path):
@@ -167,10 +173,10 @@ def test_gunicorn_hup_new_workers_run_the_jobs_pushed_before(store, workers, ser
     wait_for(lambda: len(kinds("record")) == 2 and len(kinds("hold-end")) == 4, timeout=45)
     assert sorted((v, a) for v, a, _ in kinds("record")) == [("queued-0", 1), ("queued-1", 1)]
     assert {pid for _, _, pid in kinds("record")} <= new
-    assert runs("hold-end") == Counter({(value, 1): 1 for value in held})
+    assert runs("hold-end") == Counter({(value, 2): 1 for value in held})
     assert {pid for _, _, pid in kinds("hold-end")} <= new
-    # The old workers were cut off and gave their jobs back uncounted.
-    assert runs("hold-start") == Counter({(value, 1): 2 for value in held})
+    # The old workers were cut off and gave their jobs back, not charged a try.
+    assert runs("hold-start") == started_twice(held)
     assert server.stop(signal.SIGTERM) == 0
 
 
@@ -192,7 +198,7 @@ def test_uvicorn_sigterm_returns_the_jobs_in_hand_uncounted(store, workers, serv
     assert "shutdown grace: stopping it now" in server.output()
     assert not psutil.pid_exists(server.proc.pid)
     path.unlink()
-    each_ran_once_more_with_attempt_1(workers, values)
+    each_ran_once_more(workers, values)
 
 
 def test_runserver_reload_returns_the_jobs_in_hand_uncounted(store, workers, servers, tmp_path):
@@ -213,9 +219,9 @@ def test_runserver_reload_returns_the_jobs_in_hand_uncounted(store, workers, ser
     assert counts(store) == (2, 0), server.output()
     assert kinds("hold-end") == []
 
-    # The new child runs them once asked for a page, each as attempt 1.
+    # The new child runs them once asked for a page, each as attempt 2.
     path.unlink()
     wait_for(lambda: server.get() and len(kinds("hold-end")) == 2, timeout=45, every=0.2)
-    assert runs("hold-end") == Counter({(value, 1): 1 for value in values})
-    assert runs("hold-start") == Counter({(value, 1): 2 for value in values})
+    assert runs("hold-end") == Counter({(value, 2): 1 for value in values})
+    assert runs("hold-start") == started_twice(values)
     assert served not in {pid for _, _, pid in kinds("hold-end")}
