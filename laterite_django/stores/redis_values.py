@@ -113,7 +113,7 @@ def claims(rows: Sequence[Sequence[Any]], token: str) -> list[Claim]:
             last_error=text(row[9]) or "",
             available_at=dt(row[10]),
             position=int(row[11]),
-            uncounted=int(row[12] or 0) if len(row) > 12 else 0,
+            uncounted=int(row[12] or 0),
             token=token,
         )
         for row in rows

@@ -161,15 +161,11 @@ def returning(table: str = TABLE) -> str:
 def release(uncharged: bool, started: bool = True) -> str:
     """Params: available_at, error, id, token. Back to the queue, first of its batch;
     `uncharged`, `started`: see Store.release."""
-    if not uncharged:
-        counts = "attempts = attempts"
-    elif started:
-        counts = "uncounted = uncounted + 1"
-    else:
-        counts = "attempts = attempts - 1"
+    counts = "" if not uncharged else (
+        "uncounted = uncounted + 1, " if started else "attempts = attempts - 1, ")
     return (
         f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', "
-        f"{counts}, claim_position = 0, available_at = %s, last_error = %s, "
+        f"{counts}claim_position = 0, available_at = %s, last_error = %s, "
         f"unique_key = {KEEP_KEY} WHERE id = %s AND token = %s"
     )
 
