@@ -395,6 +395,13 @@ def parse_args(argv):
     )
     p.add_argument("--skip", help="comma-separated systems to leave out")
     p.add_argument(
+        "--alternate",
+        action="store_true",
+        help="measure all the rows in alternating rounds of one repetition each"
+        " (a b c, c b a, ...), as --ref does for its pair: for a ratio between peers"
+        " on a noisy machine",
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help="N=500, 1 repetition, 30 latency samples (unless given)",
@@ -656,9 +663,11 @@ def _measure(args, argv, meta, results, json_path):
             continue
         desc = system(name)
         # A row, its earlier commit's row (--ref) and its variants (VARIANT_ROWS) are
-        # measured in alternating rounds.
+        # measured in alternating rounds; with --alternate, every row is.
         group = [desc]
-        if args.ref and f"{name}@{args.ref}" in args.names:
+        if args.alternate:
+            group += [system(n) for n in args.names if n != name and n not in done]
+        elif args.ref and f"{name}@{args.ref}" in args.names:
             group.append(system(f"{name}@{args.ref}"))
         group += [system(v) for v, (base, _) in VARIANT_ROWS.items()
                   if base == name and v in args.names and v not in done]
