@@ -270,7 +270,9 @@ def markdown(run):
         "# Benchmarks" + (": scale scenarios" if scale_only else ""),
         "",
         "Made by `python bench/run.py` (see `bench/README.md`): every system below was"
-        " measured in the same run, on the same machine, one after the other.",
+        " measured in the same run, on the same machine, "
+        + ("in alternating rounds of one repetition each (`--alternate`)."
+           if meta.get("alternate") else "one after the other."),
         "",
         f"- date: {meta['date']}",
         f"- machine: {meta['nproc']} cores ({meta['cpu']}), {meta['memory']}, {meta['os']}",

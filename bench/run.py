@@ -575,6 +575,7 @@ def main(argv=None):
         backlog_sizes=args.backlog_sizes,
         idle_seconds=args.idle_seconds,
         tree=args.tree,
+        alternate=args.alternate,
         command=(
             "python bench/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
         ).strip(),
