@@ -28,8 +28,15 @@ STORE_SHORT = {"PostgreSQL": "PG", "Redis": "Redis", "SQLite": "SQLite"}
 def draw(run, path):
     results = run["results"]
     rows = [(desc, res) for desc, res in table_rows(results) if not res.get("failed")]
-    panels = [c for c in COLUMNS if c[0] != "p95"]
-    fig, axes = plt.subplots(2, 3, figsize=(18, 4 + 0.42 * len(rows)), squeeze=False)
+    # A column no row measured (drains with 2 and 4 processes under --workers 1) gets
+    # no empty panel.
+    panels = [c for c in COLUMNS if c[0] != "p95"
+              and any(value(res, c[0]) is not None for _, res in rows)]
+    lines = max(1, math.ceil(len(panels) / 3))
+    fig, axes = plt.subplots(lines, 3, figsize=(18, (2 + 0.21 * len(rows)) * lines),
+                             squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     labels = [f"{d.name} ({STORE_SHORT[d.store]})" for d, _ in rows][::-1]
     for ax, (key, heading, higher) in zip(axes.flat, panels, strict=False):
         vals = [value(res, key) for _, res in rows][::-1]
