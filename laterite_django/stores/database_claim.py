@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from ..flow.limits import any_job_limited, queue_limits
 from ..workflows.ending import any_marked
-from . import database_workflows, sql_limits
+from . import database_workflows, sql_limits, sql_postgres
 from .base import Claim
 from .database_wait import aware
 from .errors import guarded
@@ -50,6 +50,8 @@ class DatabaseClaiming:
     if TYPE_CHECKING:  # the store's own
         @property
         def dialect(self) -> ModuleType: ...
+        @property
+        def connection(self) -> Any: ...
         def _ts(self, value: datetime | None) -> Any: ...
         def _run_all(self, statements: Sequence[tuple[str, list]]) -> list: ...
         def delete(self, claims: Sequence[Claim]) -> int: ...
@@ -78,7 +80,14 @@ class DatabaseClaiming:
                                     queues, limit, limits, keys)
             return sorted(map(_claim_from_row, rows), key=attrgetter("position"))
         now = self._ts(timezone.now())
-        statements = self.dialect.claim(finished, uuid.uuid4().hex, now, worker, queues, limit)
-        claims = [_claim_from_row(row) for row in self._run_all(statements)]
+        token = uuid.uuid4().hex
+        dialect = self.dialect
+        rows = None
+        if dialect is sql_postgres:
+            rows = sql_postgres.run_claim(self.connection, finished, token, now, worker,
+                                          queues, limit)
+        if rows is None:
+            rows = self._run_all(dialect.claim(finished, token, now, worker, queues, limit))
+        claims = [_claim_from_row(row) for row in rows]
         claims.sort(key=attrgetter("position"))
         return claims

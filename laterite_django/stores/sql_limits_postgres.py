@@ -31,6 +31,7 @@ from typing import Any
 from ..flow.limits import QueueLimit
 from .base import Claim
 from .sql import COLUMNS, TABLE
+from .sql_postgres import SETTINGS
 
 __all__ = ["NO_LIMIT", "QUEUE_LOCK_IDS", "SETTINGS", "STARTS", "locked_keys", "statements"]
 
@@ -47,25 +48,13 @@ IDS_SETTING = "laterite.ids"
 SCAN = 1000
 _QUEUE_LOCK = "hashtextextended('laterite:queue:' || {name}, 0)"
 _KEY_LOCK = "hashtextextended('laterite:key:' || {name}, 0)"
-_ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
 _DELETE = (
     f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
     f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token RETURNING 1"
 )
 
-# FIRST's params: ids, tokens (finished). SETTINGS, for the rest of the transaction:
-# commit without waiting for the WAL flush (see sql_postgres); plan the statements that
-# follow once per connection (generic plans: planning them anew at each claim, which
-# the server otherwise chooses for them, costs about as much as running them); and
-# never plan a scan of the whole job table: every row they read is reached through an
-# index, but without the table's statistics (autovacuum off or behind, a table that
-# was empty when the plan was made) the planner takes `token IS NOT NULL` for nearly
-# every row and scans it all. And no JIT compilation: with such statistics a generic
-# plan's cost passed jit_above_cost, and compiling it took 30 ms at every claim.
-SETTINGS = (
-    f"{_ASYNC_COMMIT}, set_config('plan_cache_mode', 'force_generic_plan', true), "
-    f"set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
-)
+# FIRST's params: ids, tokens (finished). It sets the claim's SETTINGS (sql_postgres) for
+# the rest of the transaction.
 _FIRST = f"WITH done AS ({_DELETE}) SELECT (SELECT count(*) FROM done), {SETTINGS}"
 
 # Params: queues, now, SCAN, candidates, limit. The candidates: per queue, the first

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .base import Claim, NewJob
-from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_prepared
+from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_planned, run_prepared
 from .sql import (
     ABANDONED,
     CHANNEL,
@@ -39,9 +39,9 @@ from .sql import (
 )
 
 __all__ = [
-    "CLAIM_UPDATE", "DELETE", "PICKED", "REQUEUE_ABANDONED", "SWEEP_BATCH", "claim",
-    "claim_params", "delete", "due_in_order", "execute_hot", "execute_pipeline", "make_due",
-    "push", "push_one", "requeue_abandoned", "waking",
+    "CLAIM_UPDATE", "DELETE", "PICKED", "REQUEUE_ABANDONED", "SETTINGS", "SWEEP_BATCH",
+    "claim", "claim_params", "delete", "due_in_order", "execute_hot", "execute_pipeline",
+    "make_due", "push", "push_one", "requeue_abandoned", "run_claim", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -88,6 +88,21 @@ PICKED = f"picked AS MATERIALIZED ({_PICK})"
 # the database server itself only makes the job claimable again, which is the
 # at-least-once rule anyway; pushes and the failed list stay fully durable.
 _ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
+# The settings of a claim's transaction (set_config calls, in a SELECT's list): commit
+# without waiting for the WAL flush (as above); plan the claim's statements once per
+# connection (generic plans: planning them anew at each claim, which the server otherwise
+# chooses for them, costs about as much as running them, 0.5 ms a claim); and never
+# plan a scan of the whole job table: every row they read is reached through an index,
+# but without the table's statistics (autovacuum off or behind, a table that was empty
+# when the plan was made) the planner may take a few pages for the whole table, or
+# `token IS NOT NULL` for nearly every row, and scan it all. And no JIT compilation:
+# with such statistics a generic plan's cost passed jit_above_cost, and compiling it
+# took 30 ms at every claim.
+SETTINGS = (
+    f"{_ASYNC_COMMIT}, set_config('plan_cache_mode', 'force_generic_plan', true), "
+    f"set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
+)
+_SETTINGS_SELECT = f"SELECT {SETTINGS}".encode()
 # Params: token, now, worker; after PICKED. The picked rows are found by their address
 # (a TID scan): they are locked, so they stay where they are. Joined by id instead,
 # PostgreSQL hashes the picked rows and reads the whole table whenever its statistics
@@ -108,6 +123,11 @@ DELETE = (
     f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token "
     f"AND {_ASYNC_COMMIT} IS NOT NULL"
 )
+# Params: ids, tokens (finished), then claim_params().
+_SETTLE_AND_CLAIM = f"WITH done AS ({DELETE}), {PICKED} {CLAIM_UPDATE}"
+# Both by name (run_claim); their values' types are the server's to infer.
+_CLAIM_PREPARED = Prepared(b"laterite_claim", _CLAIM, None)
+_SETTLE_AND_CLAIM_PREPARED = Prepared(b"laterite_settle_and_claim", _SETTLE_AND_CLAIM, None)
 # Whether a push must notify (see the module docstring). A CASE, so that the locks are
 # tried in this order, and the instant lock let go only if taken.
 _MUST_NOTIFY = (
@@ -226,10 +246,21 @@ def claim(
     params = claim_params(token, now, worker, queues, limit)
     if not finished:
         return [(_CLAIM, params)]
-    return [(
-        f"WITH done AS ({DELETE}), {PICKED} {CLAIM_UPDATE}",
-        [[c.id for c in finished], [c.token for c in finished], *params],
-    )]
+    return [(_SETTLE_AND_CLAIM, [[c.id for c in finished], [c.token for c in finished], *params])]
+
+
+def run_claim(
+    connection: Any, finished: Sequence[Claim], token: str, now: Any, worker: str,
+    queues: Sequence[str], limit: int,
+) -> list[tuple] | None:
+    """What `claim`'s statement returns, run in one round trip after the claim's SETTINGS,
+    its plan made once per connection (`pg_hot.run_planned`); None where it cannot run
+    so (inside a transaction, behind a pooler): run `claim`'s statement instead."""
+    params = claim_params(token, now, worker, queues, limit)
+    if not finished:
+        return run_planned(connection, _SETTINGS_SELECT, _CLAIM_PREPARED, params)
+    return run_planned(connection, _SETTINGS_SELECT, _SETTLE_AND_CLAIM_PREPARED,
+                       [[c.id for c in finished], [c.token for c in finished], *params])
 
 
 def delete(claims: Sequence[Claim]) -> Statement:

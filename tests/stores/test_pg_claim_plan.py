@@ -1,0 +1,122 @@
+"""A claim on PostgreSQL (stores/pg_hot.run_planned): outside a transaction its
+statement runs by name after the claim's settings, in one round trip, so the server
+plans it once per connection instead of at every claim; that plan reaches the job
+table through its indexes even when made on an empty table; the settings end with
+the claim's transaction; and the claim still runs when its prepared statement was
+dropped, inside the caller's transaction, and on queues whose names need quoting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from laterite_django.stores import NewJob
+from laterite_django.stores.sql_postgres import SETTINGS
+from tests.testapp import jobs
+
+__all__: list[str] = []
+
+pytestmark = pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+
+
+def rows(sql: str) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return cursor.fetchall() if cursor.description else []
+
+
+def claim_plans() -> list[tuple[int, int]]:
+    """(generic, custom) plan counts of each statement of this connection's that claims."""
+    return rows("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%claim_position = picked.position%'")
+
+
+def test_a_claim_is_planned_once_per_connection_not_at_every_claim(pg_store):
+    jobs.noop.push_many([(i,) for i in range(12)])
+    claims = pg_store.claim(["default"], "w", 1)
+    for _ in range(10):
+        claims = pg_store.settle_and_claim(claims, ["default"], "w", 1)
+        assert len(claims) == 1
+    plans = claim_plans()
+    assert plans, "no claim statement prepared on this connection"
+    assert sum(custom for _, custom in plans) == 0
+    assert sum(generic for generic, _ in plans) == 11
+
+
+def explain(name: str, *values: str) -> str:
+    """The plan the claim statement `name` runs with, under the claim's settings."""
+    with transaction.atomic():
+        rows(f"SELECT {SETTINGS}")
+        plan = rows(f"EXPLAIN EXECUTE {name}({', '.join(values)})")
+    return "\n".join(line for (line,) in plan)
+
+
+def test_a_claim_planned_on_an_empty_table_reads_it_through_its_indexes(pg_store):
+    # Emptied, the table has no statistics: the planner takes it for a few pages, where
+    # a scan of the whole table would cost less than an index's. The plan is made at
+    # the next claim and kept while the statistics stay as they are.
+    rows("TRUNCATE laterite_job")
+    jobs.noop.push(1)
+    claims = pg_store.claim(["default"], "w", 1)
+    jobs.noop.push(2)
+    assert len(pg_store.settle_and_claim(claims, ["default"], "w", 1)) == 1
+    claim = explain("laterite_claim", "'{default}'", "now()", "1", "1", "'t'", "now()", "'w'")
+    settle = explain("laterite_settle_and_claim", "'{1}'", "'{t}'", "'{default}'", "now()",
+                     "1", "1", "'t'", "now()", "'w'")
+    for plan in (claim, settle):
+        assert "laterite_job_due" in plan
+        assert "Seq Scan on laterite_job" not in plan, plan
+
+
+def test_the_claims_settings_end_with_its_transaction(pg_store):
+    jobs.noop.push(1)
+    assert len(pg_store.claim(["default"], "w", 1)) == 1
+    assert claim_plans()
+    assert rows("SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan'), "
+                "current_setting('jit'), current_setting('synchronous_commit')") == [
+        ("auto", "on", rows("SHOW jit")[0][0], "on")]
+    assert rows("SHOW jit") == rows("SELECT reset_val FROM pg_settings WHERE name = 'jit'")
+
+
+def test_a_claim_runs_again_when_its_prepared_statement_was_dropped(pg_store):
+    jobs.noop.push_many([(i,) for i in range(3)])
+    first = pg_store.claim(["default"], "w", 1)
+    rows("DEALLOCATE ALL")
+    second = pg_store.settle_and_claim(first, ["default"], "w", 1)
+    rows("DISCARD ALL")
+    third = pg_store.settle_and_claim(second, ["default"], "w", 1)
+    assert [len(first), len(second), len(third)] == [1, 1, 1]
+    assert len({c.id for c in first + second + third}) == 3
+    pg_store.delete(third)
+    assert rows("SELECT count(*) FROM laterite_job") == [(0,)]
+    jobs.noop.push(4)
+    assert len(pg_store.claim(["default"], "w", 1)) == 1
+    assert claim_plans()  # prepared again
+
+
+def test_a_claim_inside_atomic_joins_the_callers_transaction(pg_store):
+    jobs.noop.push(1)
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        [claim] = pg_store.claim(["default"], "w", 1)
+        assert rows("SELECT token FROM laterite_job") == [(claim.token,)]
+        1 / 0  # noqa: B018
+    assert rows("SELECT token, attempts FROM laterite_job") == [(None, 0)]
+    assert len(pg_store.claim(["default"], "w", 1)) == 1
+
+
+QUEUES = ['a,b', 'say "hi"', "back\\slash", "{braces}", "NULL", " spaced ", "été", "it's"]
+
+
+def test_queues_whose_names_need_quoting_are_claimed_in_order(pg_store):
+    now = timezone.now()
+    pg_store.push([
+        NewJob(name="tests.noop", queue=queue, pushed_at=now, available_at=now,
+               payload=json.dumps({"args": [queue], "kwargs": {}}))
+        for queue in reversed(QUEUES)])
+    claims = pg_store.claim(QUEUES, "w", len(QUEUES))
+    assert [c.queue for c in claims] == QUEUES
+    assert [json.loads(c.payload)["args"] for c in claims] == [[q] for q in QUEUES]
+    assert claim_plans()  # the claim ran by name, its queues written as text
