@@ -84,7 +84,7 @@ class _Hot:
         self.cursor = cursor
         self.prepares = prepares
         self.utf8 = raw.info.encoding == "utf-8"
-        self.prepared: set[bytes] = set()  # names prepared by run_prepared on `raw`
+        self.prepared: set[bytes] = set()  # names prepared on `raw` (_prepare)
         self.loads: Any = None  # a psycopg Transformer reading run_planned's rows
 
 
