@@ -82,12 +82,12 @@ class DatabaseClaiming:
         now = self._ts(timezone.now())
         token = uuid.uuid4().hex
         dialect = self.dialect
-        rows = None
+        found: Sequence[Sequence[Any]] | None = None
         if dialect is sql_postgres:
-            rows = sql_postgres.run_claim(self.connection, finished, token, now, worker,
-                                          queues, limit)
-        if rows is None:
-            rows = self._run_all(dialect.claim(finished, token, now, worker, queues, limit))
-        claims = [_claim_from_row(row) for row in rows]
+            found = sql_postgres.run_claim(self.connection, finished, token, now, worker,
+                                           queues, limit)
+        if found is None:
+            found = self._run_all(dialect.claim(finished, token, now, worker, queues, limit))
+        claims = [_claim_from_row(row) for row in found]
         claims.sort(key=attrgetter("position"))
         return claims
