@@ -68,15 +68,23 @@ def test_a_batch_under_whole_group_kills_fires_then_and_finally_once(store, work
     b = run_batch_under_kills(store, workers, total, kills=5)
     ran = set(Record.objects.filter(kind="member").values_list("value", flat=True))
     assert ran == {str(i) for i in range(total)}
-    assert (b.pending, b.failed, b.state) == (0, 0, "finished")
+    assert (b.pending, b.failed, b.state) == (0, 0, "finished"), failed_rows()
     assert callbacks() == Counter({"then": 1, "finally": 1})
+
+
+def failed_rows() -> list[tuple[str, str, int, str]]:
+    """The failed list, as (name, payload, attempts, the error's last line): what an
+    assertion on a batch's failures shows when it does not hold."""
+    return [(name, payload, attempts, error.strip().splitlines()[-1] if error.strip() else "")
+            for name, payload, attempts, error in FailedJob.objects.order_by("id").values_list(
+                "name", "payload", "attempts", "error")]
 
 
 def test_a_failure_under_kills_fires_catch_once_and_never_then(store, workers):
     total = int(short_or_full(300, 1000))
     Record.objects.create(kind="gate", value="7")
     b = run_batch_under_kills(store, workers, total, kills=5)
-    assert (b.pending, b.failed, b.state) == (0, 1, "failed")
+    assert (b.pending, b.failed, b.state) == (0, 1, "failed"), failed_rows()
     assert callbacks() == Counter({"catch": 1, "finally": 1})
     assert FailedJob.objects.get().name == "tests.member"
 
