@@ -45,7 +45,8 @@ from typing import Any, NamedTuple
 
 from .pooler import behind_pooler
 
-__all__ = ["Prepared", "execute_hot", "prepares", "run_hot", "run_planned", "run_prepared"]
+__all__ = ["Prepared", "as_texts", "execute_hot", "prepares", "run_hot", "run_planned",
+           "run_prepared"]
 
 # The attribute of a Django connection that keeps its `_Hot`.
 _HOT = "_laterite_hot"
@@ -176,7 +177,7 @@ def run_planned(connection: Any, settings: bytes, statement: Prepared,
     hot = _current(connection)
     if not _by_name(hot):
         return None
-    texts = _texts(params)
+    texts = as_texts(params)
     if texts is None:
         return None
     raw = hot.raw
@@ -229,18 +230,19 @@ def _after(raw: Any, settings: bytes, name: bytes, texts: list[bytes | None]) ->
     return result
 
 
-def _texts(params: Sequence[Any]) -> list[bytes | None] | None:
-    """`params` as the text PostgreSQL reads, or None if one is not a value written
-    here alike (None, an int, a str, a datetime in UTC, a list of ints or of strs)."""
+def as_texts(params: Sequence[Any]) -> list[bytes | None] | None:
+    """`params` as the text PostgreSQL reads, for `run_prepared` and `run_planned`, or
+    None if one is not a value written here alike (a str, None, an int, a datetime in
+    UTC, a list of ints or of strs): psycopg then adapts them, the ordinary way."""
     texts: list[bytes | None] = []
     for value in params:
         kind = type(value)
-        if value is None:
+        if kind is str:
+            texts.append(value.encode())
+        elif value is None:
             texts.append(None)
         elif kind is int:
             texts.append(b"%d" % value)
-        elif kind is str:
-            texts.append(value.encode())
         elif kind is datetime and value.tzinfo is UTC:
             texts.append(str(value).encode())
         elif kind is list and all(type(item) is int for item in value):

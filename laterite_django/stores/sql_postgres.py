@@ -21,11 +21,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from .base import Claim, NewJob
-from .pg_hot import Prepared, execute_hot, prepares, run_hot, run_planned, run_prepared
+from .pg_hot import (
+    Prepared,
+    as_texts,
+    execute_hot,
+    prepares,
+    run_hot,
+    run_planned,
+    run_prepared,
+)
 from .sql import (
     ABANDONED,
     CHANNEL,
@@ -204,32 +211,12 @@ def push_one(connection: Any, job: NewJob, ts: Any) -> int | None:
     job's unique key."""
     params = [job.name, job.queue, job.payload, job.priority, job.pushed_at,
               job.available_at, job.retry_until, job.unique_key]
-    texts = _push_texts(job)
+    texts = as_texts(params)
     if texts is None:
         result = run_hot(connection, _PUSH_ONE, params).pgresult
     else:
         result = run_prepared(connection, _PUSH_PREPARED, texts, params)
     return int(result.get_value(0, 0)) if result.ntuples else None
-
-
-def _push_texts(job: NewJob) -> list[bytes | None] | None:
-    """A job's values as the text PostgreSQL reads them, or None where one is not a
-    plain value written here alike (a time not in UTC, a priority not an int): psycopg
-    then adapts them."""
-    pushed, available, until, priority = (
-        job.pushed_at, job.available_at, job.retry_until, job.priority)
-    if (type(pushed) is not datetime or pushed.tzinfo is not UTC
-            or type(available) is not datetime or available.tzinfo is not UTC
-            or type(priority) is not int
-            or (until is not None and (type(until) is not datetime or until.tzinfo is not UTC))):
-        return None
-    pushed_text = str(pushed).encode()  # 2026-12-01 06:15:49.123456+00:00
-    key = job.unique_key
-    return [
-        job.name.encode(), job.queue.encode(), job.payload.encode(), b"%d" % priority,
-        pushed_text, pushed_text if available is pushed else str(available).encode(),
-        None if until is None else str(until).encode(), None if key is None else key.encode(),
-    ]
 
 
 def claim_params(token: str, now: Any, worker: str, queues: Sequence[str], limit: int
