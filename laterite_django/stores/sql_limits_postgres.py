@@ -31,7 +31,7 @@ from typing import Any
 from ..flow.limits import QueueLimit
 from .base import Claim
 from .sql import COLUMNS, TABLE
-from .sql_postgres import SETTINGS
+from .sql_postgres import DELETE_FINISHED, SETTINGS
 
 __all__ = ["NO_LIMIT", "QUEUE_LOCK_IDS", "SETTINGS", "STARTS", "locked_keys", "statements"]
 
@@ -48,10 +48,7 @@ IDS_SETTING = "laterite.ids"
 SCAN = 1000
 _QUEUE_LOCK = "hashtextextended('laterite:queue:' || {name}, 0)"
 _KEY_LOCK = "hashtextextended('laterite:key:' || {name}, 0)"
-_DELETE = (
-    f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
-    f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token RETURNING 1"
-)
+_DELETE = f"{DELETE_FINISHED} RETURNING 1"
 
 # FIRST's params: ids, tokens (finished). It sets the claim's SETTINGS (sql_postgres) for
 # the rest of the transaction.

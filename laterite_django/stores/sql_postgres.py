@@ -46,9 +46,9 @@ from .sql import (
 )
 
 __all__ = [
-    "CLAIM_UPDATE", "DELETE", "PICKED", "REQUEUE_ABANDONED", "SETTINGS", "SWEEP_BATCH",
-    "claim", "claim_params", "delete", "due_in_order", "execute_hot", "execute_pipeline",
-    "make_due", "push", "push_one", "requeue_abandoned", "run_claim", "waking",
+    "CLAIM_UPDATE", "DELETE", "DELETE_FINISHED", "PICKED", "REQUEUE_ABANDONED", "SETTINGS",
+    "SWEEP_BATCH", "claim", "claim_params", "delete", "due_in_order", "execute_hot",
+    "execute_pipeline", "make_due", "push", "push_one", "requeue_abandoned", "run_claim", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -125,11 +125,17 @@ CLAIM_UPDATE = (
 # Params: claim_params().
 _CLAIM = f"WITH {PICKED} {CLAIM_UPDATE}"
 # Params: ids, tokens.
-DELETE = (
-    f"DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) AS done(id, token) "
-    f"WHERE {TABLE}.id = done.id AND {TABLE}.token = done.token "
-    f"AND {_ASYNC_COMMIT} IS NOT NULL"
+# Params: ids, tokens (of finished claims, pair by pair). Their rows are reached
+# through the primary key whatever the table's statistics say: joined to the list
+# unnested, a table without statistics (new, emptied, autovacuum off or behind) was
+# read whole and hashed at every deletion, dead rows included (1 ms for 20 jobs of
+# 3,000). The one-row subquery is folded into the statement, each value given once.
+DELETE_FINISHED = (
+    f"DELETE FROM {TABLE} USING (SELECT %s::bigint[] AS ids, %s::varchar[] AS tokens) done "
+    f"WHERE {TABLE}.id = ANY(done.ids) "
+    f"AND {TABLE}.token = done.tokens[array_position(done.ids, {TABLE}.id)]"
 )
+DELETE = f"{DELETE_FINISHED} AND {_ASYNC_COMMIT} IS NOT NULL"
 # Params: ids, tokens (finished), then claim_params().
 _SETTLE_AND_CLAIM = f"WITH done AS ({DELETE}), {PICKED} {CLAIM_UPDATE}"
 # Both by name (run_claim); their values' types are the server's to infer.

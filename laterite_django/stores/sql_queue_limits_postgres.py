@@ -32,7 +32,7 @@ from ..flow.limits import QueueLimit
 from .base import Claim
 from .sql import COLUMNS, TABLE
 from .sql_limits_postgres import NO_LIMIT, QUEUE_LOCK_IDS, SETTINGS, STARTS
-from .sql_postgres import due_in_order
+from .sql_postgres import DELETE_FINISHED, due_in_order
 
 __all__ = ["statements"]
 
@@ -57,9 +57,7 @@ _DUE = due_in_order("room.name", "%s", "GREATEST(LEAST(room.room, %s), 0)",
 # Params: ids, tokens (finished); queues, concurrency, rate, period (arrays, NULL for
 # none); now, NO_LIMIT, NO_LIMIT, now, now, limit, limit, token, now, worker, now.
 _CLAIM = (
-    f"WITH done AS (DELETE FROM {TABLE} USING unnest(%s::bigint[], %s::varchar[]) "
-    f"AS f(id, token) WHERE {TABLE}.id = f.id AND {TABLE}.token = f.token "
-    f"RETURNING {TABLE}.queue), "
+    f"WITH done AS ({DELETE_FINISHED} RETURNING {TABLE}.queue), "
     f"q AS (SELECT * FROM unnest(%s::varchar[], %s::int[], %s::int[], %s::float8[]) "
     f"WITH ORDINALITY AS q(name, conc, rate, period, ord)), "
     # The starts past their period go (under the queue's lock: one claim at a time).

@@ -119,6 +119,17 @@ def test_delete_needs_the_current_token(store):
     assert store.counts().get("default") is None or store.counts()["default"].total == 0
 
 
+def test_delete_pairs_each_job_with_its_own_token(store):
+    store.push([new(), new(), new()])
+    first = store.claim(["default"], "w")[0]
+    second, third = store.claim(["default"], "w", 2)
+    swapped = [type(c)(**{**_fields(c), "token": t})
+               for c, t in ((first, second.token), (second, first.token))]
+    assert store.delete(swapped) == 0
+    assert store.delete([third, second, first]) == 3
+    assert store.counts().get("default") is None or store.counts()["default"].total == 0
+
+
 def test_release_puts_back_with_delay_and_keeps_attempts(store):
     store.push([new()])
     claim = store.claim(["default"], "w")[0]
