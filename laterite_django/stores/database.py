@@ -199,6 +199,10 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
             return 0
         if any_marked(claims):
             return database_workflows.delete_marked(self, claims)
+        if self.dialect is sql_postgres:
+            deleted = sql_postgres.run_delete(self.connection, claims)
+            if deleted is not None:
+                return deleted
         return self._hot(*self.dialect.delete(claims))[1]
 
     @guarded

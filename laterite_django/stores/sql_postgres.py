@@ -48,7 +48,8 @@ from .sql import (
 __all__ = [
     "CLAIM_UPDATE", "DELETE", "DELETE_FINISHED", "PICKED", "REQUEUE_ABANDONED", "SETTINGS",
     "SWEEP_BATCH", "claim", "claim_params", "delete", "due_in_order", "execute_hot",
-    "execute_pipeline", "make_due", "push", "push_one", "requeue_abandoned", "run_claim", "waking",
+    "execute_pipeline", "make_due", "push", "push_one", "requeue_abandoned", "run_claim",
+    "run_delete", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -102,14 +103,18 @@ _ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
 # plan a scan of the whole job table: every row they read is reached through an index,
 # but without the table's statistics (autovacuum off or behind, a table that was empty
 # when the plan was made) the planner may take a few pages for the whole table, or
-# `token IS NOT NULL` for nearly every row, and scan it all. And no JIT compilation:
+# `token IS NOT NULL` for nearly every row, and scan it all, or read every claimed row
+# through a bitmap to delete 20 of them (a table vacuumed while empty, then filled, is
+# costed so: a few random page reads cost more than the scan). And no JIT compilation:
 # with such statistics a generic plan's cost passed jit_above_cost, and compiling it
 # took 30 ms at every claim.
 SETTINGS = (
     f"{_ASYNC_COMMIT}, set_config('plan_cache_mode', 'force_generic_plan', true), "
-    f"set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
+    f"set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), "
+    f"set_config('jit', 'off', true)"
 )
-_SETTINGS_SELECT = f"SELECT {SETTINGS}".encode()
+_SETTINGS_SQL = f"SELECT {SETTINGS}"
+_SETTINGS_SELECT = _SETTINGS_SQL.encode()
 # Params: token, now, worker; after PICKED. The picked rows are found by their address
 # (a TID scan): they are locked, so they stay where they are. Joined by id instead,
 # PostgreSQL hashes the picked rows and reads the whole table whenever its statistics
@@ -141,6 +146,7 @@ _SETTLE_AND_CLAIM = f"WITH done AS ({DELETE}), {PICKED} {CLAIM_UPDATE}"
 # Both by name (run_claim); their values' types are the server's to infer.
 _CLAIM_PREPARED = Prepared(b"laterite_claim", _CLAIM, None)
 _SETTLE_AND_CLAIM_PREPARED = Prepared(b"laterite_settle_and_claim", _SETTLE_AND_CLAIM, None)
+_DELETE_PREPARED = Prepared(b"laterite_delete", f"{DELETE_FINISHED} RETURNING {TABLE}.id", None)
 # Whether a push must notify (see the module docstring). A CASE, so that the locks are
 # tried in this order, and the instant lock let go only if taken.
 _MUST_NOTIFY = (
@@ -246,14 +252,34 @@ def run_claim(
     connection: Any, finished: Sequence[Claim], token: str, now: Any, worker: str,
     queues: Sequence[str], limit: int,
 ) -> list[tuple] | None:
-    """What `claim`'s statement returns, run in one round trip after the claim's SETTINGS,
-    its plan made once per connection (`pg_hot.run_planned`); None where it cannot run
-    so (inside a transaction, behind a pooler): run `claim`'s statement instead."""
+    """What `claim`'s statement returns, run under the claim's SETTINGS (`_settled`);
+    None inside the caller's transaction: run `claim`'s statement there."""
     params = claim_params(token, now, worker, queues, limit)
     if not finished:
-        return run_planned(connection, _SETTINGS_SELECT, _CLAIM_PREPARED, params)
-    return run_planned(connection, _SETTINGS_SELECT, _SETTLE_AND_CLAIM_PREPARED,
-                       [[c.id for c in finished], [c.token for c in finished], *params])
+        return _settled(connection, _CLAIM_PREPARED, params)
+    return _settled(connection, _SETTLE_AND_CLAIM_PREPARED,
+                    [[c.id for c in finished], [c.token for c in finished], *params])
+
+
+def run_delete(connection: Any, claims: Sequence[Claim]) -> int | None:
+    """How many of `claims` were deleted (finished: their rows go), under the claim's
+    SETTINGS (`_settled`); None inside the caller's transaction: run `delete`'s."""
+    rows = _settled(connection, _DELETE_PREPARED, delete(claims)[1])
+    return None if rows is None else len(rows)
+
+
+def _settled(connection: Any, statement: Prepared, params: list[Any]) -> list[tuple] | None:
+    """The rows of `statement`, run after the claim's SETTINGS in one transaction and
+    one round trip: by name, its plan made once per connection (`pg_hot.run_planned`),
+    or else (behind a pooler, nothing prepared) unprepared, both in one pipeline. None
+    inside the caller's transaction, which the settings would outlast."""
+    rows = run_planned(connection, _SETTINGS_SELECT, statement, params)
+    if rows is not None:
+        return rows
+    connection.ensure_connection()
+    if connection.in_atomic_block or not connection.connection.autocommit:
+        return None
+    return execute_pipeline(connection, [(_SETTINGS_SQL, []), (statement.sql, params)])[-1]
 
 
 def delete(claims: Sequence[Claim]) -> Statement:

@@ -78,8 +78,9 @@ def test_the_claims_settings_end_with_its_transaction(pg_store):
     assert len(pg_store.claim(["default"], "w", 1)) == 1
     assert claim_plans()
     assert rows("SELECT current_setting('plan_cache_mode'), current_setting('enable_seqscan'), "
-                "current_setting('jit'), current_setting('synchronous_commit')") == [
-        ("auto", "on", rows("SHOW jit")[0][0], "on")]
+                "current_setting('enable_bitmapscan'), current_setting('jit'), "
+                "current_setting('synchronous_commit')") == [
+        ("auto", "on", "on", rows("SHOW jit")[0][0], "on")]
     assert rows("SHOW jit") == rows("SELECT reset_val FROM pg_settings WHERE name = 'jit'")
 
 
@@ -147,3 +148,67 @@ def test_a_deletion_of_finished_jobs_reads_only_their_rows_whatever_the_statisti
     plan = plain_plan(statement, params)
     assert "laterite_job_pkey" in plan and "Seq Scan on laterite_job" not in plan, plan
     assert pg_store.delete(claims) == 3000
+
+
+@pytest.fixture
+def unprepared():
+    """Django's connection as a pooler's client has it: nothing prepared (OPTIONS
+    `"prepare_threshold": None`), so a claim cannot run by name."""
+    options = connection.settings_dict.setdefault("OPTIONS", {})
+    before = dict(options)
+    options["prepare_threshold"] = None
+    connection.close()
+    yield
+    options.clear()
+    options.update(before)
+    connection.close()
+
+
+def seq_scans() -> int:
+    """Scans of the whole job table so far (this connection's counts flushed first)."""
+    rows("SELECT pg_stat_force_next_flush()")
+    return rows("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'laterite_job'")[0][0]
+
+
+def test_a_claim_that_cannot_run_by_name_still_reads_the_table_through_its_indexes(
+        pg_store, unprepared):
+    # Behind a pooler the claim runs unprepared; its settings still come with it, in
+    # the same transaction (one round trip), and keep it on the indexes of a table
+    # without statistics, which it would otherwise read whole at every claim.
+    rows("TRUNCATE laterite_job")
+    jobs.noop.push_many([(i,) for i in range(3000)])
+    before = seq_scans()
+    claims = pg_store.claim(["default"], "w", 100)
+    claims = pg_store.settle_and_claim(claims, ["default"], "w", 100)
+    assert len(claims) == 100
+    assert seq_scans() == before
+    assert claim_plans() == []  # nothing prepared
+    assert rows("SELECT current_setting('enable_seqscan'), "
+                "current_setting('synchronous_commit')") == [("on", "on")]
+    with transaction.atomic():  # inside the caller's transaction: none of its settings
+        assert len(pg_store.settle_and_claim(claims, ["default"], "w", 1)) == 1
+        assert rows("SELECT current_setting('enable_seqscan')") == [("on",)]
+
+
+def claimed_index_scans() -> int:
+    """Reads of the index of claimed jobs so far (a deletion read every claimed row
+    through it, in a bitmap)."""
+    rows("SELECT pg_stat_force_next_flush()")
+    return rows("SELECT idx_scan FROM pg_stat_user_indexes "
+                "WHERE indexrelname = 'laterite_job_claimed'")[0][0]
+
+
+def test_finished_jobs_are_deleted_through_the_primary_key_after_a_vacuum_of_the_empty_table(
+        pg_store):
+    # VACUUM of the emptied table (autovacuum's, or the workers' own, once a queue has
+    # drained): the planner costs a few random page reads above reading the whole table
+    # and put every deletion of finished jobs on a scan of it, or of every claimed row.
+    rows("TRUNCATE laterite_job")
+    rows("VACUUM laterite_job")
+    jobs.noop.push_many([(i,) for i in range(3000)])
+    claims = pg_store.claim(["default"], "w", 100)
+    before = seq_scans(), claimed_index_scans()
+    assert pg_store.delete(claims[:20]) == 20
+    assert len(pg_store.settle_and_claim(claims[20:40], ["default"], "w", 1)) == 1
+    assert (seq_scans(), claimed_index_scans()) == before
+    assert rows("SELECT count(*) FROM laterite_job") == [(2960,)]
