@@ -1,7 +1,7 @@
 """Profile one laterite worker draining no-op jobs, on each store, with pyinstrument.
 
     python bench/profile_worker.py [--n 3000] [--store laterite_pg,laterite_redis,laterite_sqlite]
-                                   [--ref 2d1d5a0] [--cost [--rounds 5] [--metrics]]
+                                   [--ref 2d1d5a0] [--cost [--rounds 5] [--metrics] [--vacuum]]
                                    [--batch 100]
 
 With --cost, no profiler: each round drains N jobs unprofiled (wall and CPU
@@ -11,6 +11,8 @@ and the earlier commit alternate round by round, and the medians are printed.
 With --metrics, the current tree with its metrics off and on (the worker's
 counts handed to a metrics server's totals, as `queue_work --metrics-port`
 does) alternate instead, and the ratio of their wall times is printed.
+With --vacuum (PostgreSQL), the emptied job table is vacuumed before each
+drain's pushes, as autovacuum or the workers' own vacuum may leave it.
 
 Runs the worker loop in one process (as `queue_work --processes 1` does) and
 prints, per store, where the time of a job goes: the claim, running the job,
@@ -49,6 +51,10 @@ store = get_store()
 
 def drain(profile):
     store.clear()
+    if {vacuum}:  # the emptied table vacuumed, as autovacuum or the workers' own may
+        from django.db import connection
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM laterite_job")
     noop.push_many([(i,) for i in range({n})])
     worker = Worker(["default"], stop_when_empty=True, batch={batch})
     if {metrics}:
@@ -72,7 +78,7 @@ print(json.dumps({{"wall_us": wall / done * 1e6, "cpu_us": cpu / done * 1e6,
 
 
 def cost(system: str, n: int, rounds: int, ref: str | None, metrics: bool = False,
-         batch: int = 100) -> str:
+         batch: int = 100, vacuum: bool = False) -> str:
     """Medians over `rounds` of wall and CPU per job and calls per job (and at `ref`,
     or with the metrics on)."""
     import json
@@ -87,7 +93,8 @@ def cost(system: str, n: int, rounds: int, ref: str | None, metrics: bool = Fals
     found: dict[str, list[dict]] = {}
     for round_ in range(rounds):
         for label, which, on in variants if round_ % 2 == 0 else variants[::-1]:
-            out = profile_one(system, n, which, code=COST.format(n=n, metrics=on, batch=batch))
+            out = profile_one(system, n, which, code=COST.format(n=n, metrics=on, batch=batch,
+                                                                  vacuum=vacuum))
             line = out.strip().splitlines()[-1] if out.strip() else ""
             try:
                 found.setdefault(label, []).append(json.loads(line))
@@ -180,12 +187,16 @@ def main() -> None:
                         help="with --cost: the metrics off and on, alternating")
     parser.add_argument("--batch", type=int, default=100,
                         help="the worker's batch (queue_work --batch; 100 by default)")
+    parser.add_argument("--vacuum", action="store_true",
+                        help="with --cost on PostgreSQL: VACUUM the emptied job table before "
+                             "each drain's pushes")
     args = parser.parse_args()
     if args.cost:
         for system in args.store.split(","):
             print(f"## {system} ({time.strftime('%Y-%m-%d %H:%M')} UTC, N={args.n}, "
                   f"medians of {args.rounds})\n")
-            print(cost(system, args.n, args.rounds, args.ref, args.metrics, args.batch), "\n")
+            print(cost(system, args.n, args.rounds, args.ref, args.metrics, args.batch,
+                       args.vacuum), "\n")
         return
     for system in args.store.split(","):
         for ref in (None, args.ref) if args.ref else (None,):
