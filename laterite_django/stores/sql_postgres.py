@@ -129,7 +129,6 @@ CLAIM_UPDATE = (
 )
 # Params: claim_params().
 _CLAIM = f"WITH {PICKED} {CLAIM_UPDATE}"
-# Params: ids, tokens.
 # Params: ids, tokens (of finished claims, pair by pair). Their rows are reached
 # through the primary key whatever the table's statistics say: joined to the list
 # unnested, a table without statistics (new, emptied, autovacuum off or behind) was
@@ -252,23 +251,24 @@ def run_claim(
     connection: Any, finished: Sequence[Claim], token: str, now: Any, worker: str,
     queues: Sequence[str], limit: int,
 ) -> list[tuple] | None:
-    """What `claim`'s statement returns, run under the claim's SETTINGS (`_settled`);
-    None inside the caller's transaction: run `claim`'s statement there."""
+    """What `claim`'s statement returns, run under the claim's SETTINGS
+    (`_under_settings`); None inside the caller's transaction: run `claim`'s there."""
     params = claim_params(token, now, worker, queues, limit)
     if not finished:
-        return _settled(connection, _CLAIM_PREPARED, params)
-    return _settled(connection, _SETTLE_AND_CLAIM_PREPARED,
-                    [[c.id for c in finished], [c.token for c in finished], *params])
+        return _under_settings(connection, _CLAIM_PREPARED, params)
+    return _under_settings(connection, _SETTLE_AND_CLAIM_PREPARED,
+                           [[c.id for c in finished], [c.token for c in finished], *params])
 
 
 def run_delete(connection: Any, claims: Sequence[Claim]) -> int | None:
     """How many of `claims` were deleted (finished: their rows go), under the claim's
-    SETTINGS (`_settled`); None inside the caller's transaction: run `delete`'s."""
-    rows = _settled(connection, _DELETE_PREPARED, delete(claims)[1])
+    SETTINGS (`_under_settings`); None inside the caller's transaction: run `delete`'s."""
+    rows = _under_settings(connection, _DELETE_PREPARED, delete(claims)[1])
     return None if rows is None else len(rows)
 
 
-def _settled(connection: Any, statement: Prepared, params: list[Any]) -> list[tuple] | None:
+def _under_settings(connection: Any, statement: Prepared, params: list[Any]
+                    ) -> list[tuple] | None:
     """The rows of `statement`, run after the claim's SETTINGS in one transaction and
     one round trip: by name, its plan made once per connection (`pg_hot.run_planned`),
     or else (behind a pooler, nothing prepared) unprepared, both in one pipeline. None
