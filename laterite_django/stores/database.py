@@ -39,6 +39,7 @@ from .database_claim import DatabaseClaiming
 from .database_reads import DatabaseReads
 from .database_wait import DatabaseWaiting, aware
 from .errors import guarded
+from .pg_callers_transaction import keeps_callers_settings
 from .schedule_state import Fired, ScheduleFire, ScheduleState
 from .vacuum import Vacuum
 
@@ -194,6 +195,7 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
     # -- settle -----------------------------------------------------------------
 
     @guarded
+    @keeps_callers_settings
     def delete(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0

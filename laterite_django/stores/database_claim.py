@@ -20,6 +20,7 @@ from . import database_workflows, sql_limits, sql_postgres
 from .base import Claim
 from .database_wait import aware
 from .errors import guarded
+from .pg_callers_transaction import keeps_callers_settings
 
 __all__ = ["DatabaseClaiming"]
 
@@ -61,9 +62,17 @@ class DatabaseClaiming:
         return self.settle_and_claim((), queues, worker, limit)
 
     @guarded
+    @keeps_callers_settings
     def settle_and_claim(
         self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
     ) -> list[Claim]:
+        return self._settle_and_claim(finished, queues, worker, limit)
+
+    def _settle_and_claim(
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int
+    ) -> list[Claim]:
+        """settle_and_claim's work, also run inside the store's own transaction (a
+        workflow's settle, database_workflows), where the claim's settings stay."""
         if not queues or limit < 1:
             self.delete(finished)
             return []

@@ -64,7 +64,7 @@ def settle_and_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Se
         return _counted_claim(store, finished, queues, worker, limit)
     with transaction.atomic(using=store.database):
         delete_marked(store, finished)
-        return store.settle_and_claim((), queues, worker, limit)
+        return store._settle_and_claim((), queues, worker, limit)
 
 
 def fail_counted(store: DatabaseStore, claim: Claim) -> None:

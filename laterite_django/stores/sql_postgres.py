@@ -47,9 +47,9 @@ from .sql import (
 
 __all__ = [
     "CLAIM_UPDATE", "DELETE", "DELETE_FINISHED", "PICKED", "REQUEUE_ABANDONED", "SETTINGS",
-    "SWEEP_BATCH", "claim", "claim_params", "delete", "due_in_order", "execute_hot",
-    "execute_pipeline", "make_due", "push", "push_one", "requeue_abandoned", "run_claim",
-    "run_delete", "waking",
+    "SETTING_VALUES", "SWEEP_BATCH", "claim", "claim_params", "delete", "due_in_order",
+    "execute_hot", "execute_pipeline", "make_due", "push", "push_one", "requeue_abandoned",
+    "run_claim", "run_delete", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -108,11 +108,14 @@ _ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
 # costed so: a few random page reads cost more than the scan). And no JIT compilation:
 # with such statistics a generic plan's cost passed jit_above_cost, and compiling it
 # took 30 ms at every claim.
-SETTINGS = (
-    f"{_ASYNC_COMMIT}, set_config('plan_cache_mode', 'force_generic_plan', true), "
-    f"set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), "
-    f"set_config('jit', 'off', true)"
-)
+# Inside the caller's transaction they would last to its end: the store keeps the
+# caller's values there (pg_callers_transaction).
+SETTING_VALUES = {
+    "synchronous_commit": "off", "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off", "enable_bitmapscan": "off", "jit": "off",
+}
+SETTINGS = ", ".join(f"set_config('{name}', '{value}', true)"
+                     for name, value in SETTING_VALUES.items())
 _SETTINGS_SQL = f"SELECT {SETTINGS}"
 _SETTINGS_SELECT = _SETTINGS_SQL.encode()
 # Params: token, now, worker; after PICKED. The picked rows are found by their address
