@@ -6,8 +6,7 @@ without waiting for the WAL flush and plans without scans of the whole table
 commit: the caller's own rows would commit without waiting for the flush, and its
 own queries would be planned without sequential scans.
 
-The settings are PostgreSQL's, so these tests are too; on every store, what the same
-calls do inside a transaction is tested with the calls themselves (test_store.py)."""
+The settings are PostgreSQL's, so these tests are too: SQLite and Redis have none."""
 
 from __future__ import annotations
 
