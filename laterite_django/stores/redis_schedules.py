@@ -32,7 +32,7 @@ local function push_one(b, now)
   local name, queue, payload = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
   local priority, pushed_at, avail = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
   local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]
-  local id = tostring(redis.call('INCR', P .. ':id'))
+  local id = new_id()
   if has_key == '1' and not take_key(key, id) then return 0 end
   local k = jkey(id)
   redis.call('HSET', k, 'name', name, 'queue', queue, 'payload', payload,

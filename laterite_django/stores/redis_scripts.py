@@ -45,6 +45,13 @@ local function qkey(q, kind) return P .. ':queue:' .. q .. ':' .. kind end
 local function pad(s, width) return string.rep('0', width - #s) .. s end
 local function member(avail, id) return pad(avail, 17) .. ':' .. pad(id, 19) end
 local function member_id(m) return string.match(m, ':0*(%d+)$') end
+-- A new job's id. Never one whose job is still there: a counter set back (its key
+-- lost to eviction, a partial restore) would otherwise overwrite that job.
+local function new_id()
+  local id
+  repeat id = tostring(redis.call('INCR', P .. ':id')) until redis.call('EXISTS', jkey(id)) == 0
+  return id
+end
 
 -- Wake up to `count` idle workers blocked on queue `q`.
 local function wake(q, count)

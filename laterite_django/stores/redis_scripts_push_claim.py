@@ -36,7 +36,7 @@ for i = 0, n - 1 do
       'SET', P .. ':once:' .. once[i + 1], '1', 'NX', 'EX', """ + str(ONCE_TTL) + """) then
     ids[i + 1] = 0
   else
-    id = tostring(redis.call('INCR', P .. ':id'))
+    id = new_id()
   end
   if id == '0' then
     -- pushed before: nothing to do
@@ -88,7 +88,10 @@ return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4] and cjson.dec
 # retry_until ('' for none). Returns {id}.
 PUSH_ONE = """
 local P, queue, priority, avail = ARGV[1], ARGV[4], ARGV[6], ARGV[8]
-local id = tostring(redis.call('INCR', P .. ':id'))
+local id
+repeat
+  id = tostring(redis.call('INCR', P .. ':id'))
+until redis.call('EXISTS', P .. ':job:' .. id) == 0
 local m = string.rep('0', 17 - #avail) .. avail .. ':' .. string.rep('0', 19 - #id) .. id
 local k = P .. ':job:' .. id
 local q = P .. ':queue:' .. queue .. ':'

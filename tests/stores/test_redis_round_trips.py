@@ -68,9 +68,10 @@ def test_a_push_is_one_script_call_and_nothing_else(private):
     jobs.record.push("first")  # the first push loads the script
     commands(admin)
     jobs.record.push("second")
-    # One round trip (EVALSHA); in it, one write per key the job lives in.
+    # One round trip (EVALSHA); in it, one write per key the job lives in, and the
+    # check that its new id is free.
     assert commands(admin) == Counter(
-        {"evalsha": 1, "incr": 1, "hset": 1, "zadd": 1, "sadd": 1, "rpush": 1})
+        {"evalsha": 1, "incr": 1, "exists": 1, "hset": 1, "zadd": 1, "sadd": 1, "rpush": 1})
     assert store.counts()["default"].waiting == 2
 
 

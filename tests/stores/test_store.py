@@ -36,6 +36,44 @@ def test_push_returns_ids_and_counts(store):
     assert counts["default"].delayed == counts["default"].reserved == 0
 
 
+def set_ids_back(store, taken: int) -> None:
+    """Make the store's next id `taken`, an id already taken, as a database restored
+    without its sequence's value, or rows inserted with explicit ids, leave it."""
+    from django.db import connection
+
+    if store.__class__.__name__ == "RedisStore":
+        store.client.set(store.key("id"), taken - 1)
+        return
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT setval(pg_get_serial_sequence('laterite_job', 'id'), %s, "
+                           "false)", [taken])
+        else:
+            cursor.execute("UPDATE sqlite_sequence SET seq = %s WHERE name = 'laterite_job'",
+                           [taken - 1])
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_push_given_a_taken_id_never_drops_or_overwrites_a_job(store, count, keyed):
+    # Jobs whose keys no waiting job has are not duplicates: the push either raises or
+    # stores them under ids of their own, and every job already there stays as it was.
+    from django.db import IntegrityError
+
+    first = store.push([new(payload='{"args":["first"],"kwargs":{}}')])
+    set_ids_back(store, first[0])
+    try:
+        ids = store.push([new(key=f"k{i}" if keyed else None) for i in range(count)])
+    except IntegrityError as e:
+        assert "laterite_job_pkey" in str(e)
+        ids = []
+    else:
+        assert None not in ids and first[0] not in ids and len(set(ids)) == count
+    claims = store.claim(["default"], "w", 10)
+    assert sorted(c.id for c in claims) == sorted(first + ids)
+    assert [c.payload for c in claims if c.id == first[0]] == ['{"args":["first"],"kwargs":{}}']
+
+
 def test_claim_takes_oldest_first_and_counts_the_attempt(store):
     first, second = store.push([new(), new()])
     claims = store.claim(["default"], "w1")
