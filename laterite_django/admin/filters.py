@@ -8,6 +8,8 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from ..models import Job
+from ..registry import registry
 from ..stores import get_store
 from .states import STATES, state_filter
 from .summary import queue_summary
@@ -38,13 +40,19 @@ class QueueFilter(admin.SimpleListFilter):
 
 
 class NameFilter(admin.SimpleListFilter):
-    """Filter by job name; the choices are the names in the table, read through its index."""
+    """Filter by job name. On the failed list the choices are the names in its table,
+    read through its name index; on the jobs list, the jobs this project registers
+    (the job table has no name index: it would cost every push and every claim, and
+    reading every row at each page load grows with the queue)."""
 
     title = "name"
     parameter_name = "name"
 
     def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
-        names = set(get_store().job_names(model_admin.model, NAMES_SHOWN))
+        if model_admin.model is Job:
+            names = set(registry.names()[:NAMES_SHOWN])
+        else:
+            names = set(get_store().job_names(model_admin.model, NAMES_SHOWN))
         chosen = self.value()
         if chosen:
             names.add(chosen)

@@ -76,7 +76,9 @@ class Job(models.Model):
                 condition=Q(token__isnull=False),
                 name="laterite_job_claimed",
             ),
-            models.Index(fields=["name"], name="laterite_job_name"),
+            # No index on `name`: every push and every claim would write to it (a claim
+            # sets `token`, so its new row version goes into every index), for the
+            # admin's name filter alone, which offers the registered names instead.
             # The limited claim: how many jobs of a concurrency key run now.
             models.Index(
                 fields=["concurrency_key"],

@@ -145,8 +145,9 @@ class FailedList:
 
     @guarded
     def job_names(self, model: type[Job | FailedJob], limit: int = 500) -> list[str]:
-        """Return the first `limit` distinct job names in `model`'s table, sorted,
-        reading the name index rather than every row."""
+        """Return the first `limit` distinct job names in `model`'s table, sorted:
+        through its name index where it has one (the failed list), else by reading
+        every row once (the job table)."""
         from .estimates import distinct_names
 
         return distinct_names(self.database, model, limit)

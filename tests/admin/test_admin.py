@@ -202,6 +202,23 @@ def test_queue_and_name_filters_and_search(admin_client):
     assert "?queue=mail" in queues and "?queue=default" in queues
 
 
+def test_the_name_filter_offers_registered_names_on_jobs_and_stored_names_on_failed(
+        admin_client):
+    from laterite_django.registry import registry
+
+    make_job(name="tests.gone_from_the_code")
+    make_failed(name="tests.failed_gone")
+    jobs_page = admin_client.get(JOBS).content.decode()
+    for name in registry.names():
+        assert f"?name={name}" in jobs_page
+    assert "?name=tests.gone_from_the_code" not in jobs_page
+    # Still filtered by when asked for, and offered as the choice made.
+    chosen = admin_client.get(JOBS, {"name": "tests.gone_from_the_code"})
+    assert len(ids(chosen)) == 1
+    assert "?name=tests.gone_from_the_code" in chosen.content.decode()
+    assert "?name=tests.failed_gone" in admin_client.get(FAILED).content.decode()
+
+
 def test_job_detail_is_read_only_with_formatted_payload(admin_client):
     job = make_job("delayed", payload={"args": [1, "<b>two</b>"], "kwargs": {"user_id": 7}},
                    last_error="RuntimeError: flaky attempt 1")
