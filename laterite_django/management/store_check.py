@@ -30,7 +30,7 @@ from ..stores import Store
 from ..stores.errors import database_outage, describe_database
 from .console import describe_store
 
-__all__ = ["StoreCommand", "check_store", "unapplied_migrations", "wait_for_store"]
+__all__ = ["StoreCommand", "check_store", "unapplied_migrations", "wait_for_store", "warn_of"]
 
 logger = logging.getLogger("laterite")
 
@@ -128,6 +128,7 @@ def wait_for_store(store: Store, *, give_up_after: float | None = None) -> bool:
     """
     try:
         check_store(store)
+        warn_of(store)
         return True
     except StoreNotMigrated:
         raise
@@ -162,6 +163,7 @@ def wait_for_store(store: Store, *, give_up_after: float | None = None) -> bool:
                 continue
             logger.info("Store available again after %.1f s: %s", time.monotonic() - started,
                         describe_store(store), extra={"action": "store_back"})
+            warn_of(store)
             break
     if stop.is_set():
         # Also a signal that came after the store answered: the worker's own handlers
@@ -170,6 +172,19 @@ def wait_for_store(store: Store, *, give_up_after: float | None = None) -> bool:
                     extra={"action": "worker_stopped", "reason": "stopped"})
         return False
     return True
+
+
+def warn_of(store: Store) -> None:
+    """Log each of the store's warnings (`Store.warnings`: a server set to lose jobs).
+    A failure to read them is not the worker's concern: it is logged, and work goes on."""
+    try:
+        found = store.warnings()
+    except Exception as e:  # the store answered a moment ago; this is advice only
+        logger.debug("Could not read the store's settings: %s", e,
+                     extra={"action": "store_warnings"})
+        return
+    for warning in found:
+        logger.warning(warning, extra={"action": "store_warning"})
 
 
 def _drop_connections(store: Store) -> None:

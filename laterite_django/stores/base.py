@@ -189,6 +189,11 @@ class Store(FailedList, abc.ABC):
     def ping(self) -> None:
         """Raise StoreUnavailable if the store cannot be reached."""
 
+    def warnings(self) -> list[str]:
+        """What the store's server is set to do that may lose jobs, one sentence each;
+        `queue_work` says them once as it starts. None by default."""
+        return []
+
     def tidy(self) -> int:
         """Remove what slows the store down once enough of it has piled up (PostgreSQL's
         dead rows); return how much was removed, 0 when nothing was due. Cheap to call

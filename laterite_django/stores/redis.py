@@ -317,6 +317,19 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         self._ends_in_background = True
 
     @guarded
+    def warnings(self) -> list[str]:
+        """A server that evicts keys when full (any `maxmemory-policy` but
+        `noeviction`) drops job hashes and the marks that keep a push from running
+        twice, without a word: a queue's server wants `noeviction`. The policy is
+        read from INFO, which managed services that forbid CONFIG allow."""
+        policy = self.client.info("memory").get("maxmemory_policy", "noeviction")
+        if policy == "noeviction":
+            return []
+        return [f"Redis at {describe_redis(self.alias, self.client)} evicts keys when its "
+                f"memory is full (maxmemory-policy {policy}): jobs may be lost without a "
+                f"word. Set maxmemory-policy to noeviction for the queue's server."]
+
+    @guarded
     def ping(self) -> None:
         from redis.exceptions import RedisError
 
