@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 from .pooler import behind_pooler
 
 __all__ = ["Prepared", "as_texts", "execute_hot", "prepares", "run_hot", "run_planned",
-           "run_prepared"]
+           "run_planned_all", "run_prepared"]
 
 # The attribute of a Django connection that keeps its `_Hot`.
 _HOT = "_laterite_hot"
@@ -174,51 +174,82 @@ def run_planned(connection: Any, settings: bytes, statement: Prepared,
     With `settings` forcing a generic plan, the statement is planned once per
     connection, under those settings, and not at each run.
     """
+    found = _run_by_name(connection, settings, [(statement, params)])
+    return None if found is None else found[0]
+
+
+def run_planned_all(connection: Any, statements: Sequence[tuple[Prepared, Sequence[Any]]]
+                    ) -> list[list[tuple]] | None:
+    """Run `statements` by name on Django's `connection`, in order, in one round trip
+    and one transaction; return the rows of each, or None where they cannot run so
+    (as `run_planned`): run them the ordinary way. Each has a snapshot of its own (READ
+    COMMITTED), and a lock one takes is held to the end, for the server's work alone."""
+    return _run_by_name(connection, None, statements)
+
+
+def _run_by_name(connection: Any, settings: bytes | None,
+                 statements: Sequence[tuple[Prepared, Sequence[Any]]]
+                 ) -> list[list[tuple]] | None:
+    """`settings` (or nothing), then `statements` by name, in one pipeline: the rows
+    of each statement, or None (see `run_planned`)."""
     hot = _current(connection)
     if not _by_name(hot):
         return None
-    texts = as_texts(params)
-    if texts is None:
-        return None
+    named: list[tuple[bytes, list[bytes | None]]] = []
+    for statement, params in statements:
+        texts = as_texts(params)
+        if texts is None:
+            return None
+        named.append((statement.name, texts))
     raw = hot.raw
     try:
         with raw.lock:
-            if not _prepare(hot, statement):
+            if not all(_prepare(hot, statement) for statement, _ in statements):
                 return None
-            result = _after(raw, settings, statement.name, texts)
+            results = _pipelined(raw, settings, named)
     except Exception:
         with connection.wrap_database_errors:
             raise
-    if result.status != _TUPLES_OK:
-        # Refused (the statement was dropped: DEALLOCATE, DISCARD ALL): prepared anew
-        # at the next run; the ordinary way raises any other error as Django would.
-        hot.prepared.discard(statement.name)
+    if any(result.status != _TUPLES_OK for result in results):
+        # Refused (a statement was dropped: DEALLOCATE, DISCARD ALL): prepared anew at
+        # the next run; the ordinary way raises any other error as Django would.
+        for statement, _ in statements:
+            hot.prepared.discard(statement.name)
         return None
     if hot.loads is None:
         from psycopg.adapt import Transformer
 
         hot.loads = Transformer(hot.cursor)  # the cursor's loaders (timestamptz's)
     loads = hot.loads
-    loads.set_pgresult(result)
-    try:
-        return loads.load_rows(0, result.ntuples, tuple)
-    finally:
-        loads.set_pgresult(None)
+    rows = []
+    for result in results:
+        loads.set_pgresult(result)
+        try:
+            rows.append(loads.load_rows(0, result.ntuples, tuple))
+        finally:
+            loads.set_pgresult(None)
+    return rows
 
 
-def _after(raw: Any, settings: bytes, name: bytes, texts: list[bytes | None]) -> Any:
-    """Send `settings`, then the prepared statement `name`, and one Sync (libpq's
-    pipeline mode: one round trip, one implicit transaction); the statement's result."""
-    from psycopg.generators import execute, fetch_many
+def _pipelined(raw: Any, settings: bytes | None,
+               named: Sequence[tuple[bytes, list[bytes | None]]]) -> list[Any]:
+    """Send `settings` (unless None), then each prepared statement by name with its
+    values, and one Sync (libpq's pipeline mode: one round trip, one implicit
+    transaction); the statements' results."""
+    from psycopg.generators import fetch_many, send
 
     pgconn = raw.pgconn
     pgconn.enter_pipeline_mode()
     try:
-        pgconn.send_query_params(settings, None)
-        pgconn.send_query_prepared(name, texts)
+        if settings is not None:
+            pgconn.send_query_params(settings, None)
+        for name, texts in named:
+            pgconn.send_query_prepared(name, texts)
         pgconn.pipeline_sync()
-        raw.wait(execute(pgconn))  # the settings' result
-        [result] = raw.wait(fetch_many(pgconn))
+        raw.wait(send(pgconn))
+        if settings is not None:
+            raw.wait(fetch_many(pgconn))  # the settings' result
+        results = [raw.wait(fetch_many(pgconn))[0] for _ in named]
         raw.wait(fetch_many(pgconn))  # the Sync's
     finally:
         with contextlib.suppress(Exception):
@@ -227,13 +258,14 @@ def _after(raw: Any, settings: bytes, name: bytes, texts: list[bytes | None]) ->
             # Cut off with results unread (an interrupt): the connection cannot serve
             # Django again; closed, it is opened anew at its next use.
             raw.close()
-    return result
+    return results
 
 
 def as_texts(params: Sequence[Any]) -> list[bytes | None] | None:
     """`params` as the text PostgreSQL reads, for `run_prepared` and `run_planned`, or
-    None if one is not a value written here alike (a str, None, an int, a datetime in
-    UTC, a list of ints or of strs): psycopg then adapts them, the ordinary way."""
+    None if one is not a value written here alike (a str, None, an int, a float, a
+    datetime in UTC, a list of strs, or of ints and floats with NULLs): psycopg then
+    adapts them, the ordinary way."""
     texts: list[bytes | None] = []
     for value in params:
         kind = type(value)
@@ -249,9 +281,18 @@ def as_texts(params: Sequence[Any]) -> list[bytes | None] | None:
             texts.append(b"{%s}" % b",".join(b"%d" % item for item in value))
         elif kind is list and all(type(item) is str for item in value):
             texts.append(("{" + ",".join(_quoted(item) for item in value) + "}").encode())
+        elif kind is float:
+            texts.append(repr(value).encode())
+        elif kind is list and all(type(item) in _NUMBERS for item in value):
+            texts.append(("{" + ",".join(
+                "NULL" if item is None else repr(item) for item in value) + "}").encode())
         else:
             return None
     return texts
+
+
+# The types of the items of a list of numbers (a NULL among them).
+_NUMBERS = (int, float, type(None))
 
 
 def _quoted(text: str) -> str:

@@ -9,6 +9,7 @@ make_due notify the `laterite` channel so idle workers wake at once.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from .pg_hot import (
     execute_hot,
     prepares,
     run_planned,
+    run_planned_all,
 )
 from .sql import (
     ABANDONED,
@@ -235,8 +237,10 @@ def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list[l
     """Run statements of the hot path (each returning rows) in one transaction, in
     order; return the rows of each.
 
-    Outside a transaction they go in one round trip (psycopg's pipeline mode: BEGIN,
-    the statements and COMMIT sent together, one Sync), so a lock a statement takes
+    Outside a transaction they go in one round trip: by name through libpq where they
+    can (`pg_hot.run_planned_all`, each prepared once per connection under a name
+    made from its text), else in psycopg's pipeline mode (BEGIN, the statements and
+    COMMIT sent together, one Sync). So a lock a statement takes
     is held for the server's work alone, never over a round trip. Each statement
     still has a snapshot of its own (READ COMMITTED). Inside the caller's
     transaction they run one by one in it.
@@ -244,6 +248,9 @@ def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list[l
     import psycopg
     from django.db import transaction
 
+    found = run_planned_all(connection, [(_named(sql), params) for sql, params in statements])
+    if found is not None:
+        return found
     connection.ensure_connection()
     raw = connection.connection
     if connection.in_atomic_block or not raw.autocommit:
@@ -272,3 +279,17 @@ def execute_pipeline(connection: Any, statements: Sequence[Statement]) -> list[l
             finally:
                 for cursor in cursors:
                     cursor.close()
+
+
+# The statements `execute_pipeline` ran by name, by their text.
+_NAMED: dict[str, Prepared] = {}
+
+
+def _named(sql: str) -> Prepared:
+    """`sql` as a statement prepared by a name made from its text (its values' types
+    inferred by the server: each placeholder's is plain from where it stands)."""
+    statement = _NAMED.get(sql)
+    if statement is None:
+        digest = hashlib.blake2b(sql.encode(), digest_size=8).hexdigest()
+        statement = _NAMED[sql] = Prepared(f"laterite_{digest}".encode(), sql, None)
+    return statement

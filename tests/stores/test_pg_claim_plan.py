@@ -13,9 +13,17 @@ import json
 
 import pytest
 from django.db import connection, transaction
+from django.test import override_settings
 from django.utils import timezone
 
-from laterite_django.stores import NewJob, sql_postgres
+from laterite_django.flow import limits
+from laterite_django.stores import (
+    NewJob,
+    sql_limits_postgres,
+    sql_postgres,
+    sql_queue_limits_postgres,
+)
+from laterite_django.stores.pg_hot import Prepared
 from laterite_django.stores.sql_postgres import SETTINGS
 from tests.testapp import jobs
 
@@ -82,6 +90,45 @@ def test_the_claims_settings_end_with_its_transaction(pg_store):
                 "current_setting('synchronous_commit')") == [
         ("auto", "on", "on", rows("SHOW jit")[0][0], "on")]
     assert rows("SHOW jit") == rows("SELECT reset_val FROM pg_settings WHERE name = 'jit'")
+
+
+@pytest.fixture(params=["queue", "key"])
+def limited(request):
+    """The claim a limit makes: of a limited queue alone (sql_queue_limits_postgres), or
+    with a job whose concurrency is limited defined in this process (sql_limits_postgres,
+    which counts running jobs per key); the texts of its statements."""
+    now = timezone.now()
+    if request.param == "key":
+        limits.note_limited_task("tests.stores.keyed")
+        statements = sql_limits_postgres.statements((), "t", now, "w", ["default"], 2, {}, 8)
+    else:
+        statements = sql_queue_limits_postgres.statements((), "t", now, "w", ["default"], 2, {})
+    with override_settings(LATERITE_QUEUE_LIMITS={"default": {"concurrency": 3, "rate": "50/m"}}):
+        yield [Prepared(b"", sql, None).numbered.decode() for sql, _ in statements]
+    limits.limited_tasks.discard("tests.stores.keyed")
+
+
+def test_a_limited_claim_runs_its_statements_by_name(pg_store, limited):
+    # Each prepared once per connection under a name of laterite's and run by it, all
+    # in one round trip (pg_hot.run_planned_all), as the plain claim is; with a rate,
+    # its values include a period (a float) and a list with NULLs, written as text.
+    jobs.noop.push_many([(i,) for i in range(6)])
+    claims = pg_store.claim(["default"], "w", 2)
+    assert len(claims) == 2
+    claims = pg_store.settle_and_claim(claims, ["default"], "w", 2)
+    assert len(claims) == 2  # the first two deleted: two of the three running again
+    assert rows("SELECT count(*) FROM laterite_job") == [(4,)]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements "
+                       "WHERE name LIKE 'laterite%%' AND statement = ANY(%s)", [limited])
+        runs = dict(cursor.fetchall())
+    assert runs == {text: 2 for text in limited}
+    rows("DEALLOCATE ALL")  # dropped: run the ordinary way, then prepared again
+    claims = pg_store.settle_and_claim(claims, ["default"], "w", 2)
+    assert [c.payload for c in claims] == ['{"args":[4],"kwargs":{}}', '{"args":[5],"kwargs":{}}']
+    assert pg_store.claim(["default"], "w", 2) == []
+    assert len(dict(rows("SELECT statement, 1 FROM pg_prepared_statements "
+                         "WHERE name LIKE 'laterite%'"))) >= len(limited)  # prepared again
 
 
 def test_a_claim_runs_again_when_its_prepared_statement_was_dropped(pg_store):
