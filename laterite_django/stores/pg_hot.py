@@ -39,13 +39,13 @@ from __future__ import annotations
 import contextlib
 from asyncio import _get_running_loop as running_loop
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from threading import get_ident
 from typing import Any, NamedTuple
 
+from .pg_texts import as_texts
 from .pooler import behind_pooler
 
-__all__ = ["Prepared", "as_texts", "execute_hot", "prepares", "run_hot", "run_planned",
+__all__ = ["Prepared", "execute_hot", "prepares", "run_hot", "run_planned",
            "run_planned_all", "run_prepared"]
 
 # The attribute of a Django connection that keeps its `_Hot`.
@@ -259,45 +259,6 @@ def _pipelined(raw: Any, settings: bytes | None,
             # Django again; closed, it is opened anew at its next use.
             raw.close()
     return results
-
-
-def as_texts(params: Sequence[Any]) -> list[bytes | None] | None:
-    """`params` as the text PostgreSQL reads, for `run_prepared` and `run_planned`, or
-    None if one is not a value written here alike (a str, None, an int, a float, a
-    datetime in UTC, a list of strs, or of ints and floats with NULLs): psycopg then
-    adapts them, the ordinary way."""
-    texts: list[bytes | None] = []
-    for value in params:
-        kind = type(value)
-        if kind is str:
-            texts.append(value.encode())
-        elif value is None:
-            texts.append(None)
-        elif kind is int:
-            texts.append(b"%d" % value)
-        elif kind is datetime and value.tzinfo is UTC:
-            texts.append(str(value).encode())
-        elif kind is list and all(type(item) is int for item in value):
-            texts.append(b"{%s}" % b",".join(b"%d" % item for item in value))
-        elif kind is list and all(type(item) is str for item in value):
-            texts.append(("{" + ",".join(_quoted(item) for item in value) + "}").encode())
-        elif kind is float:
-            texts.append(repr(value).encode())
-        elif kind is list and all(type(item) in _NUMBERS for item in value):
-            texts.append(("{" + ",".join(
-                "NULL" if item is None else repr(item) for item in value) + "}").encode())
-        else:
-            return None
-    return texts
-
-
-# The types of the items of a list of numbers (a NULL among them).
-_NUMBERS = (int, float, type(None))
-
-
-def _quoted(text: str) -> str:
-    """An element of an array literal: in double quotes, `"` and `\\` escaped."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def execute_hot(

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .base import NewJob
-from .pg_hot import Prepared, as_texts, run_hot, run_prepared
+from .pg_hot import Prepared, run_hot, run_prepared
+from .pg_texts import as_texts
 from .sql import CHANNEL, IDLE_LOCK, INSERT_COLUMNS, PUSH_LOCK, ROW, TABLE
 
 __all__ = ["MUST_NOTIFY", "push", "push_one"]
