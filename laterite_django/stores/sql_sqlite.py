@@ -10,10 +10,12 @@ SQLite has no LISTEN/NOTIFY; the waiting worker's wake-up is in `Waiter`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -176,7 +178,11 @@ class Waiter:
         self._watch = None if uri else open_watch(database)
         # timeout=0: a look that finds the file locked says "no change" and the
         # next one, a tick later, tries again; it never waits on a writer.
-        self._connection = sqlite3.connect(database, uri=uri, timeout=0, isolation_level=None)
+        # Any thread may close it: a forked child closes those it inherited.
+        self._connection = sqlite3.connect(database, uri=uri, timeout=0, isolation_level=None,
+                                           check_same_thread=False)
+        self._busy = threading.Lock()  # held while the connection is in use
+        _waiters.add(self)
         self._version: int | None = None
         self._quiet_until = 0.0
         self.looks = 0  # how often data_version was read (for tests)
@@ -190,7 +196,8 @@ class Waiter:
         """True if another connection committed since the previous call (and on the first)."""
         self.looks += 1
         try:
-            version = self._connection.execute("PRAGMA data_version").fetchone()[0]
+            with self._busy:
+                version = self._connection.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.OperationalError:
             return False  # busy (a writer holds the file in rollback-journal mode)
         changed = version != self._version
@@ -212,9 +219,37 @@ class Waiter:
             self._quiet_until = time.monotonic() + WAKE_CHECK_EVERY
 
     def close(self) -> None:
-        self._connection.close()
+        with self._busy:
+            self._connection.close()
         if self._watch is not None:
             self._watch.close()
+
+
+# The waiters of this process, so that a forked child can close those it inherited.
+_waiters: weakref.WeakSet[Waiter] = weakref.WeakSet()
+
+
+def _close_inherited_waiters() -> None:
+    """In a forked child, close the waiters of the parent's threads, now.
+
+    Their threads do not exist here, but their connections (leaked by the threads'
+    frames) stay open, and SQLite keeps one record of locks per file and process:
+    the child's own connections would count on locks held by these, which the child
+    does not hold, and a commit of the child could be lost. A waiter whose thread
+    was reading at the fork is left alone (its connection's mutex may be held for good).
+    """
+    for waiter in list(_waiters):
+        if waiter.pid == os.getpid() or not waiter._busy.acquire(blocking=False):
+            continue
+        with contextlib.suppress(Exception):
+            waiter._connection.close()
+        if waiter._watch is not None:
+            with contextlib.suppress(Exception):
+                waiter._watch.close()
+        _waiters.discard(waiter)
+
+
+os.register_at_fork(after_in_child=_close_inherited_waiters)
 
 
 def open_waiter(connection: Any) -> Waiter | None:

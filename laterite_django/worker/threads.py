@@ -12,6 +12,7 @@ serving.py says when a web server's process starts and stops the threads.
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
 import threading
@@ -41,10 +42,19 @@ _atexit_registered = False
 
 
 def _after_fork() -> None:
-    """A forked child (a pre-forking server's worker) has none of its parent's threads."""
+    """A forked child (a pre-forking server's worker) has none of its parent's threads.
+
+    Their Django connections are closed now, by collecting them (they hold reference
+    cycles): a SQLite connection left open here until some later collection would
+    share SQLite's per-process lock records with the child's own connections, and
+    a commit of the child could be lost.
+    """
     global _pool, _lock
+    inherited = _pool is not None
     _pool = None
     _lock = threading.RLock()
+    if inherited:
+        gc.collect()
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -88,6 +88,16 @@ def test_a_forked_process_starts_threads_of_its_own(workers):
         from laterite_django.worker import threads
         from tests.testapp import jobs
         from tests.testapp.models import Record
+
+        def open_files():
+            paths = []
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+                except OSError:  # the listing's own descriptor, closed since
+                    pass
+            return paths
+
         with override_settings(LATERITE_QUEUE_MODE="worker"):
             jobs.record.push("parent")
             assert len(threads.running()) == 1
@@ -102,6 +112,11 @@ def test_a_forked_process_starts_threads_of_its_own(workers):
                 code = 1
                 try:
                     assert threads.running() == []
+                    # The parent threads' SQLite connections are closed here: left open,
+                    # they share SQLite's per-process lock records with the child's own
+                    # and its commits can be lost.
+                    name = os.path.realpath(str(connections["default"].settings_dict["NAME"]))
+                    assert [path for path in open_files() if path.startswith(name)] == []
                     os.read(parent_done, 1)  # the parent's thread no longer takes jobs
                     jobs.record.push("child")
                     deadline = time.monotonic() + 30
