@@ -220,9 +220,15 @@ class Waiter:
 
     def close(self) -> None:
         with self._busy:
+            self._release()
+
+    def _release(self) -> None:
+        """Close the connection and the watch (the caller holds `_busy`)."""
+        try:
             self._connection.close()
-        if self._watch is not None:
-            self._watch.close()
+        finally:
+            if self._watch is not None:
+                self._watch.close()
 
 
 # The waiters of this process, so that a forked child can close those it inherited.
@@ -242,10 +248,7 @@ def _close_inherited_waiters() -> None:
         if waiter.pid == os.getpid() or not waiter._busy.acquire(blocking=False):
             continue
         with contextlib.suppress(Exception):
-            waiter._connection.close()
-        if waiter._watch is not None:
-            with contextlib.suppress(Exception):
-                waiter._watch.close()
+            waiter._release()
         _waiters.discard(waiter)
 
 
