@@ -271,7 +271,7 @@ def markdown(run):
         "",
         "Made by `python bench/run.py` (see `bench/README.md`): every system below was"
         " measured in the same run, on the same machine, "
-        + ("in alternating rounds of one repetition each (`--alternate`)."
+        + ("in alternating rounds of one repetition each (a b c, c b a, ...)."
            if meta.get("alternate") else "one after the other."),
         "",
         f"- date: {meta['date']}",

@@ -399,7 +399,12 @@ def parse_args(argv):
         action="store_true",
         help="measure all the rows in alternating rounds of one repetition each"
         " (a b c, c b a, ...), as --ref does for its pair: for a ratio between peers"
-        " on a noisy machine",
+        " on a noisy machine (the default when the table's figures are measured)",
+    )
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="measure each row's --repeat rounds in one stretch, one row after another",
     )
     p.add_argument(
         "--quick",
@@ -480,6 +485,12 @@ def parse_args(argv):
             if y not in wanted_scenarios:
                 wanted_scenarios.append(y)
     args.scenarios = wanted_scenarios or ["figures"]
+    if args.alternate and args.sequential:
+        p.error("--alternate and --sequential exclude each other")
+    # Rows minutes apart see different load on a shared machine: the table's ratios
+    # between rows hold only when the rows take turns.
+    if "figures" in args.scenarios and not args.sequential:
+        args.alternate = True
     scale = [x for x in args.scenarios if x != "figures"]
     quick = args.quick
     for attr, full, small in (

@@ -1,5 +1,7 @@
 """The bench's scale scenarios: option parsing and the report's tables (no store, no timing)."""
 
+import pytest
+
 from bench import report, run
 from bench.systems import SCENARIO_ROWS
 
@@ -126,11 +128,16 @@ def test_alternating_rounds_pool_each_scenario_figure():
 
 def test_a_report_says_its_rows_ran_in_alternating_rounds():
     assert run.parse_args(["--only", "huey,laterite_redis", "--alternate"]).alternate
-    assert not run.parse_args(["--only", "huey,laterite_redis"]).alternate
+    assert run.parse_args(["--only", "huey,laterite_redis"]).alternate  # the table's default
+    assert not run.parse_args(["--only", "huey,laterite_redis", "--sequential"]).alternate
+    assert not run.parse_args(["--scenarios", "churn"]).alternate
+    assert run.parse_args(["--scenarios", "churn", "--alternate"]).alternate
+    with pytest.raises(SystemExit):
+        run.parse_args(["--alternate", "--sequential"])
     meta = {"date": "2026-01-01 00:00 UTC", "nproc": 2, "cpu": "x", "memory": "1 GiB",
             "os": "Linux", "load_start": "0", "load_end": "0", "python": "3.11",
             "n": 10, "repeat": 3, "latency_samples": 5, "command": "python bench/run.py"}
     one_by_one = report.markdown({"meta": meta, "results": {}})
     alternating = report.markdown({"meta": {**meta, "alternate": True}, "results": {}})
     assert "one after the other" in one_by_one and "alternating" not in one_by_one
-    assert "in alternating rounds of one repetition each (`--alternate`)" in alternating
+    assert "in alternating rounds of one repetition each (a b c, c b a, ...)" in alternating
