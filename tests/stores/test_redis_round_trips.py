@@ -148,15 +148,15 @@ def test_a_push_whose_connection_breaks_as_it_is_sent_is_made_again(private, mon
 
     store, _ = private
     jobs.record.push("first")  # the script is loaded
-    real_send, broken = Connection.send_command, []
+    real_send, broken = Connection.send_packed_command, []
 
-    def send_command(connection, *args, **kwargs):
+    def send_packed_command(connection, *args, **kwargs):
         if not broken:  # the first send after this: the socket fails before it is sent
             broken.append(connection)
             raise RedisConnectionError("Connection reset by peer (injected)")
         return real_send(connection, *args, **kwargs)
 
-    monkeypatch.setattr(Connection, "send_command", send_command)
+    monkeypatch.setattr(Connection, "send_packed_command", send_packed_command)
     assert jobs.record.push("second").status == "queued"
     assert broken  # the failure happened, and execute_command sent it again
     assert store.counts()["default"].waiting == 2
