@@ -5,7 +5,9 @@
 Runs laterite's push-one statement (`sql_postgres_push`, by name, autocommit, one
 row per round trip) against the job table as migrated and against copies of it
 (with the four CHECK constraints the counters had before migration 0014; with only
-the primary key and the due index), and the floor's bare INSERT
+the primary key and the due index; with only the primary key), the statement without
+its notify check (`RETURNING id` alone; on the job table and on the copy with only
+the primary key), and the floor's bare INSERT
 (`bench/systems/floor_pg.py`), in alternating rounds on a scratch database
 (`bench_insert_cost`, dropped at the end). Prints, per row, the median rate, its
 ratio to the floor's, and the server backend's CPU time per push (from
@@ -41,6 +43,8 @@ CREATE TABLE job_checked (LIKE laterite_job INCLUDING ALL);
 CREATE TABLE job_due_only (LIKE laterite_job INCLUDING DEFAULTS INCLUDING IDENTITY);
 ALTER TABLE job_due_only ADD PRIMARY KEY (id);
 CREATE INDEX ON job_due_only (queue, priority DESC, available_at, id) WHERE token IS NULL;
+CREATE TABLE job_pk_only (LIKE laterite_job INCLUDING DEFAULTS INCLUDING IDENTITY);
+ALTER TABLE job_pk_only ADD PRIMARY KEY (id);
 """
 
 
@@ -76,6 +80,9 @@ def measure(args: argparse.Namespace) -> None:
     from laterite_django.stores.sql import TABLE
     from laterite_django.stores.sql_postgres_push import _PUSH_ONE
 
+    # The statement without its notify check (sql_postgres_push.MUST_NOTIFY): `RETURNING id`.
+    _NO_CHECK = _PUSH_ONE.partition(", CASE WHEN")[0]
+    assert _NO_CHECK != _PUSH_ONE and _NO_CHECK.endswith("RETURNING id"), _NO_CHECK
     call_command("migrate", verbosity=0)
     connections.close_all()
     conn = psycopg.connect(f"host=127.0.0.1 user=postgres dbname={NAME}", autocommit=True)
@@ -92,6 +99,9 @@ def measure(args: argparse.Namespace) -> None:
         "job table as migrated": (_PUSH_ONE, job),
         "with the 4 CHECKs": (_PUSH_ONE.replace(TABLE, "job_checked", 1), job),
         "primary key and due index only": (_PUSH_ONE.replace(TABLE, "job_due_only", 1), job),
+        "primary key only": (_PUSH_ONE.replace(TABLE, "job_pk_only", 1), job),
+        "no notify check": (_NO_CHECK, job),
+        "primary key only, no notify check": (_NO_CHECK.replace(TABLE, "job_pk_only", 1), job),
     }
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
 
@@ -118,12 +128,12 @@ def measure(args: argparse.Namespace) -> None:
                              (wal() - lsn) / args.n))
     conn.close()
     floor = statistics.median(rate for rate, _, _ in got[keys[0]])
-    print(f"{'':32} {'pushes/s':>9} {'/ floor':>8} {'server cpu us':>14} {'WAL B':>6}")
+    print(f"{'':34} {'pushes/s':>9} {'/ floor':>8} {'server cpu us':>14} {'WAL B':>6}")
     for key, runs in got.items():
         rate = statistics.median(x for x, _, _ in runs)
         cpu = statistics.median(x for _, x, _ in runs)
         size = statistics.median(x for _, _, x in runs)
-        print(f"{key:32} {rate:9,.0f} {rate / floor:7.2f}x {cpu:14.1f} {size:6.0f}")
+        print(f"{key:34} {rate:9,.0f} {rate / floor:7.2f}x {cpu:14.1f} {size:6.0f}")
 
 
 if __name__ == "__main__":

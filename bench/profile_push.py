@@ -5,9 +5,14 @@
 
 Pushes N no-op jobs in this process against a scratch store of the bench's
 project (database `bench_<store>_pushprof`, dropped at the end; Redis: db 4 of
-$BENCH_REDIS_URL's server, flushed), `--rounds` times, and prints the medians:
+$BENCH_REDIS_URL's server, flushed), `--rounds` times (the rows taking turns:
+a b c, c b a, ...), and prints the medians:
 wall and CPU microseconds per push (CPU time: what the client spends, far less
-noisy than wall time on a shared machine), then Python calls per push under
+noisy than wall time on a shared machine), the server's CPU microseconds per push
+(the PostgreSQL backend's, or the redis-server process's, from
+/proc/<pid>/task/*/schedstat: the server must run on this machine; time the
+machine's other work takes from it is not counted) and the two added up, then
+Python calls per push under
 cProfile (a count the machine's load does not change) and, with --top, the
 functions that cost most. On PostgreSQL the same is measured for the floor: a
 bare psycopg INSERT per job (`bench/systems/floor_pg.py`); on Redis, for a bare
@@ -126,15 +131,22 @@ def run(args: argparse.Namespace, postgres: bool, name: str) -> None:
     rows = {"laterite": laterite, **({"floor": floor} if floor else {})}
     if args.store == "laterite_redis" and huey_push is not None:
         rows["huey"] = huey_push
-    timed: dict[str, list[tuple[float, float]]] = {key: [] for key in rows}
+    timed: dict[str, list[tuple[float, float, float | None]]] = {key: [] for key in rows}
     for push in rows.values():
         push(range(200))  # warm up: connection, prepared statements, caches
-    for _ in range(args.rounds):
-        for key, push in rows.items():
+    server = server_cpu_ns(args.store, connection, raw if args.store == "laterite_pg" else None)
+    keys = list(rows)
+    for r in range(args.rounds):
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            push = rows[key]
             clear()
+            on_server = server(key)
             wall, cpu = time.perf_counter(), time.process_time()
             push(range(args.n))
-            timed[key].append((time.perf_counter() - wall, time.process_time() - cpu))
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            after = server(key)
+            timed[key].append((wall, cpu, None if on_server is None or after is None
+                               else (after - on_server) / 1e9))
     for key, push in rows.items():
         clear()
         profile = cProfile.Profile()
@@ -143,10 +155,17 @@ def run(args: argparse.Namespace, postgres: bool, name: str) -> None:
         profile.disable()
         stats = pstats.Stats(profile)
         calls = stats.total_calls / args.n  # type: ignore[attr-defined]
-        wall = statistics.median(w for w, _ in timed[key]) / args.n * 1e6
-        cpu = statistics.median(c for _, c in timed[key]) / args.n * 1e6
+        wall = statistics.median(w for w, _, _ in timed[key]) / args.n * 1e6
+        cpu = statistics.median(c for _, c, _ in timed[key]) / args.n * 1e6
+        on_server = [s for _, _, s in timed[key] if s is not None]
+        if on_server:
+            both = statistics.median(c + s for _, c, s in timed[key] if s is not None)
+            server_text = (f"server cpu {statistics.median(on_server) / args.n * 1e6:6.1f}  "
+                           f"cpu in all {both / args.n * 1e6:6.1f}  ")
+        else:
+            server_text = "server cpu      -  "
         print(f"{key:9} wall {wall:6.1f} us/push ({1e6 / wall:,.0f}/s)  "
-              f"cpu {cpu:6.1f} us/push  calls {calls:6.1f}/push")
+              f"cpu {cpu:6.1f} us/push  {server_text}calls {calls:6.1f}/push")
         if args.top and key == "laterite":
             out = io.StringIO()
             pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(args.top)
@@ -154,6 +173,37 @@ def run(args: argparse.Namespace, postgres: bool, name: str) -> None:
     clear()
     if args.store == "laterite_pg":
         raw.close()
+
+
+def server_cpu_ns(store: str, connection, raw):
+    """A function of a row's key giving the CPU nanoseconds its server has used so
+    far (None when the server's process is not on this machine): on PostgreSQL the
+    backend of the row's connection (laterite's through Django, the floor's `raw`),
+    on Redis the redis-server process (all its threads), which serves every row."""
+    if store == "laterite_sqlite":
+        return lambda key: None
+    if store == "laterite_pg":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pids = {"laterite": cursor.fetchone()[0]}
+        pids["floor"] = raw.execute("SELECT pg_backend_pid()").fetchone()[0]
+        return lambda key: _schedstat_ns(pids[key], "postgres")
+    import redis
+
+    pid = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]).info("server")["process_id"]
+    return lambda key: _schedstat_ns(pid, "redis-server")
+
+
+def _schedstat_ns(pid: int, name: str) -> int | None:
+    """CPU nanoseconds process `pid` has run, all its threads; None unless it is a
+    process of this machine called `name` (a server elsewhere may share its pid)."""
+    try:
+        if not Path(f"/proc/{pid}/comm").read_text().startswith(name):
+            return None
+        return sum(int(stat.read_text().split()[0])
+                   for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def redis_rows():
