@@ -5,20 +5,18 @@
 
 Pushes N no-op jobs in this process against a scratch store of the bench's
 project (database `bench_<store>_pushprof`, dropped at the end; Redis: db 4 of
-$BENCH_REDIS_URL's server, flushed), `--rounds` times (the rows taking turns:
-a b c, c b a, ...), and prints the medians:
-wall and CPU microseconds per push (CPU time: what the client spends, far less
-noisy than wall time on a shared machine), the server's CPU microseconds per push
-(the PostgreSQL backend's, or the redis-server process's, from
-/proc/<pid>/task/*/schedstat: the server must run on this machine; time the
-machine's other work takes from it is not counted) and the two added up, then
-Python calls per push under
-cProfile (a count the machine's load does not change) and, with --top, the
-functions that cost most. On PostgreSQL the same is measured for the floor: a
-bare psycopg INSERT per job (`bench/systems/floor_pg.py`); on Redis, for a bare
-LPUSH per job and, when Huey is installed, Huey's enqueue (db 5, flushed). With
---atomic, each push runs in its own `transaction.atomic()` (a request under
-ATOMIC_REQUESTS).
+$BENCH_REDIS_URL's server, flushed), `--rounds` times, the rows taking turns
+(a b c, c b a, ...), and prints the medians: wall and CPU microseconds per push
+(CPU time: what the client spends, far less noisy than wall time on a shared
+machine); the server's CPU microseconds per push (the PostgreSQL backend's, or
+the redis-server process's, from /proc/<pid>/task/*/schedstat: the server must
+run on this machine; time the machine's other work takes from it is not counted)
+and the two added up; then Python calls per push under cProfile (a count the
+machine's load does not change) and, with --top, the functions that cost most.
+On PostgreSQL the same is measured for the floor: a bare psycopg INSERT per job
+(`bench/systems/floor_pg.py`); on Redis, for a bare LPUSH per job and, when Huey
+is installed, Huey's enqueue (db 5, flushed). With --atomic, each push runs in
+its own `transaction.atomic()` (a request under ATOMIC_REQUESTS).
 """
 
 from __future__ import annotations
