@@ -8,6 +8,7 @@ keeps what was measured before it.
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import platform
@@ -23,6 +24,13 @@ from bench.procs import WorkerGroup
 from bench.systems import ROOT, SCENARIO_ROWS, code_root, system
 
 __all__ = ["main"]
+
+# A repetition of push one (and of a loop of single pushes standing in for a bulk
+# path) goes on past N until it has pushed for this many seconds: N pushes of a
+# fast system take a fifth of a second, short enough for one burst of the
+# machine's other work to halve the figure of one repetition (rounds of the same
+# code were seen 3x apart), where a second of pushing averages such bursts out.
+PUSH_SECONDS = 1.0
 
 
 class Records:
@@ -138,13 +146,17 @@ class Run:
                     sys_.push_bulk(ids)
                     done = n
                 else:
-                    # A slow system pushes for the budget's time, not for minutes.
+                    # A slow system pushes for the budget's time, not for minutes; a
+                    # fast one goes on past N for PUSH_SECONDS (see its comment).
                     stop = t0 + self.args.push_budget
+                    enough = t0 + PUSH_SECONDS
                     push = sys_.push_bulk if bulk else sys_.push_one
-                    for done, i in enumerate(ids, 1):
+                    for done, i in enumerate(itertools.count(ids[0]), 1):
                         push([i] if bulk else i)
-                        if not done % 10 and time.perf_counter() > stop:
-                            break
+                        if not done % 10:
+                            now = time.perf_counter()
+                            if now > stop or (done >= n and now >= enough):
+                                break
                 values.append(done / (time.perf_counter() - t0))
             self.figure(key, values, "jobs/s")
             self.log(f"{key}: {statistics.median(values):,.0f} jobs/s")

@@ -281,7 +281,9 @@ def markdown(run):
         f"- Python {meta['python']}; PostgreSQL {meta.get('postgresql', '?')}"
         f" and Redis {meta.get('redis', '?')} on 127.0.0.1",
         f"- workload: N = {meta['n']} no-op jobs; medians of {meta['repeat']} repetitions;"
-        f" latency from {meta['latency_samples']} pushes, one at a time, to an idle worker",
+        f" latency from {meta['latency_samples']} pushes, one at a time, to an idle worker"
+        + (f"; push one: at least N pushes and {meta['push_seconds']:g} s of pushing"
+           " per repetition" if meta.get("push_seconds") else ""),
         f"- command: `{meta['command']}`",
     ]
     if meta.get("own_postgres"):

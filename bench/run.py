@@ -31,6 +31,7 @@ if __package__ in (None, ""):  # `python bench/run.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import report
+from bench.driver import PUSH_SECONDS
 from bench.systems import (
     REF_BASES,
     REF_PATH,
@@ -580,6 +581,7 @@ def main(argv=None):
         n=args.n,
         repeat=args.repeat,
         latency_samples=args.latency_samples,
+        push_seconds=PUSH_SECONDS,
         scenarios=args.scenarios,
         churn_b=args.churn_b,
         churn_run_b=args.churn_run_b,

@@ -141,3 +141,13 @@ def test_a_report_says_its_rows_ran_in_alternating_rounds():
     alternating = report.markdown({"meta": {**meta, "alternate": True}, "results": {}})
     assert "one after the other" in one_by_one and "alternating" not in one_by_one
     assert "in alternating rounds of one repetition each (a b c, c b a, ...)" in alternating
+
+
+def test_a_report_says_how_long_each_push_one_repetition_pushed():
+    meta = {"date": "2026-01-01 00:00 UTC", "nproc": 2, "cpu": "x", "memory": "1 GiB",
+            "os": "Linux", "load_start": "0", "load_end": "0", "python": "3.11",
+            "n": 10, "repeat": 3, "latency_samples": 5, "command": "python bench/run.py"}
+    # A report of a run made before push one was timed over a minimum says nothing of it.
+    assert "of pushing" not in report.markdown({"meta": meta, "results": {}})
+    timed = report.markdown({"meta": {**meta, "push_seconds": 1.0}, "results": {}})
+    assert "push one: at least N pushes and 1 s of pushing per repetition" in timed
