@@ -120,7 +120,7 @@ def together(client: Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
     connection, or a connection lost on the way, goes through a pipeline, which
     retries as it always does."""
     answers = _talk(client, lambda connection: (
-        connection.send_packed_command([_packed(connection, c) for c in commands]),
+        connection.send_packed_command([b"".join(_packed(connection, c) for c in commands)]),
         [_answer(connection) for _ in commands])[1])
     if answers is _LOST:
         pipe = client.pipeline(transaction=False)

@@ -76,3 +76,29 @@ def test_a_pushed_job_keeps_every_character_of_its_fields(transactional_db):
         (claim,) = store.claim(["d\u00e9faut"], worker="w", limit=1)
         assert (claim.id, claim.name, claim.queue, claim.payload) == (
             job_id, "tests.r\u00e9cord", "d\u00e9faut", payload)
+
+
+def test_calls_sent_together_go_in_one_buffer(connection, monkeypatch):
+    from redis.connection import Connection
+
+    from laterite_django.stores.redis_calls import together
+
+    client = redis.Redis.from_url(REDIS_URL)
+    client.ping()  # connected first: the handshake's own commands are not counted
+    real_send, sent = Connection.send_packed_command, []
+
+    def send_packed_command(self, command, *args, **kwargs):
+        sent.append(list(command))
+        return real_send(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "send_packed_command", send_packed_command)
+    key = f"{PREFIX}:together"
+    calls = [("SET", key, "caf\u00e9"), ("GET", key), ("DEL", key)]
+    try:
+        # The answers as the server gave them (no response callbacks: OK stays b"OK").
+        assert together(client, calls) == [b"OK", "caf\u00e9".encode(), 1]
+    finally:
+        client.close()
+    # One buffer, one write to the socket: the server reads the calls in one go.
+    assert len(sent) == 1 and len(sent[0]) == 1
+    assert sent[0][0] == b"".join(b"".join(connection.pack_command(*c)) for c in calls)
