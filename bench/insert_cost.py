@@ -81,8 +81,8 @@ def measure(args: argparse.Namespace) -> None:
     from laterite_django.stores.sql_postgres_push import _PUSH_ONE
 
     # The statement without its notify check (sql_postgres_push.MUST_NOTIFY): `RETURNING id`.
-    _NO_CHECK = _PUSH_ONE.partition(", CASE WHEN")[0]
-    assert _NO_CHECK != _PUSH_ONE and _NO_CHECK.endswith("RETURNING id"), _NO_CHECK
+    no_check = _PUSH_ONE.partition(", CASE WHEN")[0]
+    assert no_check != _PUSH_ONE and no_check.endswith("RETURNING id"), no_check
     call_command("migrate", verbosity=0)
     connections.close_all()
     conn = psycopg.connect(f"host=127.0.0.1 user=postgres dbname={NAME}", autocommit=True)
@@ -100,8 +100,8 @@ def measure(args: argparse.Namespace) -> None:
         "with the 4 CHECKs": (_PUSH_ONE.replace(TABLE, "job_checked", 1), job),
         "primary key and due index only": (_PUSH_ONE.replace(TABLE, "job_due_only", 1), job),
         "primary key only": (_PUSH_ONE.replace(TABLE, "job_pk_only", 1), job),
-        "no notify check": (_NO_CHECK, job),
-        "primary key only, no notify check": (_NO_CHECK.replace(TABLE, "job_pk_only", 1), job),
+        "no notify check": (no_check, job),
+        "primary key only, no notify check": (no_check.replace(TABLE, "job_pk_only", 1), job),
     }
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
 
