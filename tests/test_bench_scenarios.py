@@ -23,6 +23,12 @@ def test_default_is_the_table_alone():
     assert "rq" in args.names
 
 
+# A run's meta as bench/run.py writes it, for reports of no rows.
+_META = {"date": "2026-01-01 00:00 UTC", "nproc": 2, "cpu": "x", "memory": "1 GiB",
+         "os": "Linux", "load_start": "0", "load_end": "0", "python": "3.11",
+         "n": 10, "repeat": 3, "latency_samples": 5, "command": "python bench/run.py"}
+
+
 def _fig(v):
     return {"median": v, "values": [v], "unit": "jobs/s"}
 
@@ -134,9 +140,7 @@ def test_a_report_says_its_rows_ran_in_alternating_rounds():
     assert run.parse_args(["--scenarios", "churn", "--alternate"]).alternate
     with pytest.raises(SystemExit):
         run.parse_args(["--alternate", "--sequential"])
-    meta = {"date": "2026-01-01 00:00 UTC", "nproc": 2, "cpu": "x", "memory": "1 GiB",
-            "os": "Linux", "load_start": "0", "load_end": "0", "python": "3.11",
-            "n": 10, "repeat": 3, "latency_samples": 5, "command": "python bench/run.py"}
+    meta = _META
     one_by_one = report.markdown({"meta": meta, "results": {}})
     alternating = report.markdown({"meta": {**meta, "alternate": True}, "results": {}})
     assert "one after the other" in one_by_one and "alternating" not in one_by_one
@@ -144,9 +148,7 @@ def test_a_report_says_its_rows_ran_in_alternating_rounds():
 
 
 def test_a_report_says_how_long_each_push_one_repetition_pushed():
-    meta = {"date": "2026-01-01 00:00 UTC", "nproc": 2, "cpu": "x", "memory": "1 GiB",
-            "os": "Linux", "load_start": "0", "load_end": "0", "python": "3.11",
-            "n": 10, "repeat": 3, "latency_samples": 5, "command": "python bench/run.py"}
+    meta = _META
     # A report of a run made before push one was timed over a minimum says nothing of it.
     assert "of pushing" not in report.markdown({"meta": meta, "results": {}})
     timed = report.markdown({"meta": {**meta, "push_seconds": 1.0}, "results": {}})

@@ -12,20 +12,30 @@ from django.utils import timezone
 from redis.exceptions import DataError
 
 from laterite_django.stores import NewJob, get_store
-from laterite_django.stores.redis_calls import _packed
+from laterite_django.stores.redis_calls import _packed, borrow
 from tests.conftest import redis_store_only
 from tests.settings import REDIS_URL
 
 PREFIX = f"laterite-test-packing-{os.getpid()}"
 
 
+def _connection(**options):
+    """A connection of a new client of the test Redis, and a function that closes both."""
+    client = redis.Redis.from_url(REDIS_URL, **options)
+    connection = borrow(client.connection_pool)
+
+    def close() -> None:
+        client.connection_pool.release(connection)
+        client.close()
+
+    return connection, close
+
+
 @pytest.fixture
 def connection():
-    client = redis.Redis.from_url(REDIS_URL)
-    connection = client.connection_pool.get_connection()
+    connection, close = _connection()
     yield connection
-    client.connection_pool.release(connection)
-    client.close()
+    close()
 
 
 @pytest.mark.parametrize("command", [
@@ -57,13 +67,11 @@ def test_a_text_that_is_not_utf8_is_refused_as_redis_py_refuses_it(connection):
 
 
 def test_a_client_of_another_encoding_is_packed_in_that_encoding():
-    client = redis.Redis.from_url(REDIS_URL, encoding="latin-1")
-    connection = client.connection_pool.get_connection()
+    connection, close = _connection(encoding="latin-1")
     try:
         assert _packed(connection, ("SET", "k", "caf\u00e9")).endswith(b"caf\xe9\r\n")
     finally:
-        client.connection_pool.release(connection)
-        client.close()
+        close()
 
 
 def test_a_pushed_job_keeps_every_character_of_its_fields(transactional_db):
