@@ -25,6 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 STORES = os.environ.get("LATERITE_TEST_STORES", "database,redis").split(",")
 
 
+def job_hashes(client, prefix: str) -> set[bytes]:
+    """The keys of the job hashes under `prefix`, each once: SCAN may return a key
+    more than once while Redis resizes its table (other tests write to the same
+    server at the same time)."""
+    return {key for key in client.scan_iter(f"{prefix}:job:*") if client.type(key) == b"hash"}
+
+
 def flush_redis(prefix: str) -> None:
     """Delete every key under `prefix` on the shared test Redis."""
     from django_redis import get_redis_connection

@@ -22,7 +22,7 @@ from laterite_django.exceptions import StoreUnavailable
 from laterite_django.models import OutboxJob
 from laterite_django.stores import get_store, reset_store
 from laterite_django.stores.redis import RedisStore
-from tests.conftest import redis_store_only
+from tests.conftest import job_hashes, redis_store_only
 from tests.testapp import jobs
 from tests.testapp.models import Record
 from tests.worker.test_redis_worker import free_port
@@ -225,8 +225,7 @@ def test_a_limited_job_pushed_in_a_transaction_keeps_its_concurrency_key(store):
     try:
         with transaction.atomic():
             keyed.push(7)  # held in the outbox, moved to Redis at the commit
-        (key,) = [k for k in store.client.scan_iter(f"{store.prefix}:job:*")
-                  if store.client.type(k) == b"hash"]
+        (key,) = job_hashes(store.client, store.prefix)
         assert store.client.hmget(key, "ck", "cl") == [b"t:7", b"1"]
     finally:
         registry.unregister("tests.outbox_keyed")

@@ -23,7 +23,7 @@ from laterite_django.models import FailedJob, Job, TaskResultRecord
 from laterite_django.tasks import LateriteBackend
 from laterite_django.tasks.compat import InvalidTask, TaskResultStatus, task, task_backends
 from laterite_django.tasks.limits import concurrency_of
-from tests.conftest import wait_for
+from tests.conftest import job_hashes, wait_for
 from tests.testapp.models import Record
 from tests.testapp.task_functions import TASK_OPTIONS, noop
 from tests.worker.test_flow_limits import most_running, records, run_workers, stop
@@ -96,7 +96,7 @@ def test_enqueue_stores_the_key_and_a_retry_from_the_failed_list_keeps_it(
     else:
         client, prefix = store.client, store.prefix
         keys = sorted((client.hget(k, "ck"), client.hget(k, "cl"))
-                      for k in client.scan_iter(f"{prefix}:job:*") if client.type(k) == b"hash")
+                      for k in job_hashes(client, prefix))
         assert keys == [(b"tenant-7", b"1"),
                         (flow_tasks.two_at_a_time.module_path.encode(), b"2")]
 

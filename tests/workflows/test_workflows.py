@@ -15,6 +15,7 @@ from laterite_django.models import Batch, BatchEnd, FailedJob
 from laterite_django.stores import get_store
 from laterite_django.testing import run_jobs
 from laterite_django.workflows.counts import finish_settled
+from tests.conftest import job_hashes
 from tests.testapp.jobs import grow, mail, record, step
 from tests.testapp.models import Record
 
@@ -203,8 +204,7 @@ def test_cancel_removes_the_waiting_and_delayed_jobs_of_the_batch_only(store):
 def _stored_key(store) -> str | None:
     """The concurrency key of the one job waiting, as the store keeps it."""
     if store.__class__.__name__ == "RedisStore":
-        (key,) = [k for k in store.client.scan_iter(f"{store.prefix}:job:*")
-                  if store.client.type(k) == b"hash"]
+        (key,) = job_hashes(store.client, store.prefix)
         value = store.client.hget(key, "ck")
         return None if value is None else value.decode()
     from laterite_django.models import Job
