@@ -144,12 +144,17 @@ def run(client: Redis, source: str, args: Sequence[Any]) -> Any:
         return client.execute_command("EVAL", source, 0, *args)
 
 
-def push_limited_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
-    """PUSH_LIMITED's arguments after the prefix: PUSH's, two more values per job."""
-    return [now, pack(
+def push_limited_args(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = None
+                      ) -> list[Any]:
+    """PUSH_LIMITED's arguments after the prefix: PUSH's, two more values per job, and
+    PUSH's `once` marks if given."""
+    args = [now, pack(
         value for job in jobs for value in (
             *job_fields(job), job.concurrency_key or "",
             "" if job.concurrency_limit is None else str(job.concurrency_limit)))]
+    if once is not None:
+        args.append(pack(once))
+    return args
 
 
 def claim_args(now: int, token: str, worker: str, limit: int, queues: Sequence[str],

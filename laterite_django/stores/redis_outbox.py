@@ -11,8 +11,8 @@ A move deletes its rows and pushes them to Redis in one database transaction
 so two movers never move one row twice, and a failed push leaves the rows in place.
 If the commit is lost after the push (the mover killed between the two), the rows
 come back and are moved again: each row's push carries a mark that Redis keeps for
-a week (ONCE_TTL), and a job whose mark is set is not stored a second time. (Jobs
-with a concurrency limit go through their own script, without the mark.)
+a week (ONCE_TTL), and a job whose mark is set is not stored a second time (a job
+with a concurrency limit too: its script is PUSH's, marks included).
 Unique keys are checked when a row reaches Redis, where a duplicate is dropped.
 """
 

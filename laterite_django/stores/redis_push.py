@@ -38,7 +38,7 @@ class RedisPushing(ScriptRunner):
             # Jobs with a concurrency limit carry its key (redis_limits).
             return [int(i) or None for i in redis_limits.run(
                 self.client, redis_limits.PUSH_LIMITED,
-                [self.prefix, *redis_limits.push_limited_args(now, jobs)])]
+                [self.prefix, *redis_limits.push_limited_args(now, jobs, once)])]
         if len(jobs) == 1 and once is None and jobs[0].unique_key is None:
             # The push most code makes, by the lean script (redis_scripts_push_claim).
             return [int(self._run("PUSH_ONE", (now, *job_fields(jobs[0])[:7]))[0])]

@@ -30,7 +30,7 @@ def push(store: RedisStore, now: str, jobs: Sequence[NewJob], wait: float,
     if any(job.concurrency_limit for job in jobs):
         source = redis_limits.PUSH_LIMITED
         steps = [(redis_limits.sha(source), source,
-                  [store.prefix, *redis_limits.push_limited_args(now, jobs)])]
+                  [store.prefix, *redis_limits.push_limited_args(now, jobs, once)])]
     else:
         steps = [(calls.SHAS["PUSH"], calls.SOURCES["PUSH"],
                   [store.prefix, *push_packed(now, jobs[i : i + PUSH_CHUNK],

@@ -121,6 +121,35 @@ def test_a_move_whose_commit_is_lost_after_the_push_stores_each_job_once(store):
     assert sweep(store) == 0 and store.counts()["default"].waiting == 3
 
 
+@pytest.mark.parametrize("wait", [None, 0.05], ids=["direct", "replicated"])
+def test_a_limited_job_whose_move_is_made_again_is_stored_once(store, wait):
+    """As above for a job with a concurrency limit, which Redis stores by a script of
+    its own, and with LATERITE_QUEUE_REDIS_WAIT (no replica here: the push is not
+    confirmed, and the move counts it as made all the same)."""
+    from laterite_django import job
+    from laterite_django.registry import registry
+    from laterite_django.stores import redis_outbox
+
+    @job("tests.outbox_keyed_again", concurrency=1, concurrency_key=lambda n: f"n:{n}")
+    def keyed(n: int) -> None: ...
+
+    try:
+        with override_settings(LATERITE_QUEUE_REDIS_WAIT=wait), transaction.atomic():
+            keyed.push_many([(1,), (2,)])
+            transaction.on_commit(lambda: None)
+            ids = list(OutboxJob.objects.values_list("pk", flat=True))
+            with pytest.raises(RuntimeError), transaction.atomic():
+                assert redis_outbox.move(store, ids) == 2
+                raise RuntimeError("the commit is lost")
+            assert OutboxJob.objects.count() == 2
+        assert OutboxJob.objects.count() == 0  # moved again at the commit
+        assert store.counts()["default"].waiting == 2
+        assert sorted(store.client.hget(key, "ck") for key in job_hashes(
+            store.client, store.prefix)) == [b"n:1", b"n:2"]
+    finally:
+        registry.unregister("tests.outbox_keyed_again")
+
+
 def test_a_moved_duplicate_of_a_waiting_unique_job_is_dropped(store):
     assert jobs.unique.push(7).status == "queued"
     with transaction.atomic():
