@@ -17,7 +17,8 @@ Commands are packed by hiredis's `pack_command` where redis-py would pack them
 the same way (`_packed`): redis-py's own packing passes each argument through
 its encoder first, about 10 us for a push's twelve arguments, against 1.5.
 A connection lost on the way is handed back to `execute_command` (or a
-pipeline), which retries as it always does.
+pipeline), which retries as it always does; a push is then sent again saying so,
+and stores nothing twice (`run_push`, redis_resend).
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import redis_scripts_manage, redis_scripts_push_claim, redis_scripts_settle
+from . import (
+    redis_limits,
+    redis_resend,
+    redis_scripts_manage,
+    redis_scripts_push_claim,
+    redis_scripts_settle,
+)
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -52,7 +59,7 @@ except ImportError:  # pragma: no cover - hiredis is in the `redis` extra
 
 
 __all__ = ["SHAS", "SOURCES", "ScriptRunner", "borrow", "finish", "load_and_run",
-           "register", "run", "run_replicated", "together"]
+           "register", "run", "run_push", "run_push_replicated", "together"]
 
 # Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
 SOURCES: dict[str, str] = {
@@ -60,6 +67,7 @@ SOURCES: dict[str, str] = {
     for scripts in (redis_scripts_push_claim, redis_scripts_settle, redis_scripts_manage)
     for name in scripts.__all__
 }
+SOURCES["PUSH_LIMITED"] = redis_limits.PUSH_LIMITED
 SHAS: dict[str, str] = {
     name: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
     for name, source in SOURCES.items()
@@ -99,16 +107,31 @@ def run(client: Redis, name: str, args: Sequence[Any]) -> Any:
         return load_and_run(client, name, args)
 
 
-def _send(client: Redis, command: tuple[Any, ...]) -> Any:
+def run_push(client: Redis, name: str, args: Sequence[Any]) -> Any:
+    """Run push script `name` (PUSH, PUSH_ONE, PUSH_LIMITED) with `args` (the prefix
+    first) and its sender's (redis_resend): if the answer is lost, the push is sent
+    again saying so, and answers with the ids it stored the first time."""
+    sender, number = redis_resend.next_push()
+    command = ("EVALSHA", SHAS[name], 0, *args, sender, number, "0")
+    again = (*command[:-1], "1")
+    try:
+        return _send(client, command, again)
+    except NoScriptError:
+        return load_and_run(client, name, again[3:])
+
+
+def _send(client: Redis, command: tuple[Any, ...], again: tuple[Any, ...] | None = None
+          ) -> Any:
     """Send `command` on a pooled connection and return its answer (see the module
-    docstring); a client of a single connection goes through `execute_command`."""
+    docstring); a client of a single connection goes through `execute_command`.
+    If the connection is lost, `again` (by default `command`) goes there instead."""
     answer = _talk(client, lambda connection: (
         connection.send_packed_command([_packed(connection, command)]),
         connection.read_response())[1])
     if answer is _LOST:
         # Sent or not, as redis-py's own retry would after this error: it retries and
         # says what it finds.
-        return client.execute_command(*command)
+        return client.execute_command(*(again or command))
     return answer
 
 
@@ -241,34 +264,37 @@ def finish(
     return results
 
 
-def run_replicated(
-    client: Redis, steps: Sequence[tuple[str, str, Sequence[Any]]], timeout: float
-) -> tuple[list[Any], int]:
-    """Run scripts (each a SHA, its source and its arguments) then `WAIT 1`, on one
-    connection; return their results and how many replicas confirmed the writes.
+def run_push_replicated(client: Redis, name: str, args: Sequence[Any], timeout: float
+                        ) -> tuple[Any, int]:
+    """Run push script `name` as `run_push` does, then `WAIT 1`, on one connection;
+    return its answer and how many replicas confirmed its writes.
 
     WAIT counts the replicas that have every write made on its own connection, so
-    the scripts and the WAIT go in one pipeline (one connection). A script Redis
-    did not know did not run: those run again with their source (EVAL), followed
-    by another WAIT, in a second pipeline.
+    the script and the WAIT go in one pipeline. The pipeline may be sent twice (its
+    answer lost; the script unknown to Redis, then sent with its source), so the
+    push always says it may have run before (redis_resend).
     """
-    milliseconds = max(1, round(timeout * 1000))
-    pipe = client.pipeline(transaction=False)
-    for sha, _, args in steps:
-        pipe.execute_command("EVALSHA", sha, 0, *args)
-    pipe.execute_command("WAIT", 1, milliseconds)
-    *results, replicas = pipe.execute(raise_on_error=False)
-    missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
-    if missing:
+    sender, number = redis_resend.next_push()
+    tail = (*args, sender, number, "1")
+    result, replicas = _with_wait(client, ("EVALSHA", SHAS[name], 0, *tail), timeout)
+    if isinstance(result, NoScriptError):
+        result, replicas = _with_wait(client, ("EVAL", SOURCES[name], 0, *tail), timeout)
+    for answer in (result, replicas):
+        if isinstance(answer, Exception):
+            raise answer
+    return result, int(replicas)
+
+
+def _with_wait(client: Redis, command: tuple[Any, ...], timeout: float) -> list[Any]:
+    """`command` then `WAIT 1` in one pipeline, sent once more if the connection is
+    lost on the way; their answers, an error answer as its exception."""
+    def send() -> list[Any]:
         pipe = client.pipeline(transaction=False)
-        for index in missing:
-            _, source, args = steps[index]
-            pipe.execute_command("EVAL", source, 0, *args)
-        pipe.execute_command("WAIT", 1, milliseconds)
-        *again, replicas = pipe.execute(raise_on_error=False)
-        for index, result in zip(missing, again, strict=True):
-            results[index] = result
-    for result in (*results, replicas):
-        if isinstance(result, Exception):
-            raise result
-    return results, int(replicas)
+        pipe.execute_command(*command)
+        pipe.execute_command("WAIT", 1, max(1, round(timeout * 1000)))
+        return pipe.execute(raise_on_error=False)
+
+    try:
+        return send()
+    except (RedisConnectionError, RedisTimeoutError):
+        return send()  # sent or not: the push says it may have run before

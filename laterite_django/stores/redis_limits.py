@@ -63,6 +63,7 @@ def _limited(source: str) -> str:
     return out
 
 
+# PUSH for jobs of which some have a concurrency limit (run by redis_calls.run_push).
 PUSH_LIMITED = _limited(PUSH)
 # FINISH (a finished job of a workflow) whose next link has a concurrency limit.
 FINISH_LIMITED = _limited(FINISH)
@@ -126,7 +127,7 @@ return out
 """
 
 _SHAS = {source: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-         for source in (PUSH_LIMITED, FINISH_LIMITED, CLAIM_LIMITED)}
+         for source in (FINISH_LIMITED, CLAIM_LIMITED)}
 
 
 def sha(source: str) -> str:
@@ -146,15 +147,13 @@ def run(client: Redis, source: str, args: Sequence[Any]) -> Any:
 
 def push_limited_args(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = None
                       ) -> list[Any]:
-    """PUSH_LIMITED's arguments after the prefix: PUSH's, two more values per job, and
-    PUSH's `once` marks if given."""
-    args = [now, pack(
+    """PUSH_LIMITED's arguments after the prefix, up to its sender's: PUSH's, two more
+    values per job."""
+    return [now, pack(
         value for job in jobs for value in (
             *job_fields(job), job.concurrency_key or "",
-            "" if job.concurrency_limit is None else str(job.concurrency_limit)))]
-    if once is not None:
-        args.append(pack(once))
-    return args
+            "" if job.concurrency_limit is None else str(job.concurrency_limit))),
+        "" if once is None else pack(once)]
 
 
 def claim_args(now: int, token: str, worker: str, limit: int, queues: Sequence[str],

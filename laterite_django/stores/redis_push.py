@@ -1,5 +1,6 @@
-"""How the Redis store pushes: one PUSH script per chunk of jobs (several chunks in one
-pipeline; a lone job without a unique key by the leaner PUSH_ONE), the limited push
+"""How the Redis store pushes: one PUSH script per chunk of jobs, one chunk after the
+other (a lone job without a unique key by the leaner PUSH_ONE), each sent again if
+its answer is lost and stored once all the same (redis_resend), the limited push
 for jobs with a concurrency key (redis_limits), the replicated push when
 LATERITE_QUEUE_REDIS_WAIT is set (redis_replicated), and the outbox inside a database
 transaction (redis_outbox). A mixin of RedisStore."""
@@ -7,10 +8,12 @@ transaction (redis_outbox). A mixin of RedisStore."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.utils import timezone
 
 from ..conf import settings
+from . import redis_calls as calls
 from . import redis_limits, redis_outbox, redis_replicated
 from .base import NewJob
 from .errors import guarded
@@ -36,20 +39,21 @@ class RedisPushing(ScriptRunner):
             return redis_replicated.push(self, now, jobs, wait, once)  # type: ignore[arg-type]
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key (redis_limits).
-            return [int(i) or None for i in redis_limits.run(
-                self.client, redis_limits.PUSH_LIMITED,
-                [self.prefix, *redis_limits.push_limited_args(now, jobs, once)])]
+            return [int(i) or None for i in self._push(
+                "PUSH_LIMITED", redis_limits.push_limited_args(now, jobs, once))]
         if len(jobs) == 1 and once is None and jobs[0].unique_key is None:
             # The push most code makes, by the lean script (redis_scripts_push_claim).
-            return [int(self._run("PUSH_ONE", (now, *job_fields(jobs[0])[:7]))[0])]
-        if len(jobs) <= PUSH_CHUNK:
-            results = [self._run("PUSH", push_packed(now, jobs, once))]
-        else:
-            starts = range(0, len(jobs), PUSH_CHUNK)
-            results = self._pipeline([("PUSH", push_packed(
-                now, jobs[i : i + PUSH_CHUNK], None if once is None else once[i : i + PUSH_CHUNK]))
-                for i in starts])
-        return [int(i) or None for result in results for i in result]
+            return [int(self._push("PUSH_ONE", (now, *job_fields(jobs[0])[:7]))[0])]
+        # One chunk at a time: a chunk sent again (its answer lost) is known by its
+        # number as its sender's last push (redis_resend).
+        return [int(i) or None for start in range(0, len(jobs), PUSH_CHUNK)
+                for i in self._push("PUSH", push_packed(
+                    now, jobs[start : start + PUSH_CHUNK],
+                    None if once is None else once[start : start + PUSH_CHUNK]))]
+
+    def _push(self, name: str, args: Sequence[Any]) -> Any:
+        """Run push script `name` with the prefix and `args` (redis_calls.run_push)."""
+        return calls.run_push(self.client, name, [self.prefix, *args])
 
     @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:

@@ -28,16 +28,18 @@ def push(store: RedisStore, now: str, jobs: Sequence[NewJob], wait: float,
     confirmed it in time (the jobs are on the primary all the same).
     """
     if any(job.concurrency_limit for job in jobs):
-        source = redis_limits.PUSH_LIMITED
-        steps = [(redis_limits.sha(source), source,
-                  [store.prefix, *redis_limits.push_limited_args(now, jobs, once)])]
+        steps = [("PUSH_LIMITED", redis_limits.push_limited_args(now, jobs, once))]
     else:
-        steps = [(calls.SHAS["PUSH"], calls.SOURCES["PUSH"],
-                  [store.prefix, *push_packed(now, jobs[i : i + PUSH_CHUNK],
-                                              None if once is None else once[i : i + PUSH_CHUNK])])
+        steps = [("PUSH", push_packed(now, jobs[i : i + PUSH_CHUNK],
+                                      None if once is None else once[i : i + PUSH_CHUNK]))
                  for i in range(0, len(jobs), PUSH_CHUNK)]
-    results, replicas = calls.run_replicated(store.client, steps, wait)
-    ids = [int(i) or None for result in results for i in result]
+    ids: list[int | None] = []
+    replicas = 1
+    for name, args in steps:  # one chunk at a time, each its own push (redis_resend)
+        result, confirmed = calls.run_push_replicated(
+            store.client, name, [store.prefix, *args], wait)
+        ids += [int(i) or None for i in result]
+        replicas = min(replicas, confirmed)
     if replicas < 1:
         raise PushNotReplicated(
             f"The redis store pushed {len(jobs)} job(s) to {describe_redis(store.alias)}, "

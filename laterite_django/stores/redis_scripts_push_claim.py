@@ -12,11 +12,15 @@ __all__ = ["CLAIM", "PUSH", "PUSH_ONE"]
 # Seconds a push's "once" mark is kept (the outbox's moves: see redis_outbox).
 ONCE_TTL = 7 * 24 * 3600
 
+# Seconds a push's answer is kept for the same push sent again (redis_resend).
+SENT_TTL = 600
+
 # ARGV: prefix, now, then one JSON array of strings (redis_values.push_packed): per
 # job name, queue, payload, priority, pushed_at, available_at, retry_until ('' for
 # none), has_key ('1'/'0'), unique_key. One argument rather than nine per job: each
 # argument costs the client more to send than the script to decode.
-# Optional ARGV[4]: one JSON array of marks, one per job (see push_jobs).
+# ARGV[4]: one JSON array of marks, one per job (see push_jobs), or ''.
+# ARGV[5..7]: the sender, the push's number, '1' if it is sent again (redis_resend).
 # Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
 _PUSH_JOBS = """
 -- Store the jobs of packed array A (see PUSH); return their ids (0: a duplicate).
@@ -76,7 +80,18 @@ return ids
 end
 """
 PUSH = _COMMON + _PUSH_JOBS + """
-return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4] and cjson.decode(ARGV[4]))
+local sent, number = P .. ':sent:' .. ARGV[5], ARGV[6]
+if ARGV[7] == '1' then
+  -- Sent again: if this push ran already, its ids, not a second copy of its jobs.
+  local last = redis.call('GET', sent)
+  if last and string.sub(last, 1, #number + 1) == number .. ':' then
+    return cjson.decode(string.sub(last, #number + 2))
+  end
+end
+local ids = push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]),
+  ARGV[4] ~= '' and cjson.decode(ARGV[4]) or nil)
+redis.call('SET', sent, number .. ':' .. cjson.encode(ids), 'EX', """ + str(SENT_TTL) + """)
+return ids
 """
 
 # PUSH for one job without a unique key, in the fewest Lua steps: no helpers defined,
@@ -85,9 +100,16 @@ return push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4] and cjson.dec
 # for beyond the round trip (bench/profile_push.py). It stores exactly what PUSH stores
 # (tests/stores/test_redis_push_one.py compares the two).
 # ARGV: prefix, now, name, queue, payload, priority, pushed_at, available_at,
-# retry_until ('' for none). Returns {id}.
+# retry_until ('' for none), then as PUSH's ARGV[5..7]. Returns {id}.
 PUSH_ONE = """
 local P, queue, priority, avail = ARGV[1], ARGV[4], ARGV[6], ARGV[8]
+local sent, number = P .. ':sent:' .. ARGV[10], ARGV[11]
+if ARGV[12] == '1' then
+  local last = redis.call('GET', sent)
+  if last and string.sub(last, 1, #number + 1) == number .. ':' then
+    return {tonumber(string.sub(last, #number + 2))}
+  end
+end
 local id
 repeat
   id = tostring(redis.call('INCR', P .. ':id'))
@@ -108,6 +130,7 @@ redis.call('SADD', P .. ':queues', queue)
 if redis.call('RPUSH', q .. 'wake', '1') > """ + str(WAKE_CAP) + """ then
   redis.call('LTRIM', q .. 'wake', -""" + str(WAKE_CAP) + """, -1)
 end
+redis.call('SET', sent, number .. ':' .. id, 'EX', """ + str(SENT_TTL) + """)
 return {tonumber(id)}
 """
 

@@ -77,15 +77,14 @@ _PACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 def push_packed(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = None
                 ) -> list[Any]:
-    """The PUSH script's arguments after the prefix (see redis_scripts_push_claim.PUSH); `once`:
-    a mark per job, so that a push made again (the outbox's) stores it only once."""
+    """The PUSH script's arguments after the prefix, up to its sender's (see
+    redis_scripts_push_claim.PUSH); `once`: a mark per job, so that a push made again
+    (the outbox's) stores it only once."""
     if len(jobs) == 1:
-        args = [now, pack(job_fields(jobs[0]))]  # the common push, without a generator
+        packed = pack(job_fields(jobs[0]))  # the common push, without a generator
     else:
-        args = [now, pack(value for job in jobs for value in job_fields(job))]
-    if once is not None:
-        args.append(pack(once))
-    return args
+        packed = pack(value for job in jobs for value in job_fields(job))
+    return [now, packed, "" if once is None else pack(once)]
 
 
 def push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from laterite_django.models import FailedJob
 from laterite_django.stores import NewJob, get_store
 from laterite_django.stores.redis import RedisStore
+from laterite_django.stores.redis_scripts_push_claim import SENT_TTL
 from tests.conftest import redis_store_only
 from tests.testapp import jobs
 
@@ -62,9 +63,13 @@ def test_every_key_lives_under_the_prefix(store):
     assert {f"{PREFIX}:id", f"{PREFIX}:queues", f"{PREFIX}:unique"} <= mine
     assert f"{PREFIX}:queue:default:claimed" in mine
     store.clear()
-    left = {k.decode() for k in get_redis_connection("redis").scan_iter(match=f"{PREFIX}:*")}
-    # Only the id counter stays: ids are never reused.
-    assert left == {f"{PREFIX}:id"}
+    client = get_redis_connection("redis")
+    left = {k.decode() for k in client.scan_iter(match=f"{PREFIX}:*")}
+    # The id counter stays (ids are never reused), and the note of this thread's last
+    # push, which expires (redis_resend).
+    (sent,) = {k for k in left if k.startswith(f"{PREFIX}:sent:")}
+    assert 0 < client.ttl(sent) <= SENT_TTL
+    assert left == {f"{PREFIX}:id", sent}
 
 
 def test_two_prefixes_do_not_see_each_other(store):
