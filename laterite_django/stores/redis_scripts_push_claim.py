@@ -12,8 +12,9 @@ __all__ = ["CLAIM", "PUSH", "PUSH_ONE"]
 # Seconds a push's "once" mark is kept (the outbox's moves: see redis_outbox).
 ONCE_TTL = 7 * 24 * 3600
 
-# Seconds a push's answer is kept for the same push sent again (redis_resend).
-SENT_TTL = 600
+# Seconds a push's answer is kept for the same push sent again (redis_resend): a push
+# is sent again at once, or within redis-py's retries (seconds), never later.
+SENT_TTL = 120
 
 # ARGV: prefix, now, then one JSON array of strings (redis_values.push_packed): per
 # job name, queue, payload, priority, pushed_at, available_at, retry_until ('' for
