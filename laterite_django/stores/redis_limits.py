@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from redis import Redis
 
 __all__ = ["CLAIM_LIMITED", "FINISH_LIMITED", "PUSH_LIMITED", "claim_args", "push_limited_args",
-           "run", "sha"]
+           "run"]
 
 # Candidates the claim looks at per queue past the jobs of keys at their limit.
 CANDIDATES = 200
@@ -128,11 +128,6 @@ return out
 
 _SHAS = {source: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
          for source in (FINISH_LIMITED, CLAIM_LIMITED)}
-
-
-def sha(source: str) -> str:
-    """The SHA1 that EVALSHA names one of these scripts by."""
-    return _SHAS[source]
 
 
 def run(client: Redis, source: str, args: Sequence[Any]) -> Any:
