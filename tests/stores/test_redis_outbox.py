@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -102,21 +102,27 @@ def test_a_rolled_back_push_leaves_no_outbox_row(store):
     assert OutboxJob.objects.count() == 0 and store.counts() == {}
 
 
-def test_a_move_whose_commit_is_lost_after_the_push_stores_each_job_once(store):
-    """The mover dies between the push to Redis and the commit of the rows' deletion:
-    the rows come back, the next move pushes them again, Redis keeps each job once."""
+def move_twice(store: RedisStore, push: Callable[[], object]) -> None:
+    """`push` in a transaction, then a move of its rows whose commit is lost (the mover
+    dies between the push to Redis and the commit of the rows' deletion): the rows
+    come back, and the transaction's commit moves them again."""
     from laterite_django.stores import redis_outbox
 
     with transaction.atomic():
-        jobs.record.push_many([("a",), ("b",), ("c",)])
+        push()
         transaction.on_commit(lambda: None)
         ids = list(OutboxJob.objects.values_list("pk", flat=True))
         # The commit's own move, undone: the rows are pushed, then the deletion rolls back.
         with pytest.raises(RuntimeError), transaction.atomic():
-            assert redis_outbox.move(store, ids) == 3
+            assert redis_outbox.move(store, ids) == len(ids)
             raise RuntimeError("the commit is lost")
-        assert OutboxJob.objects.count() == 3
+        assert OutboxJob.objects.count() == len(ids)
     assert OutboxJob.objects.count() == 0  # moved again at the commit
+
+
+def test_a_move_whose_commit_is_lost_after_the_push_stores_each_job_once(store):
+    """The rows are moved twice; Redis keeps each job once."""
+    move_twice(store, lambda: jobs.record.push_many([("a",), ("b",), ("c",)]))
     assert store.counts()["default"].waiting == 3
     assert sweep(store) == 0 and store.counts()["default"].waiting == 3
 
@@ -128,21 +134,13 @@ def test_a_limited_job_whose_move_is_made_again_is_stored_once(store, wait):
     confirmed, and the move counts it as made all the same)."""
     from laterite_django import job
     from laterite_django.registry import registry
-    from laterite_django.stores import redis_outbox
 
     @job("tests.outbox_keyed_again", concurrency=1, concurrency_key=lambda n: f"n:{n}")
     def keyed(n: int) -> None: ...
 
     try:
-        with override_settings(LATERITE_QUEUE_REDIS_WAIT=wait), transaction.atomic():
-            keyed.push_many([(1,), (2,)])
-            transaction.on_commit(lambda: None)
-            ids = list(OutboxJob.objects.values_list("pk", flat=True))
-            with pytest.raises(RuntimeError), transaction.atomic():
-                assert redis_outbox.move(store, ids) == 2
-                raise RuntimeError("the commit is lost")
-            assert OutboxJob.objects.count() == 2
-        assert OutboxJob.objects.count() == 0  # moved again at the commit
+        with override_settings(LATERITE_QUEUE_REDIS_WAIT=wait):
+            move_twice(store, lambda: keyed.push_many([(1,), (2,)]))
         assert store.counts()["default"].waiting == 2
         assert sorted(store.client.hget(key, "ck") for key in job_hashes(
             store.client, store.prefix)) == [b"n:1", b"n:2"]
