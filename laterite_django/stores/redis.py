@@ -133,9 +133,16 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         the positions of those Redis did not know yet, run after it, go in `ran_late`
         (redis_calls.finish)."""
         queued = {i: (name, [self.prefix, *args]) for i, (name, args) in enumerate(steps)}
-        answers = calls.together(self.client, [
-            ("EVALSHA", calls.SHAS[name], 0, *args) for name, args in queued.values()])
-        return calls.finish(self.client, answers, queued, ran_late)
+        # Sent again (an answer lost), a claim says so (redis_calls.claim_again); the
+        # other scripts of a pipeline (DELETE, FINISH) do nothing more when run twice.
+        again = {i: (name, calls.claim_again(args) if name == "CLAIM" else args)
+                 for i, (name, args) in queued.items()}
+
+        def commands(named: dict[int, tuple[str, list]]) -> list[tuple[Any, ...]]:
+            return [("EVALSHA", calls.SHAS[name], 0, *args) for name, args in named.values()]
+
+        answers = calls.together(self.client, commands(queued), commands(again))
+        return calls.finish(self.client, answers, again, ran_late)
 
     def key(self, *parts: str) -> str:
         """Return the Redis key for `parts` under this store's prefix."""

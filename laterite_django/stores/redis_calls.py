@@ -18,7 +18,9 @@ the same way (`_packed`): redis-py's own packing passes each argument through
 its encoder first, about 10 us for a push's twelve arguments, against 1.5.
 A connection lost on the way is handed back to `execute_command` (or a
 pipeline), which retries as it always does; a push is then sent again saying so,
-and stores nothing twice (`run_push`, redis_resend).
+and stores nothing twice (`run_push`, redis_resend), and a claim sent again says
+so too, and answers with the jobs its first run took (`run_claim`, `claim_again`)
+rather than take more and leave those held until their claim is found abandoned.
 """
 
 from __future__ import annotations
@@ -58,8 +60,9 @@ except ImportError:  # pragma: no cover - hiredis is in the `redis` extra
     _hiredis_pack = None  # type: ignore[assignment]
 
 
-__all__ = ["SHAS", "SOURCES", "ScriptRunner", "borrow", "finish", "load_and_run",
-           "register", "run", "run_push", "run_push_replicated", "together"]
+__all__ = ["SHAS", "SOURCES", "ScriptRunner", "borrow", "claim_again", "finish",
+           "load_and_run", "register", "run", "run_claim", "run_push", "run_push_replicated",
+           "together"]
 
 # Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
 SOURCES: dict[str, str] = {
@@ -68,6 +71,7 @@ SOURCES: dict[str, str] = {
     for name in scripts.__all__
 }
 SOURCES["PUSH_LIMITED"] = redis_limits.PUSH_LIMITED
+SOURCES["CLAIM_LIMITED"] = redis_limits.CLAIM_LIMITED
 SHAS: dict[str, str] = {
     name: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
     for name, source in SOURCES.items()
@@ -120,6 +124,31 @@ def run_push(client: Redis, name: str, args: Sequence[Any]) -> Any:
         return load_and_run(client, name, again[3:])
 
 
+# Where a claim script (CLAIM, CLAIM_LIMITED) takes its `again` flag among its
+# arguments, the prefix first (see redis_scripts_push_claim.CLAIM_HEAD).
+_AGAIN = 5
+
+
+def claim_again(args: Sequence[Any]) -> list[Any]:
+    """A claim script's `args` (the prefix first), as sent again after its answer was
+    lost: the script then answers with the jobs its first run took, if it ran."""
+    again = list(args)
+    if again[_AGAIN] != "0":
+        raise ValueError(f"Not a claim's arguments: {again[:_AGAIN + 1]!r}")
+    again[_AGAIN] = "1"
+    return again
+
+
+def run_claim(client: Redis, name: str, args: Sequence[Any]) -> Any:
+    """Run claim script `name` (CLAIM, CLAIM_LIMITED) with `args` (the prefix first):
+    if the answer is lost, the claim is sent again saying so (`claim_again`)."""
+    again = ("EVALSHA", SHAS[name], 0, *claim_again(args))
+    try:
+        return _send(client, ("EVALSHA", SHAS[name], 0, *args), again)
+    except NoScriptError:
+        return load_and_run(client, name, again[3:])
+
+
 def _send(client: Redis, command: tuple[Any, ...], again: tuple[Any, ...] | None = None
           ) -> Any:
     """Send `command` on a pooled connection and return its answer (see the module
@@ -135,19 +164,20 @@ def _send(client: Redis, command: tuple[Any, ...], again: tuple[Any, ...] | None
     return answer
 
 
-def together(client: Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+def together(client: Redis, commands: Sequence[tuple[Any, ...]],
+             again: Sequence[tuple[Any, ...]] | None = None) -> list[Any]:
     """Send `commands` in one packet and return their answers in order, an error
     answer as its exception, as `pipe.execute(raise_on_error=False)` would: on the
     connection `_send` uses, without the pipeline's per-call wrapping. It is the
     path from a woken pop to its claim (redis_wait). A client of a single
     connection, or a connection lost on the way, goes through a pipeline, which
-    retries as it always does."""
+    retries as it always does, with `again` (by default `commands`)."""
     answers = _talk(client, lambda connection: (
         connection.send_packed_command([b"".join(_packed(connection, c) for c in commands)]),
         [_answer(connection) for _ in commands])[1])
     if answers is _LOST:
         pipe = client.pipeline(transaction=False)
-        for command in commands:
+        for command in again or commands:
             pipe.execute_command(*command)
         return pipe.execute(raise_on_error=False)
     return answers

@@ -16,7 +16,7 @@ from ..workflows.ending import any_marked
 from . import redis_ends, redis_limits
 from .base import Claim
 from .errors import guarded
-from .redis_calls import ScriptRunner
+from .redis_calls import ScriptRunner, run_claim
 from .redis_values import claims as claims_from_rows
 from .redis_values import us
 
@@ -36,7 +36,8 @@ class RedisClaiming(ScriptRunner):
         if self._limited(queues):
             return self.settle_and_claim((), queues, worker, limit)
         token = uuid.uuid4().hex
-        rows = self._run("CLAIM", self._claim_args(token, queues, worker, limit))
+        rows = run_claim(self.client, "CLAIM", [
+            self.prefix, *self._claim_args(token, queues, worker, limit)])
         return claims_from_rows(rows, token)
 
     @guarded
@@ -50,7 +51,7 @@ class RedisClaiming(ScriptRunner):
             if finished:
                 self.delete(finished)
             token = uuid.uuid4().hex
-            rows = redis_limits.run(self.client, redis_limits.CLAIM_LIMITED, [
+            rows = run_claim(self.client, "CLAIM_LIMITED", [
                 self.prefix,
                 *redis_limits.claim_args(us(timezone.now()), token, worker, limit, queues,
                                          limits)])
@@ -96,7 +97,7 @@ class RedisClaiming(ScriptRunner):
 
     @staticmethod
     def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:
-        return [us(timezone.now()), token, worker, int(limit), *queues]
+        return [us(timezone.now()), token, worker, int(limit), "0", *queues]
 
     @guarded
     def heartbeat(self, claims: Sequence[Claim]) -> int:

@@ -68,8 +68,9 @@ PUSH_LIMITED = _limited(PUSH)
 # FINISH (a finished job of a workflow) whose next link has a concurrency limit.
 FINISH_LIMITED = _limited(FINISH)
 
-# ARGV: prefix, now, token, worker, limit, then per queue in priority order: name,
-# concurrency, rate, period in microseconds ('' where none). Returns rows as CLAIM.
+# ARGV: prefix, now, token, worker, limit, again, then per queue in priority order:
+# name, concurrency, rate, period in microseconds ('' where none). Returns rows as
+# CLAIM (and, sent again, as CLAIM: what its first run took, counted by it).
 CLAIM_LIMITED = CLAIM_HEAD + """
 -- Claimed jobs of a concurrency key, after dropping those no longer claimed.
 local function running(ck)
@@ -82,7 +83,13 @@ local function running(ck)
   end
   return redis.call('SCARD', set)
 end
-for qi = 6, #ARGV, 4 do
+if again then
+  local queues = {}
+  for qi = 7, #ARGV, 4 do queues[#queues + 1] = ARGV[qi] end
+  local rows = taken_before(queues)
+  if #rows > 0 then return rows end
+end
+for qi = 7, #ARGV, 4 do
   if #out >= limit then break end
   local q, conc, rate, period = ARGV[qi], ARGV[qi + 1], ARGV[qi + 2], ARGV[qi + 3]
   if redis.call('SISMEMBER', P .. ':paused', q) == 0 then
@@ -127,7 +134,7 @@ return out
 """
 
 _SHAS = {source: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-         for source in (FINISH_LIMITED, CLAIM_LIMITED)}
+         for source in (FINISH_LIMITED,)}
 
 
 def run(client: Redis, source: str, args: Sequence[Any]) -> Any:
@@ -154,7 +161,7 @@ def push_limited_args(now: str, jobs: Sequence[NewJob], once: Sequence[str] | No
 def claim_args(now: int, token: str, worker: str, limit: int, queues: Sequence[str],
                limits: dict[str, QueueLimit]) -> list[Any]:
     """CLAIM_LIMITED's arguments after the prefix."""
-    args: list[Any] = [now, token, worker, int(limit)]
+    args: list[Any] = [now, token, worker, int(limit), "0"]
     for queue in queues:
         lim = limits.get(queue, QueueLimit())
         args += [

@@ -136,20 +136,45 @@ return {tonumber(id)}
 """
 
 # The head of both claim scripts (CLAIM, and redis_limits.CLAIM_LIMITED): their
-# first arguments (prefix, now, token, worker, limit), the rows they return (`out`)
-# and the two steps they share. `now` may be "<sent>:<span>" instead: the claim
+# first arguments (prefix, now, token, worker, limit, again), the rows they return
+# (`out`) and the steps they share. `now` may be "<sent>:<span>" instead: the claim
 # rides behind a long blocking pop sent at `sent` (redis_wait), so it is dated by the
 # server's clock, kept within [sent, sent + span] so that a clock that is off cannot
-# date it outside the pop.
+# date it outside the pop. `again` is '1' when the claim is sent again, its answer
+# lost (redis_calls.claim_again): it then answers with the jobs its first run took.
 CLAIM_HEAD = _COMMON + """
 local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local again = ARGV[6] == '1'
 local out = {}
+local first, last = now, now  -- when the claim's first run may have dated its jobs
 local sent, span = string.match(now, '^(%d+):(%d+)$')
 if sent then
   local t = redis.call('TIME')
   local at = tonumber(t[1]) * 1000000 + tonumber(t[2])
   sent = tonumber(sent)
   now = string.format('%.0f', math.min(math.max(at, sent), sent + tonumber(span)))
+  first, last = sent, sent + tonumber(span)
+end
+
+-- The rows of the jobs of `queues` an earlier run of this claim took (sent again: its
+-- answer was lost), in the order it gave them; none if it never ran. They still
+-- hold `token` and sit in their queue's claimed set at the time it dated them (no
+-- heartbeat moved them: no worker knew them).
+local function taken_before(queues)
+  local rows = {}
+  for _, q in ipairs(queues) do
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', qkey(q, 'claimed'), first, last)) do
+      local f = redis.call('HMGET', jkey(id), 'token', 'attempts', 'name', 'queue',
+        'payload', 'pushed_at', 'retry_until', 'unique_key', 'priority', 'last_error',
+        'available_at', 'position', 'uncounted')
+      if f[1] == token then
+        rows[#rows + 1] = {tonumber(id), tonumber(f[2]), f[3], f[4], f[5], f[6], f[7],
+          f[8], f[9], f[10], f[11], tonumber(f[12]), f[13]}
+      end
+    end
+  end
+  table.sort(rows, function(a, b) return a[12] < b[12] end)
+  return rows
 end
 
 -- Move the due jobs of queue `q` from its delayed set to its ready set.
@@ -180,13 +205,17 @@ local function take(q, k, id)
 end
 """
 
-# ARGV: prefix, now, token, worker, limit, then the queue names in priority order.
-# Moves due delayed jobs to ready first. Returns one array per claimed job, in the
-# order the worker runs them: id, attempts, name, queue, payload, pushed_at,
+# ARGV: prefix, now, token, worker, limit, again, then the queue names in priority
+# order. Moves due delayed jobs to ready first. Returns one array per claimed job, in
+# the order the worker runs them: id, attempts, name, queue, payload, pushed_at,
 # retry_until, unique_key, priority, last_error, available_at, position (0, 1...),
 # uncounted (false if never set).
 CLAIM = CLAIM_HEAD + """
-for qi = 6, #ARGV do
+if again then
+  local rows = taken_before({unpack(ARGV, 7)})
+  if #rows > 0 then return rows end
+end
+for qi = 7, #ARGV do
   if #out >= limit then break end
   local q = ARGV[qi]
   -- A paused queue (flow control: queue_pause) is left out of every claim.

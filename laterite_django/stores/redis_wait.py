@@ -222,8 +222,8 @@ class RedisWaiting:
             popped = connection.read_response()
             try:
                 rows = connection.read_response()
-            except NoScriptError:
-                rows = calls.load_and_run(self.client, "CLAIM", args)
+            except NoScriptError:  # it did not run; sent once more, it says it may have
+                rows = calls.load_and_run(self.client, "CLAIM", calls.claim_again(args))
         except BaseException:
             connection.disconnect()  # an answer may be left unread
             raise
@@ -238,7 +238,9 @@ class RedisWaiting:
         the pop was woken, and return the claims."""
         token = uuid.uuid4().hex
         args = [self.prefix, *self._claim_args(token, queues, worker, limit)]
-        answers = calls.together(self.client, [
-            ("BLPOP", *keys, timeout), ("EVALSHA", calls.SHAS["CLAIM"], 0, *args)])
-        popped, rows = calls.finish(self.client, answers, {1: ("CLAIM", args)})
+        again = calls.claim_again(args)  # its answer lost, the claim is sent again so
+        answers = calls.together(self.client, *(
+            [("BLPOP", *keys, timeout), ("EVALSHA", calls.SHAS["CLAIM"], 0, *claim)]
+            for claim in (args, again)))
+        popped, rows = calls.finish(self.client, answers, {1: ("CLAIM", again)})
         return popped is not None, claims_from_rows(rows, token)

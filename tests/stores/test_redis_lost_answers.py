@@ -1,6 +1,8 @@
-"""A Redis push whose answer is lost after the server ran it (the connection breaks
-between the two) is made again, by the store or by redis-py's own retry, and stores
-each job once all the same: through a proxy to the test Redis that drops one answer."""
+"""A Redis push or claim whose answer is lost after the server ran it (the connection
+breaks between the two) is made again, by the store or by redis-py's own retry: a
+push stores each job once all the same, and a claim answers with the jobs it took,
+not more (those would wait, held, until their claim was found abandoned). Through
+a proxy to the test Redis that drops one answer."""
 
 from __future__ import annotations
 
@@ -147,3 +149,60 @@ def test_each_thread_and_each_forked_child_is_a_sender_of_its_own():
     os.close(write)
     assert child and child not in (name, other[0][0])
     assert next_push()[0] == name
+
+
+def four_pushed() -> list[str]:
+    """Four jobs pushed in order; their payloads."""
+    jobs.record.push_many([(value,) for value in "abcd"])
+    return [payload(value) for value in "abcd"]
+
+
+def test_a_claim_whose_answer_is_lost_gives_the_jobs_it_took(lossy):
+    store, dropper = lossy
+    waiting = four_pushed()
+    dropper.drop_answer_to(b"EVALSHA")
+    claims = store.claim(["default"], "w", limit=2)
+    assert dropper.dropped == 1
+    assert [claim.payload for claim in claims] == waiting[:2]
+    assert [claim.position for claim in claims] == [0, 1]
+    assert store.heartbeat(claims) == 2  # held under the token they came with
+    assert [claim.payload for claim in store.claim(["default"], "w", limit=10)] == waiting[2:]
+
+
+def test_a_limited_claim_whose_answer_is_lost_gives_the_jobs_it_took(lossy):
+    store, dropper = lossy
+    waiting = four_pushed()
+    with override_settings(LATERITE_QUEUE_LIMITS={"default": {"concurrency": 3}}):
+        dropper.drop_answer_to(b"EVALSHA")
+        claims = store.claim(["default"], "w", limit=2)
+        assert dropper.dropped == 1
+        assert [claim.payload for claim in claims] == waiting[:2]
+        # Two of three run: room for one more.
+        assert [claim.payload for claim in store.claim(["default"], "w", limit=10)] == [
+            waiting[2]]
+
+
+def test_a_settle_and_claim_whose_answer_is_lost_gives_the_jobs_it_took(lossy):
+    """The deletion of the finished job and the next claim go in one packet, sent
+    again whole."""
+    store, dropper = lossy
+    waiting = four_pushed()
+    finished = store.claim(["default"], "w", limit=1)
+    dropper.drop_answer_to(b"EVALSHA")
+    claims = store.settle_and_claim(finished, ["default"], "w", limit=2)
+    assert dropper.dropped == 1
+    assert [claim.payload for claim in claims] == waiting[1:3]
+    assert store.heartbeat(finished) == 0  # deleted
+    assert [claim.payload for claim in store.claim(["default"], "w", limit=10)] == waiting[3:]
+
+
+def test_a_claim_behind_a_pop_whose_answer_is_lost_gives_the_jobs_it_took(lossy):
+    """A woken worker's blocking pop and the claim behind it, in one packet."""
+    store, dropper = lossy
+    waiting = four_pushed()
+    dropper.drop_answer_to(b"EVALSHA")
+    claims = store.wait_and_claim(["default"], "w", 2, 1.0, threading.Event(),
+                                  fresh_within=1.0)
+    assert dropper.dropped == 1
+    assert [claim.payload for claim in claims] == waiting[:2]
+    assert [claim.payload for claim in store.claim(["default"], "w", limit=10)] == waiting[2:]
