@@ -112,11 +112,12 @@ def run_hot(connection: Any, sql: str, params: Sequence[Any]) -> Any:
 
 
 def run_prepared(connection: Any, statement: Prepared, texts: list[bytes | None],
-                 params: Sequence[Any]) -> Any:
+                 params: Sequence[Any], formats: Sequence[int] | None = None) -> Any:
     """Run `statement` on Django's `connection`; return its result (a psycopg PGresult).
 
-    `texts` are its values as text for libpq, `params` the same values for psycopg.
-    Outside a transaction, by name through libpq; else as `run_hot` does.
+    `texts` are its values for libpq (as text, or in binary where `formats` says 1),
+    `params` the same values for psycopg. Outside a transaction, by name through
+    libpq; else as `run_hot` does.
     """
     hot = _current(connection)
     raw = hot.raw
@@ -128,7 +129,7 @@ def run_prepared(connection: Any, statement: Prepared, texts: list[bytes | None]
         try:
             with raw.lock:
                 if _prepare(hot, statement):
-                    pgconn.send_query_prepared(name, texts)
+                    pgconn.send_query_prepared(name, texts, formats)
                     results = raw.wait(execute(pgconn))
                     if results[-1].status == _TUPLES_OK:
                         return results[-1]

@@ -88,9 +88,11 @@ def push(jobs: Sequence[NewJob], ts: Any) -> list[Statement]:
     ])]
 
 
-# _PUSH_ONE and _PUSH_ONE_KEYED by name, their values as text: varchar, varchar, text,
-# int2, three timestamptz, varchar (their type OIDs).
+# _PUSH_ONE and _PUSH_ONE_KEYED by name, their values as text, the three times in
+# binary (pg_texts): varchar, varchar, text, int2, three timestamptz, varchar (their
+# type OIDs), and their formats (0 text, 1 binary).
 _TYPES = (1043, 1043, 25, 21, 1184, 1184, 1184, 1043)
+_FORMATS = (0, 0, 0, 0, 1, 1, 1, 0)
 _PUSH_PREPARED = Prepared(b"laterite_push_one", _PUSH_ONE, _TYPES)
 _PUSH_KEYED_PREPARED = Prepared(b"laterite_push_one_keyed", _PUSH_ONE_KEYED, _TYPES)
 
@@ -100,10 +102,10 @@ def push_one(connection: Any, job: NewJob, ts: Any) -> int | None:
     job's unique key."""
     params = [job.name, job.queue, job.payload, job.priority, job.pushed_at,
               job.available_at, job.retry_until, job.unique_key]
-    texts = as_texts(params)
+    texts = as_texts(params, binary_times=True)
     prepared = _PUSH_PREPARED if job.unique_key is None else _PUSH_KEYED_PREPARED
     if texts is None:
         result = run_hot(connection, prepared.sql, params).pgresult
     else:
-        result = run_prepared(connection, prepared, texts, params)
+        result = run_prepared(connection, prepared, texts, params, _FORMATS)
     return int(result.get_value(0, 0)) if result.ntuples else None

@@ -4,7 +4,7 @@ the caller's transaction inside `atomic()`, and store every value as psycopg wou
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -76,6 +76,32 @@ def test_a_push_stores_its_times_and_priority_as_given(pg_store):
     row = Job.objects.get(id=soon.id)
     # push_in's moment is taken just before the push's own.
     assert timedelta(seconds=29) < row.available_at - row.pushed_at <= timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("when", [
+    datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),  # before PostgreSQL's epoch
+    datetime(2000, 1, 1, tzinfo=UTC),
+    datetime(2263, 4, 5, 6, 7, 8, 123457, tzinfo=UTC),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+], ids=["before-2000", "2000", "2263", "9999"])
+def test_a_push_by_name_stores_its_times_to_the_microsecond(pg_store, when):
+    """Outside a transaction the push sends its times in binary (microseconds since
+    2000) through libpq: each is read back as it was given."""
+    before = timezone.now()
+    at = jobs.noop.push_at(when, 1)
+    windowed = jobs.windowed.push("w")  # retry_until: its push's moment + 3 s
+    after = timezone.now()
+    assert "laterite_push_one" in prepared_names()  # by name, not through psycopg
+    row = Job.objects.get(id=at.id)
+    assert row.available_at == when
+    assert before <= row.pushed_at <= after
+    row = Job.objects.get(id=windowed.id)
+    assert row.retry_until - row.pushed_at == timedelta(seconds=3)
+    assert row.available_at == row.pushed_at
+    with connection.cursor() as cursor:  # as PostgreSQL itself sees them
+        cursor.execute("SELECT available_at = %s FROM laterite_job WHERE id = %s",
+                       [when, at.id])
+        assert cursor.fetchone() == (True,)
 
 
 def test_a_duplicate_unique_key_returns_no_id(pg_store):
