@@ -12,7 +12,8 @@ statement commits or rolls back with the caller's data, as any ORM call there.
 A push outside any transaction (autocommit) goes further down (`run_prepared`):
 its statement, prepared once by its own name, runs through libpq with its values
 already written (as text, its times in binary: pg_texts), skipping psycopg's query
-handling (about 40 us of CPU out of a push's 100). Only there: a statement that fails in autocommit did nothing, so
+handling (about 40 us of CPU out of a push's 100). Only there: a statement that
+fails in autocommit did nothing, so
 when the server refuses it (the prepared statement was dropped: psycopg drops
 every one after a rollback; DISCARD ALL) it runs again the ordinary way, which
 raises what psycopg and Django would. Inside a transaction such an error would

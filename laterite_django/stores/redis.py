@@ -137,11 +137,8 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         # other scripts of a pipeline (DELETE, FINISH) do nothing more when run twice.
         again = {i: (name, calls.claim_again(args) if name == "CLAIM" else args)
                  for i, (name, args) in queued.items()}
-
-        def commands(named: dict[int, tuple[str, list]]) -> list[tuple[Any, ...]]:
-            return [("EVALSHA", calls.SHAS[name], 0, *args) for name, args in named.values()]
-
-        answers = calls.together(self.client, commands(queued), commands(again))
+        answers = calls.together(self.client, [calls.evalsha(*step) for step in queued.values()],
+                                 [calls.evalsha(*step) for step in again.values()])
         return calls.finish(self.client, answers, again, ran_late)
 
     def key(self, *parts: str) -> str:

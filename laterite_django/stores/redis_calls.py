@@ -60,7 +60,7 @@ except ImportError:  # pragma: no cover - hiredis is in the `redis` extra
     _hiredis_pack = None  # type: ignore[assignment]
 
 
-__all__ = ["SHAS", "SOURCES", "ScriptRunner", "borrow", "claim_again", "finish",
+__all__ = ["SHAS", "SOURCES", "ScriptRunner", "borrow", "claim_again", "evalsha", "finish",
            "load_and_run", "register", "run", "run_claim", "run_push", "run_push_replicated",
            "together"]
 
@@ -101,6 +101,11 @@ def register(name: str, source: str) -> None:
     """Add a script kept outside redis_scripts_* (the schedules' own) under `name`."""
     SOURCES[name] = source
     SHAS[name] = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+
+def evalsha(name: str, args: Sequence[Any]) -> tuple[Any, ...]:
+    """The call of script `name` with `args` (the prefix first), as sent."""
+    return ("EVALSHA", SHAS[name], 0, *args)
 
 
 def run(client: Redis, name: str, args: Sequence[Any]) -> Any:
