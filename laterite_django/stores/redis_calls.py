@@ -111,7 +111,7 @@ def evalsha(name: str, args: Sequence[Any]) -> tuple[Any, ...]:
 def run(client: Redis, name: str, args: Sequence[Any]) -> Any:
     """Run script `name` with `args` (the prefix first): one round trip."""
     try:
-        return _send(client, ("EVALSHA", SHAS[name], 0, *args))
+        return _send(client, evalsha(name, args))
     except NoScriptError:
         return load_and_run(client, name, args)
 
@@ -147,9 +147,9 @@ def claim_again(args: Sequence[Any]) -> list[Any]:
 def run_claim(client: Redis, name: str, args: Sequence[Any]) -> Any:
     """Run claim script `name` (CLAIM, CLAIM_LIMITED) with `args` (the prefix first):
     if the answer is lost, the claim is sent again saying so (`claim_again`)."""
-    again = ("EVALSHA", SHAS[name], 0, *claim_again(args))
+    again = evalsha(name, claim_again(args))
     try:
-        return _send(client, ("EVALSHA", SHAS[name], 0, *args), again)
+        return _send(client, evalsha(name, args), again)
     except NoScriptError:
         return load_and_run(client, name, again[3:])
 

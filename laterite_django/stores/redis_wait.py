@@ -240,7 +240,7 @@ class RedisWaiting:
         args = [self.prefix, *self._claim_args(token, queues, worker, limit)]
         again = calls.claim_again(args)  # its answer lost, the claim is sent again so
         answers = calls.together(self.client, *(
-            [("BLPOP", *keys, timeout), ("EVALSHA", calls.SHAS["CLAIM"], 0, *claim)]
+            [("BLPOP", *keys, timeout), calls.evalsha("CLAIM", claim)]
             for claim in (args, again)))
         popped, rows = calls.finish(self.client, answers, {1: ("CLAIM", again)})
         return popped is not None, claims_from_rows(rows, token)
