@@ -15,7 +15,8 @@ it (see sql_postgres). It takes the lock, checks that no push that may not have
 notified is uncommitted, claims once more before it waits (so such a push is
 seen), and lets go of the lock when woken. Once it has looked and found nothing
 claimed and nothing due (`_quiet_for`), it is quiet: until a notification or its
-next delayed job, it asks the database nothing at all.
+next delayed job, it asks the database nothing at all. While quiet it holds
+QUIET_LOCK, shared, so that the next claim of a job anywhere wakes it (pg_quiet).
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..conf import settings
-from . import sql, sql_sqlite
+from . import pg_quiet, sql, sql_sqlite
 from .base import QUIET_LONGEST
 from .pooler import behind_pooler
-from .sql import CHANNEL, IDLE_LOCK, PUSH_LOCK
+from .sql import CHANNEL, IDLE_LOCK, PUSH_LOCK, QUIET_LOCK
 
 __all__ = ["LISTEN_HINT", "DatabaseWaiting", "aware"]
 
@@ -120,12 +121,17 @@ class DatabaseWaiting:
                 self._go_idle(listener, timeout, stop)
                 return  # one more claim, now that pushes notify
             if longest is not None:
-                timeout = self._quiet_for(queues, timeout, longest)
+                timeout = self._quiet_for(listener, queues, timeout, longest)
             deadline = time.monotonic() + timeout
             while not stop.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return  # still idle, most likely: the lock is kept for the next wait
+                    # Still idle, most likely: IDLE_LOCK is kept for the next wait. A
+                    # quiet spell that ended lets go of QUIET_LOCK: the worker claims
+                    # next, and its work must not make every claim notify.
+                    if not self.quiet():
+                        self._unquiet(listener)
+                    return
                 # In slices, so a stop request is seen within a second.
                 ready, _, _ = select.select([listener.fileno()], [], [], min(left, 1.0))
                 if ready:
@@ -168,6 +174,7 @@ class DatabaseWaiting:
         if getattr(self._local, "marked", False):
             listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
         self._local.idle = self._local.marked = False
+        self._unquiet(listener)
 
     def quiet(self) -> bool:
         """PostgreSQL: this thread's worker waits with IDLE_LOCK (every push notifies
@@ -176,25 +183,31 @@ class DatabaseWaiting:
         return (until is not None and getattr(self._local, "idle", False)
                 and time.time() < until)
 
-    def _quiet_for(self, queues: Sequence[str], timeout: float, longest: float) -> float:
+    def _quiet_for(self, listener: Any, queues: Sequence[str], timeout: float,
+                   longest: float) -> float:
         """Seconds to wait: until the next delayed job of `queues` is due, at most
         `longest`; if one is already due (claimed meanwhile, or about to be), `timeout`.
 
-        Once per idle spell the worker also looks whether a sweep would find work
-        (sql.BUSY). If not, and no job of its queues is due, it is quiet until the
-        next one is: no job can be claimed before then without a push, which
-        notifies it (it holds IDLE_LOCK), so it waits on asking nothing, no sweep
-        and no claim (Worker._round), however often its wait times out; for
-        QUIET_LONGEST at most, for the rows written past the store (a job row
-        inserted or moved by hand, which notifies no one).
+        Once per idle spell, and again when a quiet spell ends, the worker also looks
+        whether a sweep would find work (sql.BUSY), holding QUIET_LOCK and once no
+        claim is in flight (pg_quiet). If none would, and no job of its queues is
+        due, it is quiet until the next one is: no job can be claimed before then
+        without a push or a claim, both of which notify it, so it waits on asking
+        nothing, no sweep and no claim (Worker._round), however often its wait times
+        out; for QUIET_LONGEST at most, for the rows written past the store (a job
+        row inserted or moved by hand, which notifies no one).
         """
         until = getattr(self._local, "quiet_until", None)
-        if until is None:
+        if until is None or until <= time.time():
+            self._local.quiet_until = None
             due = self.next_due(queues)
             now = timezone.now()
             if due is not None and due <= now:
+                self._unquiet(listener)
                 return timeout
-            if self._execute(sql.BUSY, [], fetch=True)[0][0][0]:
+            if (not self._hold_quiet(listener)
+                    or self._execute(sql.BUSY, [], fetch=True)[0][0][0]):
+                self._unquiet(listener)
                 wait = max(timeout, longest)
                 return wait if due is None else min(wait, (due - now).total_seconds())
             until = time.time() + QUIET_LONGEST
@@ -203,6 +216,22 @@ class DatabaseWaiting:
             self._local.quiet_until = until
         left = until - time.time()
         return timeout if left <= 0 else min(max(timeout, longest), left)
+
+    def _hold_quiet(self, listener: Any) -> bool:
+        """Hold QUIET_LOCK, shared, and say whether no claim that may not have seen it
+        is uncommitted (pg_quiet.LOOK); the caller then looks at what is claimed."""
+        if getattr(self._local, "quiet_held", False):
+            # Held since a look that found nothing claimed: every claim since notified.
+            return True
+        look = listener.execute(pg_quiet.LOOK).fetchone()[0]
+        self._local.quiet_held = look is not None
+        return bool(look)
+
+    def _unquiet(self, listener: Any) -> None:
+        """Let go of QUIET_LOCK: claims need not wake this worker."""
+        if getattr(self._local, "quiet_held", False):
+            listener.execute("SELECT pg_advisory_unlock_shared(%s)", [QUIET_LOCK])
+            self._local.quiet_held = False
 
     def _wait_sqlite(self, queues: Sequence[str], timeout: float, stop: threading.Event,
                      longest: float | None) -> None:
@@ -277,7 +306,8 @@ class DatabaseWaiting:
         return listener, True
 
     def _close_listener(self) -> None:
-        self._local.idle = self._local.marked = False  # the locks go with the session
+        # The locks go with the session.
+        self._local.idle = self._local.marked = self._local.quiet_held = False
         listener = getattr(self._local, "listener", None)
         if listener is not None:
             try:  # noqa: SIM105 -- a dead connection may fail to close; that is fine

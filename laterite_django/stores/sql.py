@@ -14,6 +14,7 @@ __all__ = [
     "ADD_MINUTE",
     "BUSY",
     "CHANNEL",
+    "CLAIM_LOCK",
     "CLEAR",
     "CLEAR_QUEUE",
     "COLUMNS",
@@ -30,6 +31,7 @@ __all__ = [
     "PING",
     "PRUNE_MINUTES",
     "PUSH_LOCK",
+    "QUIET_LOCK",
     "REQUEUE_ABANDONED",
     "REQUEUE_SET",
     "ROW",
@@ -50,9 +52,12 @@ FAILED_TABLE = "laterite_failed_job"
 CHANNEL = "laterite"
 # The advisory locks of PostgreSQL's wake-ups (see sql_postgres, database_wait): idle
 # workers hold IDLE_LOCK ("laterite" in ASCII), shared, while they wait; pushes hold
-# PUSH_LOCK, shared, until their commit.
+# PUSH_LOCK, shared, until their commit. Quiet workers hold QUIET_LOCK, shared; claims
+# that take jobs hold CLAIM_LOCK, shared, until their commit (see pg_quiet).
 IDLE_LOCK = 7809651207897183333
 PUSH_LOCK = IDLE_LOCK + 1
+QUIET_LOCK = IDLE_LOCK + 2
+CLAIM_LOCK = IDLE_LOCK + 3
 
 # What a claim returns, in the order DatabaseStore reads it.
 COLUMNS = (

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..flow.limits import QueueLimit
 from .base import Claim
+from .pg_quiet import WAKES_QUIET
 from .sql import COLUMNS, TABLE
 from .sql_postgres import DELETE_FINISHED, SETTINGS
 
@@ -137,7 +138,8 @@ _CLAIM = (
     f"FROM ranked "
     f"WHERE concurrency_key IS NULL OR nth <= concurrency_limit - running "
     f"ORDER BY ord, priority DESC, available_at, id LIMIT %s), "
-    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
+    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, "
+    f"claimed_by = %s || {WAKES_QUIET}, "
     f"attempts = attempts + 1, claim_position = picked.position FROM picked "
     # By the row's address: it is locked, so it stays where it is; found by a
     # TID scan, not a read of the whole table (sql_postgres.CLAIM_UPDATE).

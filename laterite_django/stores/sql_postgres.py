@@ -21,6 +21,7 @@ from .pg_hot import (
     run_planned,
     run_planned_all,
 )
+from .pg_quiet import WAKES_QUIET
 from .sql import (
     ABANDONED,
     CHANNEL,
@@ -110,7 +111,7 @@ _SETTINGS_SELECT = _SETTINGS_SQL.encode()
 # then read every dead row a drain had left in it.
 CLAIM_UPDATE = (
     f"UPDATE {TABLE} SET token = %s, claimed_at = %s, "
-    f"claimed_by = %s || left({_ASYNC_COMMIT}, 0), "
+    f"claimed_by = %s || left({_ASYNC_COMMIT}, 0) || {WAKES_QUIET}, "
     f"attempts = attempts + 1, claim_position = picked.position "
     f"FROM picked WHERE {TABLE}.ctid = ANY(ARRAY(SELECT c FROM picked)) "
     f"AND {TABLE}.ctid = picked.c {returning()}"

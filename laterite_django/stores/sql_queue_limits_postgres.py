@@ -30,6 +30,7 @@ from typing import Any
 
 from ..flow.limits import QueueLimit
 from .base import Claim
+from .pg_quiet import WAKES_QUIET
 from .sql import COLUMNS, TABLE
 from .sql_limits_postgres import NO_LIMIT, QUEUE_LOCK_IDS, SETTINGS, STARTS
 from .sql_postgres import DELETE_FINISHED, due_in_order
@@ -79,7 +80,8 @@ _CLAIM = (
     f"row_number() OVER (ORDER BY ord, priority DESC, available_at, id) - 1 AS position "
     f"FROM (SELECT room.ord, j.ctid, j.id, j.priority, j.available_at FROM room "
     f"CROSS JOIN LATERAL ({_DUE}) j ORDER BY room.ord LIMIT %s) found), "
-    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
+    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, "
+    f"claimed_by = %s || {WAKES_QUIET}, "
     f"attempts = attempts + 1, claim_position = picked.position FROM picked "
     # By the row's address, as the keyed claim does (it is locked: it stays there), found
     # by a TID scan (sql_postgres.CLAIM_UPDATE).
