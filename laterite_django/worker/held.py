@@ -81,12 +81,16 @@ class HeldJobs:
         """A job raised `error`; its attempt is settled. (testing.run_jobs stops here.)"""
 
     def give_back(self, claim: Claim, *, started: bool = True) -> bool:
-        """Return `claim` to its queue, due now, not charged a try (not `started`: its
-        attempt taken back); False if the claim was no longer this worker's. (Also
-        used from another thread: the `worker` mode's shutdown gives back the job of
-        a thread stuck in C.)"""
+        """Return `claim` to its queue where it was in line (due when it was, before
+        the jobs pushed since: the oldest due job is claimed first), not charged a
+        try (not `started`: its attempt taken back); False if the claim was no longer
+        this worker's. (Also used from another thread: the `worker` mode's shutdown
+        gives back the job of a thread stuck in C.)"""
+        due = timezone.now()
+        if claim.available_at is not None and claim.available_at < due:
+            due = claim.available_at
         try:
-            return self.store.release(claim, timezone.now(), claim.last_error,
+            return self.store.release(claim, due, claim.last_error,
                                       uncharged=True, started=started)
         finally:
             self.monitor.done(claim)

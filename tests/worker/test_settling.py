@@ -150,3 +150,19 @@ def test_after_an_outage_the_sweep_deletes_its_own_finished_jobs_first(store):
     worker._sweep()
     assert all(c.total == 0 for c in store.counts().values()), store.counts()
     assert not FailedJob.objects.exists()
+
+
+def test_a_job_given_back_keeps_its_place_in_line(store):
+    """Given back unstarted (the batch behind a slow job relieved, or a stop), a job
+    goes back where it was in line: before the jobs pushed after it (every store)."""
+    from laterite_django.worker.loop import Worker
+
+    jobs.record.push_many([("first",), ("second",)])
+    worker = Worker(["default"], store=store)
+    claims = store.claim(["default"], worker.name, 2)
+    jobs.record.push("third")  # due before the first two come back
+    worker._give_back(claims)
+    again = store.claim(["default"], worker.name, 3)
+    assert [claim.payload for claim in again] == [
+        f'{{"args":["{value}"],"kwargs":{{}}}}' for value in ("first", "second", "third")]
+    assert [claim.attempts for claim in again] == [1, 1, 1]  # not charged a try
