@@ -61,8 +61,8 @@ except ImportError:  # pragma: no cover - hiredis is in the `redis` extra
 
 
 __all__ = ["SHAS", "SOURCES", "ScriptRunner", "borrow", "claim_again", "evalsha", "finish",
-           "load_and_run", "register", "run", "run_claim", "run_push", "run_push_replicated",
-           "together"]
+           "load_and_run", "register", "run", "run_claim", "run_claim_again", "run_push",
+           "run_push_replicated", "together"]
 
 # Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
 SOURCES: dict[str, str] = {
@@ -152,6 +152,17 @@ def run_claim(client: Redis, name: str, args: Sequence[Any]) -> Any:
         return _send(client, evalsha(name, args), again)
     except NoScriptError:
         return load_and_run(client, name, again[3:])
+
+
+def run_claim_again(client: Redis, name: str, args: Sequence[Any]) -> Any:
+    """Send claim script `name` with `args` again, its first answer lost on a
+    connection of its own (a quiet worker's long pop, redis_wait): the jobs its first
+    run took, or a claim made now if it never ran."""
+    again = claim_again(args)
+    try:
+        return client.execute_command(*evalsha(name, again))
+    except NoScriptError:
+        return load_and_run(client, name, again)
 
 
 def _send(client: Redis, command: tuple[Any, ...], again: tuple[Any, ...] | None = None

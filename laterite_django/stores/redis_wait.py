@@ -26,10 +26,11 @@ from .redis_values import claims as claims_from_rows
 from .redis_values import us
 
 try:
+    from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import NoScriptError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 except ImportError:  # pragma: no cover - the redis store then refuses to start
-    NoScriptError = RedisTimeoutError = Exception  # type: ignore[misc,assignment]
+    NoScriptError = RedisTimeoutError = RedisConnectionError = Exception  # type: ignore[misc,assignment]
 
 if TYPE_CHECKING:
     import threading
@@ -200,6 +201,10 @@ class RedisWaiting:
         is returned unstarted by the caller. Cutting the connection instead could
         lose a claim made in that instant, counted as an attempt that never ran.
         The claim is dated by the server when it runs (see redis_scripts_push_claim.CLAIM_HEAD).
+        If the answers are lost (the connection breaks, or the server is silent past
+        the pop), the claim is sent again, saying so, on a pooled connection
+        (`redis_calls.run_claim_again`): it answers with the jobs its first run took,
+        or claims now if it never ran; the pop then counts as woken.
         """
         token = uuid.uuid4().hex
         args = [self.prefix, *self._claim_args(token, queues, worker, limit)]
@@ -224,11 +229,18 @@ class RedisWaiting:
                 rows = connection.read_response()
             except NoScriptError:  # it did not run; sent once more, it says it may have
                 rows = calls.load_and_run(self.client, "CLAIM", calls.claim_again(args))
+        except (RedisConnectionError, RedisTimeoutError):
+            connection.disconnect()
+            popped = lost = True
         except BaseException:
             connection.disconnect()  # an answer may be left unread
             raise
+        else:
+            lost = False
         finally:
             pool.release(connection)
+        if lost:
+            rows = calls.run_claim_again(self.client, "CLAIM", args)
         return popped is not None, claims_from_rows(rows, token)
 
     def _pop_and_claim(

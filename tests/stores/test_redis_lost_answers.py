@@ -13,14 +13,15 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 from django.test import override_settings
+from django.utils import timezone
 
 from laterite_django import job
 from laterite_django.exceptions import PushNotReplicated
 from laterite_django.registry import registry
-from laterite_django.stores import get_store, reset_store
+from laterite_django.stores import get_store, redis_quiet, reset_store
 from laterite_django.stores.redis import RedisStore
 from laterite_django.stores.redis_resend import next_push
-from laterite_django.stores.redis_values import PUSH_CHUNK
+from laterite_django.stores.redis_values import PUSH_CHUNK, us
 from tests.conftest import redis_store_only
 from tests.stores.redis_proxy import AnswerDropper
 from tests.testapp import jobs
@@ -205,4 +206,27 @@ def test_a_claim_behind_a_pop_whose_answer_is_lost_gives_the_jobs_it_took(lossy)
                                   fresh_within=1.0)
     assert dropper.dropped == 1
     assert [claim.payload for claim in claims] == waiting[:2]
+    assert [claim.payload for claim in store.claim(["default"], "w", limit=10)] == waiting[2:]
+
+
+def test_a_claim_behind_a_quiet_workers_long_pop_whose_answer_is_lost_gives_the_jobs_it_took(
+        lossy):
+    """A quiet worker's pop (longer than a second, on a connection of its own) and the
+    claim behind it: woken by a push, the claim runs, its answer is lost, and the
+    claim is sent again rather than the jobs left held until their claim expires."""
+    store, dropper = lossy
+    assert redis_quiet.look(store, ["default"], "w", us(timezone.now()))
+    assert store.quiet()
+    pushed: list[list[str]] = []
+    pusher = threading.Timer(0.5, lambda: pushed.append(four_pushed()))
+    dropper.drop_answer_to(b"BLPOP")  # the pop's packet: the push holds no BLPOP
+    pusher.start()
+    claims = store.wait_and_claim(["default"], "w", 2, 0.05, threading.Event(),
+                                  fresh_within=1.0, longest=10.0)
+    pusher.join()
+    assert dropper.dropped == 1
+    [waiting] = pushed
+    assert [claim.payload for claim in claims] == waiting[:2]
+    assert store.heartbeat(claims) == 2  # held under the token they came with
+    assert not store.quiet()  # woken: it looks again
     assert [claim.payload for claim in store.claim(["default"], "w", limit=10)] == waiting[2:]
