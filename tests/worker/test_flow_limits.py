@@ -138,9 +138,11 @@ def test_a_queue_rate_of_twenty_a_second_holds_across_worker_processes(store, wo
     wait_for(lambda: Record.objects.filter(kind="flow-end").count() == 70, timeout=45)
     stop(procs)
     starts = sorted(Record.objects.filter(kind="flow-start").values_list("at", flat=True))
-    # The claim counts claims over any second; a job starts a moment after its claim,
-    # so its start is measured over windows a little shorter than the period.
-    window = timedelta(seconds=0.8)
+    # The claim counts claims over any second; a job starts a moment after its claim
+    # (later when the machine is loaded: a window of 0.8 s once held 21 starts), so
+    # its start is measured over windows shorter than the period. A limit not held
+    # across processes lets each claim its 20 at once: any window sees 40.
+    window = timedelta(seconds=0.6)
     most = max(sum(1 for other in starts if at <= other < at + window) for at in starts)
     assert most <= 20
     assert not FailedJob.objects.exists()
