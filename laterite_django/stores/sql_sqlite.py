@@ -235,24 +235,52 @@ class Waiter:
 _waiters: weakref.WeakSet[Waiter] = weakref.WeakSet()
 
 
+# The waiters whose `_busy` the forking thread holds across a fork.
+_held_at_fork: list[Waiter] = []
+
+
+def _hold_waiters() -> None:
+    """Before a fork: wait for this process's waiters to finish their look (a
+    `PRAGMA data_version`, never waiting on a lock) and hold them idle, so that the
+    child inherits none in the middle of a read."""
+    for waiter in list(_waiters):
+        if waiter.pid == os.getpid():
+            waiter._busy.acquire()
+            _held_at_fork.append(waiter)
+
+
+def _let_go_of_waiters() -> None:
+    """After the fork, in the parent: its waiters go on."""
+    while _held_at_fork:
+        _held_at_fork.pop()._busy.release()
+
+
 def _close_inherited_waiters() -> None:
     """In a forked child, close the waiters of the parent's threads, now.
 
     Their threads do not exist here, but their connections (leaked by the threads'
     frames) stay open, and SQLite keeps one record of locks per file and process:
     the child's own connections would count on locks held by these, which the child
-    does not hold, and a commit of the child could be lost. A waiter whose thread
-    was reading at the fork is left alone (its connection's mutex may be held for good).
+    does not hold, and a commit of the child could be lost. None was reading at the
+    fork (`_hold_waiters`); one that was anyway (a fork made past the handlers) is
+    left alone: its connection's mutex may be held for good.
     """
+    held = set(map(id, _held_at_fork))
     for waiter in list(_waiters):
-        if waiter.pid == os.getpid() or not waiter._busy.acquire(blocking=False):
+        if waiter.pid == os.getpid():
+            continue
+        if id(waiter) not in held and not waiter._busy.acquire(blocking=False):
             continue
         with contextlib.suppress(Exception):
             waiter._release()
         _waiters.discard(waiter)
+    for waiter in _held_at_fork:
+        waiter._busy.release()
+    _held_at_fork.clear()
 
 
-os.register_at_fork(after_in_child=_close_inherited_waiters)
+os.register_at_fork(before=_hold_waiters, after_in_parent=_let_go_of_waiters,
+                    after_in_child=_close_inherited_waiters)
 
 
 def open_waiter(connection: Any) -> Waiter | None:
