@@ -250,7 +250,7 @@ def _hold_waiters() -> None:
 
 
 def _let_go_of_waiters() -> None:
-    """After the fork, in the parent: its waiters go on."""
+    """After the fork: the parent's waiters go on; the child's may be closed."""
     while _held_at_fork:
         _held_at_fork.pop()._busy.release()
 
@@ -265,18 +265,13 @@ def _close_inherited_waiters() -> None:
     fork (`_hold_waiters`); one that was anyway (a fork made past the handlers) is
     left alone: its connection's mutex may be held for good.
     """
-    held = set(map(id, _held_at_fork))
+    _let_go_of_waiters()  # held idle across the fork: free to close now
     for waiter in list(_waiters):
-        if waiter.pid == os.getpid():
-            continue
-        if id(waiter) not in held and not waiter._busy.acquire(blocking=False):
+        if waiter.pid == os.getpid() or not waiter._busy.acquire(blocking=False):
             continue
         with contextlib.suppress(Exception):
             waiter._release()
         _waiters.discard(waiter)
-    for waiter in _held_at_fork:
-        waiter._busy.release()
-    _held_at_fork.clear()
 
 
 os.register_at_fork(before=_hold_waiters, after_in_parent=_let_go_of_waiters,
