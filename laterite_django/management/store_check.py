@@ -125,11 +125,27 @@ def wait_for_store(store: Store, *, give_up_after: float | None = None) -> bool:
     Return True once it answers (saying so if it was down), False if a stop
     signal came first. StoreNotMigrated propagates: waiting would not help.
     A store still down after `give_up_after` seconds raises CommandError.
+    SIGINT and SIGTERM are caught from the first check on, so a signal sent
+    once "waiting for it to come back" is logged always ends the wait cleanly.
     """
+    stop = threading.Event()
+    with _stop_on_signals(stop):
+        _wait_for(store, stop, give_up_after)
+    if stop.is_set():
+        # Also a signal that came after the store answered: the worker's own handlers
+        # are not in place yet, so it must not be lost here.
+        logger.info("Stopped while waiting for the store",
+                    extra={"action": "worker_stopped", "reason": "stopped"})
+        return False
+    return True
+
+
+def _wait_for(store: Store, stop: threading.Event, give_up_after: float | None) -> None:
+    """Return once `store` answers or `stop` is set (see wait_for_store)."""
     try:
         check_store(store)
         warn_of(store)
-        return True
+        return
     except StoreNotMigrated:
         raise
     except StoreUnavailable as e:
@@ -139,39 +155,30 @@ def wait_for_store(store: Store, *, give_up_after: float | None = None) -> bool:
         _drop_connections(store)
     started = time.monotonic()
     waits = Growing(0.25, cap=WAIT_CAP)
-    stop = threading.Event()
-    with _stop_on_signals(stop):
-        while True:
-            wait = waits.next()
-            if give_up_after is not None:
-                left = give_up_after - (time.monotonic() - started)
-                if left <= 0:
-                    raise CommandError(f"{str(error).rstrip('. ')}; still unavailable after "
-                                       f"{give_up_after:g} s (--max-seconds)")
-                wait = min(wait, left)
-            if stop.wait(wait):
-                break
-            try:
-                check_store(store)
-            except StoreNotMigrated:
-                raise
-            except StoreUnavailable as e:
-                error = e
-                logger.debug("Store still unavailable: %s", e,
-                             extra={"action": "store_unavailable"})
-                _drop_connections(store)
-                continue
-            logger.info("Store available again after %.1f s: %s", time.monotonic() - started,
-                        describe_store(store), extra={"action": "store_back"})
-            warn_of(store)
-            break
-    if stop.is_set():
-        # Also a signal that came after the store answered: the worker's own handlers
-        # are not in place yet, so it must not be lost here.
-        logger.info("Stopped while waiting for the store",
-                    extra={"action": "worker_stopped", "reason": "stopped"})
-        return False
-    return True
+    while True:
+        wait = waits.next()
+        if give_up_after is not None:
+            left = give_up_after - (time.monotonic() - started)
+            if left <= 0:
+                raise CommandError(f"{str(error).rstrip('. ')}; still unavailable after "
+                                   f"{give_up_after:g} s (--max-seconds)")
+            wait = min(wait, left)
+        if stop.wait(wait):
+            return
+        try:
+            check_store(store)
+        except StoreNotMigrated:
+            raise
+        except StoreUnavailable as e:
+            error = e
+            logger.debug("Store still unavailable: %s", e,
+                         extra={"action": "store_unavailable"})
+            _drop_connections(store)
+            continue
+        logger.info("Store available again after %.1f s: %s", time.monotonic() - started,
+                    describe_store(store), extra={"action": "store_back"})
+        warn_of(store)
+        return
 
 
 def warn_of(store: Store) -> None:
