@@ -185,14 +185,14 @@ def server_cpu_ns(store: str, connection, raw):
             cursor.execute("SELECT pg_backend_pid()")
             pids = {"laterite": cursor.fetchone()[0]}
         pids["floor"] = raw.execute("SELECT pg_backend_pid()").fetchone()[0]
-        return lambda key: _schedstat_ns(pids[key], "postgres")
+        return lambda key: schedstat_ns(pids[key], "postgres")
     import redis
 
     pid = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]).info("server")["process_id"]
-    return lambda key: _schedstat_ns(pid, "redis-server")
+    return lambda key: schedstat_ns(pid, "redis-server")
 
 
-def _schedstat_ns(pid: int, name: str) -> int | None:
+def schedstat_ns(pid: int, name: str) -> int | None:
     """CPU nanoseconds process `pid` has run, all its threads; None unless it is a
     process of this machine called `name` (a server elsewhere may share its pid)."""
     try:

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # `python bench/redis_push_cost.py`
     sys.path.insert(0, str(ROOT))
 
+from bench.profile_push import schedstat_ns  # noqa: E402
 from laterite_django.stores.redis_scripts import WAKE_CAP  # noqa: E402
 from laterite_django.stores.redis_scripts_push_claim import PUSH_ONE, SENT_TTL  # noqa: E402
 
@@ -70,14 +71,11 @@ def main() -> None:
     url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/4").rsplit("/", 1)[0]
     client = redis.Redis.from_url(url + "/6")
     pid = client.info("server")["process_id"]
-    tasks = Path(f"/proc/{pid}/task")
-    if not (Path(f"/proc/{pid}/comm").exists()
-            and Path(f"/proc/{pid}/comm").read_text().startswith("redis-server")):
+    if schedstat_ns(pid, "redis-server") is None:
         raise SystemExit(f"redis-server (pid {pid}) does not run on this machine")
 
     def server_ns() -> int:
-        return sum(int((task / "schedstat").read_text().split()[0])
-                   for task in tasks.iterdir())
+        return schedstat_ns(pid, "redis-server") or 0
 
     payload = '{"args": [1], "kwargs": {}}'
     now = str(int(time.time() * 1e6))
