@@ -26,6 +26,7 @@ from ..models import Batch, FailedJob, Job
 from ..workflows import actions as batch_actions
 from .base import ReadOnlyQueueAdmin
 from .display import breakable, fraction_bar, moment
+from .search import searched_by
 
 __all__ = ["BatchAdmin", "BatchStateFilter", "cancel_batches"]
 
@@ -111,7 +112,7 @@ class BatchAdmin(ReadOnlyQueueAdmin):
                     "failed_count", "pending", "created_on", "finished_on")
     list_display_links = ("id", "batch_name")
     list_filter = (BatchStateFilter,)
-    search_fields = ("name",)
+    search_fields = searched_by(Batch, "name")
     ordering = ("-created_at",)  # newest first, as queue_batches (the list adds -pk for ties)
     list_defer = ("then_call", "catch_call", "finally_call")
     actions = (cancel_batches,)

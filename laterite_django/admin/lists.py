@@ -39,6 +39,7 @@ from .actions import (
 from .base import ReadOnlyQueueAdmin
 from .display import breakable, moment, preformatted, pretty_json, progress_bar
 from .filters import BatchFilter, NameFilter, QueueFilter, StateFilter
+from .search import searched_by
 from .states import STATES, state_of
 
 __all__ = ["FailedJobAdmin", "JobAdmin"]
@@ -51,7 +52,7 @@ class JobAdmin(ReadOnlyQueueAdmin):
     # in its state cell; when it was pushed, on its page.
     list_display = ("id", "job_name", "queue_name", "state", "attempts", "due_at")
     list_filter = (QueueFilter, NameFilter, StateFilter, BatchFilter)
-    search_fields = ("name", "payload")
+    search_fields = searched_by(Job, "name", "payload")
     list_defer = ("payload", "last_error")
     actions = (run_now, cancel_selected, "delete_selected")
     guarded_actions = ("run_now", "cancel_selected", "delete_selected")
@@ -200,7 +201,7 @@ class FailedJobAdmin(ReadOnlyQueueAdmin):
 
     list_display = ("id", "job_name", "queue_name", "attempts", "failed", "error_line")
     list_filter = (QueueFilter, NameFilter, "failed_at", BatchFilter)
-    search_fields = ("name", "error")
+    search_fields = searched_by(FailedJob, "name", "error")
     list_defer = ("payload",)
     actions = (retry_selected, forget_selected)
     guarded_actions = ("retry_selected", "forget_selected", "delete_selected")
