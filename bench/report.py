@@ -316,6 +316,7 @@ def markdown(run):
     out += scenario_sections(results, meta)
     if figures:
         out += _how(meta)
+        out += _apart(meta)
     out += ["## Versions", ""]
     for desc, res in table_rows(results):
         v = res.get("versions") or {}
@@ -415,6 +416,47 @@ def _how(meta):
         " statement, JSON decode, run, settle.",
         "",
         f"![benchmarks]({meta.get('png_name', 'benchmarks.png')})",
+        "",
+    ]
+
+
+# The reports of the runs the table above does not hold (docs/), and what each measures.
+APART = [
+    ("benchmarks-scale-churn.md", "dead tuples: drains after 10^6 jobs were cleared and after"
+     " 10^6 ran through, no VACUUM in between, against the fresh table's (laterite alone)"),
+    ("benchmarks-scale-churn-peers.md", "the same beside pgqueuer and the floor"),
+    ("benchmarks-scale-autovacuum.md", "the same on a cluster of the run's own with"
+     " autovacuum at its defaults (laterite alone)"),
+    ("benchmarks-scale-autovacuum-peers.md", "that, beside pgqueuer and the floor"),
+    ("benchmarks-scale-backlog.md", "push one, drain and push-to-start with 10^4 and 10^6"
+     " jobs already waiting, delayed or failed (PostgreSQL)"),
+    ("benchmarks-scale-backlog-redis.md", "the same on Redis, beside Huey"),
+    ("benchmarks-scale-idle.md", "what 8 idle worker processes cost: CPU and queries"),
+    ("benchmarks-batch1.md", "`queue_work --batch 1` against the UPDATE-then-DELETE floor"),
+    ("benchmarks-flow.md", "drains under a per-key limit and a queue concurrency"),
+    ("benchmarks-workflows.md", "a 10,000-job `batch()` against the plain drain"),
+    ("benchmarks-xeon.md", "the table on an Intel Xeon"),
+    ("benchmarks-alternate.md", "an earlier table, its rows in alternating rounds"),
+    ("profile.md", "where a worker's time goes, per drained job"),
+]
+
+
+def _apart(meta):
+    """Links to the reports of the runs this one does not hold, those present in docs/."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    own = meta.get("png_name", "benchmarks.png").removesuffix(".png") + ".md"
+    found = [(name, what) for name, what in APART if name != own and (docs / name).exists()]
+    if not found:
+        return []
+    return [
+        "## Measured apart",
+        "",
+        "Runs of `bench/run.py --scenarios ...` and of the profilers (`bench/README.md`),"
+        " each with its own date, machine, figures and chart, in docs/:",
+        "",
+        *(f"- [{name}]({name}): {what}" for name, what in found),
         "",
     ]
 
