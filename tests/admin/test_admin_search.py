@@ -34,7 +34,7 @@ def test_like_wildcards_in_a_term_are_literal(admin_client):
     assert ids(admin_client.get(FAILED, {"q": "a_b"})) == {underscore.pk}
 
 
-def test_a_term_with_letters_outside_ascii_is_matched_as_written(admin_client):
+def test_a_term_with_letters_outside_ascii_is_folded_as_the_database_folds_it(admin_client):
     accented = make_failed(error="ValueError: échec de la requête\n")
     make_failed(error="ValueError: echec de la requete\n")
     assert ids(admin_client.get(FAILED, {"q": "échec"})) == {accented.pk}
