@@ -170,11 +170,15 @@ class DatabaseWaiting:
     def _leave_idle(self, listener: Any) -> None:
         """Let go of IDLE_LOCK, woken: pushes made while this worker is busy need not
         notify. (Woken by its timeout instead, a worker keeps it: held a little longer
-        than needed, it costs pushes a notification, never a lost wake-up.)"""
-        if getattr(self._local, "marked", False):
-            listener.execute("SELECT pg_advisory_unlock_shared(%s)", [IDLE_LOCK])
-        self._local.idle = self._local.marked = False
-        self._unquiet(listener)
+        than needed, it costs pushes a notification, never a lost wake-up.) And of
+        QUIET_LOCK, in the same statement: both go in one round trip, which is on the
+        way from the push to the job."""
+        held = [lock for lock, flag in ((IDLE_LOCK, "marked"), (QUIET_LOCK, "quiet_held"))
+                if getattr(self._local, flag, False)]
+        if held:
+            listener.execute(
+                "SELECT " + ", ".join(["pg_advisory_unlock_shared(%s)"] * len(held)), held)
+        self._local.idle = self._local.marked = self._local.quiet_held = False
 
     def quiet(self) -> bool:
         """PostgreSQL: this thread's worker waits with IDLE_LOCK (every push notifies

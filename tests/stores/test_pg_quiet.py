@@ -13,7 +13,7 @@ from django.db import connection, connections, transaction
 from django.test import override_settings
 
 from laterite_django.stores import database_claim, database_wait
-from laterite_django.stores.sql import CHANNEL, QUIET_LOCK
+from laterite_django.stores.sql import CHANNEL, IDLE_LOCK, QUIET_LOCK
 from tests.testapp import jobs
 
 __all__: list[str] = []
@@ -85,6 +85,34 @@ def test_a_claim_wakes_a_quiet_worker_and_it_looks_again(pg_store):
         assert not pg_store.quiet()
         go_quiet(pg_store, stop)
         assert not pg_store.quiet()  # a job is claimed: a sweep may find it abandoned
+    finally:
+        pg_store.close()
+
+
+def test_a_woken_quiet_worker_lets_go_of_its_locks_in_one_round_trip(pg_store):
+    """Between the push's notification and the claim, the listener sends one statement:
+    every round trip there is on the way from the push to the job."""
+    stop = threading.Event()
+    try:
+        go_quiet(pg_store, stop)
+        assert pg_store.quiet()
+        listener = pg_store._local.listener
+        # A bigint advisory lock's key is split in two: classid, its high half; objid.
+        held = ("SELECT (classid::bigint << 32) | objid::bigint AS k FROM pg_locks "
+                "WHERE locktype = 'advisory' AND pid = %s ORDER BY k")
+        with connection.cursor() as cursor:
+            cursor.execute(held, [listener.info.backend_pid])
+            assert [row[0] for row in cursor.fetchall()] == sorted([IDLE_LOCK, QUIET_LOCK])
+        sent: list[str] = []
+        execute = listener.execute
+        listener.execute = lambda query, *args: (sent.append(query), execute(query, *args))[1]
+        jobs.noop.push(1)  # a worker waits: the push notifies
+        pg_store.wait(["default"], 0.05, stop, longest=30)
+        assert not pg_store.quiet()
+        assert len(sent) == 1, sent
+        with connection.cursor() as cursor:
+            cursor.execute(held, [listener.info.backend_pid])
+            assert cursor.fetchall() == []
     finally:
         pg_store.close()
 
