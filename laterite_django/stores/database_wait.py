@@ -49,6 +49,11 @@ logger = logging.getLogger("laterite")
 # after this long, then twice as long each time, up to its poll interval.
 IDLE_LOCK_RETRY = 0.005
 
+# The shared advisory locks a worker's listening session may hold, each with the flag
+# of the thread's state that says it does: IDLE_LOCK while it waits (`_go_idle`),
+# QUIET_LOCK while it is quiet (`_hold_quiet`).
+_HELD = ((IDLE_LOCK, "marked"), (QUIET_LOCK, "quiet_held"))
+
 LISTEN_HINT = (
     "Set LATERITE_QUEUE_LISTEN_DATABASE to a database alias that reaches the same "
     "PostgreSQL directly (not through the pooler), so pushes wake idle workers at once."
@@ -173,12 +178,8 @@ class DatabaseWaiting:
         than needed, it costs pushes a notification, never a lost wake-up.) And of
         QUIET_LOCK, in the same statement: both go in one round trip, which is on the
         way from the push to the job."""
-        held = [lock for lock, flag in ((IDLE_LOCK, "marked"), (QUIET_LOCK, "quiet_held"))
-                if getattr(self._local, flag, False)]
-        if held:
-            listener.execute(
-                "SELECT " + ", ".join(["pg_advisory_unlock_shared(%s)"] * len(held)), held)
-        self._local.idle = self._local.marked = self._local.quiet_held = False
+        self._let_go(listener, "marked", "quiet_held")
+        self._local.idle = False
 
     def quiet(self) -> bool:
         """PostgreSQL: this thread's worker waits with IDLE_LOCK (every push notifies
@@ -233,9 +234,17 @@ class DatabaseWaiting:
 
     def _unquiet(self, listener: Any) -> None:
         """Let go of QUIET_LOCK: claims need not wake this worker."""
-        if getattr(self._local, "quiet_held", False):
-            listener.execute("SELECT pg_advisory_unlock_shared(%s)", [QUIET_LOCK])
-            self._local.quiet_held = False
+        self._let_go(listener, "quiet_held")
+
+    def _let_go(self, listener: Any, *flags: str) -> None:
+        """Let go, in one statement, of the locks these flags of this thread say its
+        listening session holds (`_HELD`), and clear the flags."""
+        held = [lock for lock, flag in _HELD if flag in flags and getattr(self._local, flag, False)]
+        if held:
+            listener.execute(
+                "SELECT " + ", ".join(["pg_advisory_unlock_shared(%s)"] * len(held)), held)
+        for flag in flags:
+            setattr(self._local, flag, False)
 
     def _wait_sqlite(self, queues: Sequence[str], timeout: float, stop: threading.Event,
                      longest: float | None) -> None:
