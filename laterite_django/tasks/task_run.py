@@ -87,6 +87,7 @@ class TaskRun:
                 raise
             # Retry or fail is the rules' to say; the error is recorded now, with its class.
             self._record(_errored(e))
+            _raised.error = (self.cx.id, e)
             raise
         try:
             value = normalize_json(value)
@@ -102,6 +103,7 @@ class TaskRun:
         """Record how the worker settled this attempt in the task's result."""
         from .results import WorkerLost
 
+        raised = _take_raised(self.cx.id)
         if decision.action is Action.DELETE:
             return  # recorded by run() as it returned
         self._backend()
@@ -117,7 +119,13 @@ class TaskRun:
                 error.args = (reason.removeprefix("JobTimeout: "),)
             elif reason.startswith("Cancelled"):  # killed past its grace by the supervisor
                 error = Cancelled(reason.removeprefix("Cancelled: "))
-            self._finish(self._failed(error, record_error=self._unrecorded))
+            # Django's task_finished handler logs a failure with logger.exception: it is
+            # sent inside an except block, so the log shows the task's own traceback
+            # (or, when no error of this process ended it, the reason's).
+            try:
+                raise raised or error
+            except BaseException as e:
+                self._finish(self._failed(e, record_error=self._unrecorded))
 
     def _unrecorded(self, record: Any) -> bool:
         """Whether this attempt's error is not in the result yet (the task never ran,
@@ -211,6 +219,20 @@ class TaskRun:
     def _record_unsaved(self, change: Callable[[Any], None]) -> Any:
         self.result_id = None
         return self._record(change)
+
+
+# What the task of this thread's last attempt raised, by job id, until the worker
+# settles that attempt (`TaskRun.settled`, in the same thread right after).
+_raised = threading.local()
+
+
+def _take_raised(job_id: int | str | None) -> BaseException | None:
+    """Return what the task of job `job_id` raised in this thread's last attempt, and forget it."""
+    found = getattr(_raised, "error", None)
+    _raised.error = None
+    if found is None or found[0] != job_id:
+        return None
+    return found[1]
 
 
 def _undo_start(record: Any) -> None:

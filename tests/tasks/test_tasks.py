@@ -222,6 +222,17 @@ def test_errors_retries_and_the_failed_list(workers):
     assert "ValueError: boom" in failed  # as any job records it
 
 
+def test_a_failure_settled_by_the_worker_is_logged_with_its_traceback(workers):
+    tasks.failing.enqueue("boom")  # OPTIONS: 2 tries; the second settles it as failed
+    result = workers.run("--stop-when-empty")
+    assert result.returncode == 0, result.stderr
+    # Django's task_finished handler logs a failure with logger.exception.
+    logged = result.stderr.split("state=FAILED", 1)[1]
+    assert "NoneType: None" not in logged
+    assert "Traceback (most recent call last)" in logged
+    assert "ValueError: boom" in logged and "task_functions.py" in logged
+
+
 @needs_task_options
 def test_failed_task_retried_from_the_failed_list(workers):
     result = tasks.fails_first_time.enqueue("a")  # @task(tries=1)
