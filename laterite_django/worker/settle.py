@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from django.dispatch import Signal
@@ -17,6 +18,7 @@ from django.utils import timezone
 
 from ..backoff import Growing
 from ..exceptions import StoreUnavailable
+from ..limits import storable
 from ..registry import registry
 from ..signals import job_failed, job_retrying
 from ..stores import Claim, Store
@@ -72,7 +74,15 @@ class Settler:
         self.on_unavailable = on_unavailable
 
     def apply(self, claim: Claim, decision: Decision) -> str:
-        """Carry out `decision` for `claim`; return a `Settled` word."""
+        """Carry out `decision` for `claim`; return a `Settled` word.
+
+        The error is stored escaped where no store could keep it as raised (a NUL, a
+        lone surrogate): refused, it would leave the job claimed and its error lost.
+        """
+        if decision.error:
+            error = storable(decision.error)
+            if error is not decision.error:
+                decision = replace(decision, error=error)
         action = decision.action
         if action is Action.DELETE:
             deleted = self.patiently(lambda: self.store.delete([claim]))

@@ -430,3 +430,13 @@ def autocommit_seen(leave_off: bool = False) -> None:
     AUTOCOMMIT_SEEN.append(connection.get_autocommit())
     if leave_off:
         connection.set_autocommit(False)
+
+
+@job("tests.unstorable_error", tries=2, backoff=0)
+def unstorable_error(value: str, cx: JobContext) -> None:
+    """Record the attempt, then end it with a text no store can keep as is (a NUL, a
+    lone surrogate): a Retry first, a plain exception the second time."""
+    _record("unstorable", value, cx.attempt)
+    if cx.attempt == 1:
+        raise Retry(f"retry {value}\0nul \ud800 lone")
+    raise ValueError(f"raised {value}\0nul \udcff lone")
