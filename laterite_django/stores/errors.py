@@ -1,6 +1,8 @@
 """A store's backend errors, told apart: lost or refused connections become
 `StoreUnavailable`, missing tables `StoreNotMigrated`, each naming the store
 and where it is, so nothing outside `stores/` needs a driver to classify them.
+A lock or statement timeout is a `StoreUnavailable` too (try again later) that
+says the server is reachable but busy.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 # SQLSTATE undefined_table and undefined_column (PostgreSQL), and SQLite's wording.
 _MISSING_SQLSTATES = {"42P01", "42703"}
 _MISSING_SQLITE = ("no such table", "no such column", "has no column named")
+# SQLSTATE lock_not_available (lock_timeout, NOWAIT) and query_canceled
+# (statement_timeout, a cancel): the server answered, it was busy.
+_BUSY_SQLSTATES = {
+    "55P03": "timed out waiting for a lock (lock_timeout)",
+    "57014": "its statement was cancelled (statement_timeout, or a cancel)",
+}
 _ENGINES = {"postgresql": "PostgreSQL", "mysql": "MySQL", "oracle": "Oracle"}
 _DEFAULT_PORTS = {"postgresql": "5432", "mysql": "3306"}
 
@@ -68,6 +76,15 @@ def _missing_schema(chain: list[BaseException]) -> bool:
         if any(words in str(error) for words in _MISSING_SQLITE):
             return True
     return False
+
+
+def _busy(chain: list[BaseException]) -> str:
+    """What kept a reachable server from answering (a lock, a timeout), or ""."""
+    for error in chain:
+        code = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+        if code in _BUSY_SQLSTATES:
+            return _BUSY_SQLSTATES[code]
+    return ""
 
 
 def _drivers() -> list[Any]:
@@ -125,6 +142,11 @@ def database_outage(error: BaseException, alias: str, store: str = "database") -
         return StoreNotMigrated(
             f"The {store} store's tables are missing in {describe_database(alias)} "
             f"({_first_line(error)}): run `python manage.py migrate`."
+        )
+    if isinstance(error, _connection_errors()) and (busy := _busy(_causes(error))):
+        return StoreUnavailable(
+            f"The {store} store is reachable but busy: {describe_database(alias)}: {busy}: "
+            f"{_first_line(error)}"
         )
     if isinstance(error, _connection_errors()):
         return StoreUnavailable(

@@ -155,6 +155,42 @@ def test_postgres_on_a_closed_port_is_unavailable(postgres_down, method):
     assert raised.value.__cause__ is not None
 
 
+@pytest.fixture
+def job_table_locked(transactional_db) -> Iterator[None]:
+    """Another connection holds an exclusive lock on the job table (PostgreSQL only)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("runs on PostgreSQL (LATERITE_TEST_DB=postgres)")
+    import psycopg
+
+    params = connection.get_connection_params()
+    holder = psycopg.connect(**{key: params[key] for key in ("host", "port", "user", "dbname")
+                                if params.get(key)})
+    try:
+        holder.execute(f'LOCK TABLE "{Job._meta.db_table}" IN ACCESS EXCLUSIVE MODE')
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+@pytest.mark.parametrize(("timeout", "said"), [
+    ("lock_timeout", "timed out waiting for a lock (lock_timeout)"),
+    ("statement_timeout", "its statement was cancelled (statement_timeout"),
+])
+@pytest.mark.parametrize("method", ["counts", "push", "claim"])
+def test_a_postgres_timeout_says_the_store_is_busy_not_unreachable(
+        job_table_locked, timeout, said, method):
+    options = {"options": f"-c {timeout}=200"}
+    busy = {**connection.settings_dict, "OPTIONS": options}
+    with database_alias("laterite_busy", **busy), pytest.raises(StoreUnavailable) as raised:
+        run_store_method(DatabaseStore(database="laterite_busy"), method)
+    message = str(raised.value)
+    assert "cannot be reached" not in message
+    assert message.startswith("The database store is reachable but busy: database "
+                              "'laterite_busy' (PostgreSQL at ")
+    assert said in message and "\n" not in message
+
+
 def test_sqlite_file_that_cannot_be_opened_is_unavailable(db, tmp_path):
     path = tmp_path / "no-such-dir" / "queue.sqlite3"
     with database_alias("laterite_nofile", ENGINE="django.db.backends.sqlite3", NAME=str(path)):
