@@ -33,8 +33,23 @@ __all__ = ["ENV", "POINTS", "crash_point"]
 # The environment variable naming the point to crash at: "name" or "name:N".
 ENV = "LATERITE_CRASH_AT"
 
-# Every point the package calls, "operation.step", grouped by operation.
+# Every point the package calls, "operation.step", grouped by operation; where a point
+# sits and what the tests assert there: tests/worker/test_crash_points.py.
 POINTS: tuple[str, ...] = (
+    "push.outbox_written", "push.outbox.after_commit", "push.outbox.after_redis_push",
+    "claim.after",
+    "heartbeat.after_beat",
+    "delete.before", "delete.after",
+    "release.before", "release.after",
+    "fail.before", "fail.after_mark", "fail.after_failed_row", "fail.before_commit",
+    "fail.after",
+    "failed.after_removals", "failed.retry.after_push",
+    "cancel.after_hold", "cancel.after_rows", "cancel.before_commit",
+    "batch.count.after_finish", "batch.count.after_count", "batch.count.after_decrement",
+    "batch.count.before_commit", "batch.callbacks.after_push",
+    "chain.next.after_push",
+    "schedule.fire.after_push",
+    "sweep.after_orphans", "sweep.after_requeue", "sweep.after_marked",
 )
 
 

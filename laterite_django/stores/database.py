@@ -23,6 +23,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from ..crash_points import crash_point
 from ..minutes import KEEP, Minute
 from ..workflows.ending import any_marked
 from . import (
@@ -157,6 +158,7 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
     def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
         statement, params = self.dialect.requeue_abandoned(reason, self._ts(older_than))
         database_workflows.finish_orphans(self)  # batches a dead worker counted to 0
+        crash_point("sweep.after_orphans")
         limit, total = self.dialect.SWEEP_BATCH, 0
         while True:
             try:
@@ -166,6 +168,7 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
                 count = self._execute(sql.without_key(statement), params)[1]
             total += count
             if limit is None or count < limit:
+                crash_point("sweep.after_requeue")
                 return total
 
     @guarded
@@ -230,6 +233,7 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
             failed, _ = self._execute(sql.FAIL_INSERT, [*rows[0], now, error], fetch=True)
             if any_marked([claim]):
                 database_workflows.fail_counted(self, claim)
+            crash_point("fail.before_commit")  # dies: rolled back, the claim still held
             return failed[0][0]
 
     # -- schedules (database_schedules.py) -----------------------------------------

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.utils import timezone
 
+from ..crash_points import crash_point
 from ..flow.cancel import Outcome, reason
 from . import database_workflows, sql
 from .base import Claim, job_ids
@@ -76,6 +77,7 @@ def cancel(store: DatabaseStore, ids: Iterable[int]) -> dict[int, str]:
         )
         for (job_id,) in running:
             result[job_id] = Outcome.ASKED
+        crash_point("cancel.before_commit")  # dies: rolled back, nothing cancelled
     return result
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.db.models import Q
 
+from ..crash_points import crash_point
 from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def fire(store: DatabaseStore, step: ScheduleFire) -> Fired:
             add(store, [step.name], step.job.pushed_at)
         assert step.job is not None
         (job_id,) = store.push([step.job])
+        crash_point("schedule.fire.after_push")  # dies: rolled back, the tick fires again
         rows.filter(name=step.name).update(
             fired_at=step.tick or step.job.pushed_at, job_id=job_id)
     return Fired("pushed", job_id)

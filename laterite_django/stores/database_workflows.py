@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
 
+from ..crash_points import crash_point
 from ..flow.limits import any_job_limited, queue_limits
 from ..workflows.counts import count_ends, finish_settled, finished_jobs
 from ..workflows.ending import End, ends_of, ends_of_payloads, next_links
@@ -48,7 +49,11 @@ def delete_marked(store: DatabaseStore, claims: Sequence[Claim]) -> int:
         links: list[NewJob] = [new for c in done for new in next_links(c)]
         if links:
             store.push(links)
-        count_ends(store.database, ends_of(done), store.push)
+            crash_point("chain.next.after_push")  # dies: rolled back, the job runs again
+        ends = ends_of(done)
+        count_ends(store.database, ends, store.push)
+        if ends:
+            crash_point("batch.count.before_commit")  # dies: rolled back, as above
     return len(deleted)
 
 
@@ -159,6 +164,8 @@ def _counted_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Sequ
         sql_postgres.claim_params(uuid.uuid4().hex, now, worker, queues, limit))
     rows, _ = store._hot(sql_workflows_postgres.COUNTED_CLAIM, params, fetch=True)
     settled = rows[0][-1] if rows else None
+    if settled:
+        crash_point("batch.count.after_decrement")  # committed; callbacks: the sweep's
     if settled and finish_settled(store.database, settled, store.push):
         # Pushed after this claim was made: the worker's flush() says so, so that a
         # worker about to stop for an empty queue claims once more.
@@ -187,6 +194,7 @@ def _delete_counted(store: DatabaseStore, claims: Sequence[Claim]) -> int:
                              sql_workflows_postgres.counted_delete_params(claims, _ends(claims)),
                              fetch=True)
         _finish_batches(store, rows)
+        crash_point("batch.count.before_commit")
     return int(rows[0][0]) if rows else 0
 
 

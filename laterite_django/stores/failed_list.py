@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.utils import timezone
 
+from ..crash_points import crash_point
 from .errors import guarded
 from .values import NewJob, with_limit
 
@@ -76,6 +77,7 @@ class FailedList:
                     for row in rows
                 ]
             )
+            crash_point("failed.retry.after_push")  # the rows not yet deleted
             self._link_retried(
                 [(job_id, row) for job_id, row in zip(pushed, rows, strict=True) if job_id]
             )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from ..crash_points import crash_point
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
 from ..minutes import Minute
 from ..workflows.ending import any_marked
@@ -152,6 +153,7 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         now = us(timezone.now())
         count, marked = self._run("REQUEUE_ABANDONED", [now, us(older_than), reason])
         count = int(count)
+        crash_point("sweep.after_requeue")
         # Claims that died while moving to the failed list: finish what they started.
         for job_id, token, name, queue, pushed_at in marked:
             claim_id, token = int(job_id), text(token)
@@ -163,6 +165,7 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
                 redis_flow.finish_cancel(self, claim_id, token)  # cancelled: never runs again
             elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
                 count += 1
+        crash_point("sweep.after_marked")
         # Jobs pushed in transactions that committed while Redis was away.
         redis_outbox.sweep(self)
         redis_ends.apply_all(self)  # batch ends a worker died before counting
@@ -222,8 +225,10 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         """
         if not self._run("MARK_FAILING", [claim.id, claim.token]):
             return None  # the claim was lost, or the job has left already
+        crash_point("fail.after_mark")
         link = redis_failed.retried_link(self, claim.id)
         row = redis_ends.write_row_counted(self, claim, error, link)
+        crash_point("fail.after_failed_row")
         (code,) = self._run("DELETE", [claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it

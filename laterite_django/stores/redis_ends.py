@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.utils import timezone
 
+from ..crash_points import crash_point
 from ..workflows.counts import count_ends, finish_settled
 from ..workflows.ending import End, any_marked, ends_of_payloads, next_links
 from ..workflows.marks import marks_of
@@ -154,6 +155,7 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
     else:
         codes = store._run(name, args)
     if ended:
+        crash_point("batch.count.after_finish")  # the ends listed, not counted
         listed(store)
     return [int(code) for code in codes]
 
@@ -247,6 +249,7 @@ def apply(store: RedisStore, key: str | None = None) -> int:
                                      record)
             with transaction.atomic(using=store.database):
                 count_ends(store.database, ends, lambda jobs: redis_outbox.hold(store, jobs))
+            crash_point("batch.count.after_count")  # counted, still listed
             # What was read is taken off; if another process (the sweep, counting a
             # live worker's list at the same moment) took some first, by value.
             store._run("TAKE_ENDS", [key, b"\n".join(

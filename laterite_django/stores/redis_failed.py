@@ -15,6 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..crash_points import crash_point
+
 if TYPE_CHECKING:
     from .base import Claim
 
@@ -153,4 +155,5 @@ def after_removals(store: Any, ids: Iterable[int] | None, handle: Callable[[Any]
     with transaction.atomic(using=store.database):
         for pairs in marked_claims(store._failed_rows(ids).select_for_update()):
             store._run("DELETE", pairs)
+        crash_point("failed.after_removals")  # dies: the rows stay, their jobs gone
         return handle(ids)

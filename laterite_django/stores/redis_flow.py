@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from ..crash_points import crash_point
 from ..flow.cancel import Outcome, reason
 from . import redis_ends
 from .base import Claim, job_ids
@@ -106,6 +107,7 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
         return {}
     token = f"{CANCEL_TOKEN}{uuid.uuid4().hex}"
     rows = store.client.eval(CANCEL, 0, store.prefix, us(store_now()), token, *wanted)
+    crash_point("cancel.after_hold")  # held under the cancel's claim, no row yet
     result: dict[int, str] = {}
     failed: list[Any] = []
     for row in rows:
@@ -129,6 +131,7 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
             FailedJob.objects.using(store.database).bulk_create(
                 [FailedJob(**fields) for fields in failed])
             redis_ends.count_failed(store, [fields["payload"] for fields in failed])
+        crash_point("cancel.after_rows")  # the rows written, the jobs still held
         store._run("DELETE", [value for fields in failed
                               for value in (fields["job_id"], token)])
     return result

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
+from ..crash_points import crash_point
 from ..exceptions import PushNotReplicated
 from .base import NewJob
 from .values import with_limit
@@ -66,6 +67,7 @@ def hold(store: RedisStore, jobs: Sequence[NewJob]) -> None:
         batch_size=BATCH,
     )
     ids = [row.pk for row in created]
+    crash_point("push.outbox_written")  # dies: the caller's transaction rolls back
     # Without the ids (SQLite before 3.35 returns none), the hook moves the whole outbox.
     transaction.on_commit(
         lambda: _after_commit(store, None if None in ids else ids), using=store.database
@@ -74,6 +76,7 @@ def hold(store: RedisStore, jobs: Sequence[NewJob]) -> None:
 
 def _after_commit(store: RedisStore, ids: list[int] | None) -> None:
     """Move the committed rows to Redis; never raise, so later on-commit hooks run."""
+    crash_point("push.outbox.after_commit")  # committed, not moved: the sweep's
     try:
         move(store, ids)
     except Exception as e:
@@ -126,6 +129,7 @@ def _move_batch(store: RedisStore, chosen) -> int:
             # push (a crash, a lost connection), the rows come back and are moved
             # again, and Redis stores each job once all the same.
             store.push(jobs, once=[_mark(row) for row in rows])
+            crash_point("push.outbox.after_redis_push")  # dies: the rows come back
         except PushNotReplicated as e:
             # On the primary all the same: moved. Pushing them again would double them.
             logger.warning("%s", e, extra={"action": "push_not_replicated"})

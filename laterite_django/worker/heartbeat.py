@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
+from ..crash_points import crash_point
 from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
 from ..progress import ProgressDesk
@@ -107,6 +108,7 @@ class Heartbeat:
         if claims:
             close_old_connections()
             self.store.heartbeat(claims)
+            crash_point("heartbeat.after_beat")  # the job runs on, its claim refreshed
 
     def _save_progress(self) -> None:
         assert self.progress is not None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
+from ..crash_points import crash_point
 from ..stores import Claim, Store
 from .rules import lost_reason
 
@@ -43,11 +44,13 @@ class HeldJobs:
         finished = self.hand.take_finished()
         if not finished:
             return
+        crash_point("delete.before")
         try:
             deleted = self.settler.patiently(lambda: self.store.delete(finished))
         except BaseException:
             self.hand.put_back_finished(finished)
             raise
+        crash_point("delete.after")
         if deleted < len(finished):
             lost = len(finished) - deleted
             logger.warning("%d finished job%s lost %s; not settled again", lost,

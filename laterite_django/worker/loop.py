@@ -20,6 +20,7 @@ from django.db import close_old_connections
 
 from ..backoff import Growing
 from ..conf import settings
+from ..crash_points import crash_point
 from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
 from ..flow.limits import claim_share
@@ -228,12 +229,16 @@ class Worker(HeldJobs, IdleWaiting):
         self._sweep()
         finished = self.hand.take_finished()
         queues = self.paused.active(self.queues)
+        if finished:
+            crash_point("delete.before")
         try:
             claims = self.store.settle_and_claim(
                 finished, queues, self.name, self._claim_limit())
         except BaseException:
             self.hand.put_back_finished(finished)
             raise
+        if finished:
+            crash_point("delete.after")
         self._deleted(finished)
         self.outage.back()  # said now, not after an idle wait
         if not claims and self.store.flush():
@@ -303,6 +308,7 @@ class Worker(HeldJobs, IdleWaiting):
 
     def run_claims(self, claims: list[Claim]) -> None:
         """Run a batch of claimed jobs in order; give back the rest if told to stop."""
+        crash_point("claim.after")  # claimed, none started
         asked = self._claim_limit()
         started = time.monotonic()
         self.monitor.hold(claims)

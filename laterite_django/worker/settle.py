@@ -17,6 +17,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from ..backoff import Growing
+from ..crash_points import crash_point
 from ..exceptions import StoreUnavailable
 from ..limits import storable
 from ..registry import registry
@@ -99,6 +100,7 @@ class Settler:
     def _release(self, claim: Claim, decision: Decision) -> str:
         at = decision.at
         assert at is not None
+        crash_point("release.before")  # the attempt ran, its retry not stored
         try:
             released = self.patiently(lambda: self.store.release(claim, at, decision.error))
         except StoreUnavailable:
@@ -108,15 +110,18 @@ class Settler:
             return self._fail(claim, f"{decision.error}\n\nCould not be retried: {e!r}")
         if not released:
             return Settled.LOST
+        crash_point("release.after")
         notify(job_retrying, registry.find(claim.name) or Settler, id=claim.id,
               name=claim.name, queue=claim.queue, attempts=claim.attempts,
               error=decision.error, delay=decision.delay)
         return Settled.RETRYING
 
     def _fail(self, claim: Claim, error: str) -> str:
+        crash_point("fail.before")  # the attempt ran, its failure not stored
         failed_id = self.patiently(lambda: self.store.fail(claim, error))
         if failed_id is None:
             return Settled.LOST
+        crash_point("fail.after")
         notify(job_failed, registry.find(claim.name) or Settler, id=claim.id, name=claim.name,
               queue=claim.queue, attempts=claim.attempts, error=error,
               payload=claim.payload, failed_id=failed_id)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, transaction
 from django.utils import timezone
 
+from ..crash_points import crash_point
 from .calls import link_job
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ def finish_settled(using: str, batches: Sequence[int] | None,
             jobs += finished_jobs(cursor, row[0], row[1:], 0)
         if jobs:
             push(jobs)
+            crash_point("batch.callbacks.after_push")  # dies: rolled back, pushed again
     return len(rows)
 
 
