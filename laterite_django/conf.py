@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "LIMITS": {},
     "LISTEN_DATABASE": None,
     "REDIS_WAIT": None,
+    "REDIS_EPHEMERAL": False,
 }
 
 
@@ -172,6 +173,14 @@ def _redis_wait(value: Any) -> Problem | None:
     return None
 
 
+def _redis_ephemeral(value: Any) -> Problem | None:
+    """Whether the queue's Redis is meant to keep nothing across a restart (no warning)."""
+    if not isinstance(value, bool):
+        return Problem(42, "it must be True or False (True: a Redis that keeps nothing on "
+                       "disk is meant, and queue_work does not warn of it)")
+    return None
+
+
 RULES: dict[str, Callable[[Any], Problem | None]] = {
     "MODE": _mode,
     "STORE": _store,
@@ -187,6 +196,7 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "LIMITS": _limits,
     "LISTEN_DATABASE": _listen_database,
     "REDIS_WAIT": _redis_wait,
+    "REDIS_EPHEMERAL": _redis_ephemeral,
 }
 
 

@@ -115,6 +115,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LATERITE_QUEUE_STORE = os.environ.get("LATERITE_TEST_STORE", "database")
 LATERITE_QUEUE_REDIS = "redis"
+# The test Redis keeps nothing on disk (--save "" --appendonly no), as meant: no warning
+# of it at start, unless a test asks (LATERITE_TEST_REDIS_EPHEMERAL=0).
+LATERITE_QUEUE_REDIS_EPHEMERAL = os.environ.get("LATERITE_TEST_REDIS_EPHEMERAL", "1") == "1"
 LATERITE_QUEUE_PREFIX = os.environ.get("LATERITE_TEST_PREFIX", "laterite-test")
 LATERITE_QUEUE_QUEUES = ["default", "mail", "low"]
 # Short, so tests never wait on it; a test of waking a worker sets a long one.

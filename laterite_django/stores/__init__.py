@@ -32,7 +32,8 @@ def build_store(kind: str | None = None) -> Store:
         ) from None
     cls = import_string(path)
     if kind == "redis":
-        return cls(database=settings.DATABASE, alias=settings.REDIS, prefix=settings.PREFIX)
+        return cls(database=settings.DATABASE, alias=settings.REDIS, prefix=settings.PREFIX,
+                   ephemeral=settings.REDIS_EPHEMERAL)
     return cls(database=settings.DATABASE)
 
 

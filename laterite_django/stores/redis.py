@@ -42,6 +42,7 @@ from . import redis_calls as calls
 from .base import Claim, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
 from .redis_claim import RedisClaiming
+from .redis_persistence import persistence_warning
 from .redis_push import RedisPushing
 from .redis_reads import RedisReads
 from .redis_values import dt, text, us
@@ -61,7 +62,8 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
     # jobs in a database outbox that commits with the caller's data.
     transactional_push = False
 
-    def __init__(self, *, database: str = "default", alias: str, prefix: str) -> None:
+    def __init__(self, *, database: str = "default", alias: str, prefix: str,
+                 ephemeral: bool = False) -> None:
         super().__init__(database=database)
         if not isinstance(prefix, str) or not prefix:
             raise LateriteConfigurationError(
@@ -72,6 +74,8 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
             raise LateriteConfigurationError(f"{problem} {redis_alias.HINT}")
         self.alias = alias
         self.prefix = prefix
+        # Whether a server that keeps nothing on disk is meant (no warning of it).
+        self.ephemeral = ephemeral
         self._client: Redis | None = None
         self.quiet_state = redis_quiet.QuietState()
         # Batch ends listed by this process, not counted yet (redis_ends).
@@ -330,13 +334,19 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         """A server that evicts keys when full (any `maxmemory-policy` but
         `noeviction`) drops job hashes and the marks that keep a push from running
         twice, without a word: a queue's server wants `noeviction`. The policy is
-        read from INFO, which managed services that forbid CONFIG allow."""
+        read from INFO, which managed services that forbid CONFIG allow. A server that
+        keeps nothing on disk loses every job at a restart (unless `ephemeral`)."""
+        found = []
         policy = self.client.info("memory").get("maxmemory_policy", "noeviction")
-        if policy == "noeviction":
-            return []
-        return [f"Redis at {describe_redis(self.alias, self.client)} evicts keys when its "
+        if policy != "noeviction":
+            found.append(
+                f"Redis at {describe_redis(self.alias, self.client)} evicts keys when its "
                 f"memory is full (maxmemory-policy {policy}): jobs may be lost without a "
-                f"word. Set maxmemory-policy to noeviction for the queue's server."]
+                f"word. Set maxmemory-policy to noeviction for the queue's server.")
+        if not self.ephemeral:
+            lost = persistence_warning(self.client, describe_redis(self.alias, self.client))
+            found += [lost] if lost else []
+        return found
 
     @guarded
     def ping(self) -> None:
