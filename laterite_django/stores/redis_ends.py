@@ -155,7 +155,6 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
     else:
         codes = store._run(name, args)
     if ended:
-        crash_point("batch.count.after_finish")  # the ends listed, not counted
         listed(store)
     return [int(code) for code in codes]
 
@@ -165,6 +164,7 @@ def listed(store: RedisStore) -> None:
     old (one database commit for many ends), in the worker's counting thread where it
     has one (Counter); else when it finds nothing to claim or stops (Store.flush).
     Ends of a worker that died: the sweep's."""
+    crash_point("batch.count.after_finish")  # the ends listed, not counted
     store._ends_pending = True
     if time.monotonic() - store._ends_applied < APPLY_EVERY:
         return
