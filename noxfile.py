@@ -11,6 +11,7 @@ The whole matrix at full length, Django 6 on SQLite too, is one command:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -18,6 +19,36 @@ from pathlib import Path
 from typing import IO
 
 import nox
+
+
+def _let_pyenv_answer(minors: list[str]) -> None:
+    """Under pyenv, make the `pythonX.Y` shims of the matrix answer: a shim refuses a
+    version that PYENV_VERSION (or `pyenv global`) does not name, so nox would find no
+    Python 3.12. Each missing minor is added as the newest pyenv version installed for
+    it; an interpreter that already answers is left as it is."""
+    pyenv = shutil.which("pyenv")
+    if not pyenv:
+        return
+    def answers(minor: str) -> bool:
+        found = shutil.which(f"python{minor}")
+        return bool(found) and subprocess.run(
+            [found, "--version"], capture_output=True, check=False).returncode == 0
+    missing = [minor for minor in minors if not answers(minor)]
+    if not missing:
+        return
+    installed = subprocess.run([pyenv, "versions", "--bare"], capture_output=True,
+                               text=True, check=False).stdout.split()
+    named = [v for v in os.environ.get("PYENV_VERSION", "").split(":") if v]
+    if not named:
+        named = subprocess.run([pyenv, "version-name"], capture_output=True, text=True,
+                               check=False).stdout.strip().split(":")
+    for minor in missing:
+        versions = sorted((v for v in installed if re.fullmatch(rf"{re.escape(minor)}\.\d+", v)),
+                          key=lambda v: int(v.rsplit(".", 1)[1]))
+        if versions:
+            named.append(versions[-1])
+    os.environ["PYENV_VERSION"] = ":".join(v for v in named if v)
+
 
 nox.options.sessions = ["lint", "package", "example", "tests"]
 nox.options.reuse_existing_virtualenvs = True
@@ -28,6 +59,8 @@ MATRIX = [
     ("3.11", "django>=5.2,<5.3", ["django-tasks>=0.12"], "django5.2"),
     ("3.12", "django>=6.0,<7", [], "django6"),
 ]
+_let_pyenv_answer(sorted({py for py, *_ in MATRIX}))
+
 # The databases each Django's suite runs on by default (LATERITE_TEST_DBS overrides both).
 # Django 6 on SQLite differs from Django 5.2 on SQLite in nothing the stores use (their
 # SQL is their own); the example project and the package still run on it there.
@@ -111,11 +144,15 @@ def tests(session: nox.Session) -> None:
             pythons[name] = Path(session.bin) / "python"
             continue
         venv = Path(session.virtualenv.location).parent / f"tests-{name}"
+        # run_install, not run: these are install steps, so `--install-only` makes them too.
         if not (venv / "bin" / "python").exists():
-            session.run(f"python{py}", "-m", "venv", str(venv), external=True)
+            session.run_install(f"python{py}", "-m", "venv", str(venv), external=True)
         pythons[name] = venv / "bin" / "python"
-        session.run(str(pythons[name]), "-m", "pip", "install", "-q", "-e", ".[test]", django,
-                    *extras, external=True)
+        session.run_install(str(pythons[name]), "-m", "pip", "install", "-q", "-e", ".[test]",
+                            django, *extras, external=True)
+    if session._runner.global_config.install_only:  # nox has no public flag for it
+        session.log("Skipping the legs, as --install-only is set.")
+        return
     full = os.environ.get("LATERITE_TEST_FULL") == "1"
     chosen = os.environ.get("LATERITE_TEST_DBS")
     legs = [(name, db) for _, _, _, name in MATRIX
