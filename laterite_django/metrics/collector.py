@@ -71,28 +71,39 @@ def _buckets(histogram: list[float]) -> list[tuple[str, float]]:
 class QueueCollector(Collector):
     """laterite_queue_jobs{queue,state} and laterite_queue_oldest_waiting_seconds{queue},
     read from the store at each scrape: one count query (plus the failed list's) and one
-    for the oldest waiting jobs. A store that cannot be read leaves them out (and says so
-    in the log) rather than failing the scrape of the job counters."""
+    for the oldest waiting jobs; and laterite_store_up, 1 when they were read.
+
+    A store that cannot be read leaves the queue gauges out, sets laterite_store_up to 0
+    and says why in the log, rather than failing the scrape (which would hide the job
+    counters too): the exporters' convention (`pg_up`, `redis_up`)."""
 
     def __init__(self, store: Callable[[], Store] = get_store) -> None:
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("laterite_store_up",
+                               "1 if the queue store answered this scrape, else 0.")
         # Not while the supervisor forks (see laterite_django.forking).
         with forking.lock:
-            store = self.store()
+            store = None
             try:
+                store = self.store()
                 found = store.counts()
                 oldest = store.oldest_waiting()
             except Exception as e:
                 logger.warning("Metrics: could not read the queue store: %s", e,
                                extra={"action": "metrics_store_error"})
-                return
+                found = None
             finally:
                 if threading.current_thread() is not threading.main_thread():
                     # A scrape thread: leave no connection behind it.
-                    store.close()
+                    if store is not None:
+                        store.close()
                     connections.close_all()
+        if found is None:
+            up.add_metric([], 0)
+            yield up
+            return
         counts = {queue: found.get(queue, QueueCounts()) for queue in settings.QUEUES}
         counts.update(sorted(found.items()))
         jobs = GaugeMetricFamily("laterite_queue_jobs", "Jobs per queue and state.",
@@ -107,5 +118,7 @@ class QueueCollector(Collector):
                 jobs.add_metric([queue, state], getattr(c, state))
             since = oldest.get(queue)
             age.add_metric([queue], max((now - since).total_seconds(), 0.0) if since else 0.0)
+        up.add_metric([], 1)
+        yield up
         yield jobs
         yield age

@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 from django.test import Client
 
+from tests.admin.test_admin import redis_down  # noqa: F401 -- a fixture
 from tests.conftest import Stderr, wait_for
 from tests.testapp import jobs
 
@@ -139,3 +140,48 @@ def test_the_view_serves_the_queue_gauges(store):
     assert found[("laterite_queue_oldest_waiting_seconds", (("queue", "default"),))] >= 0
     assert found[("laterite_queue_jobs", (("queue", "mail"), ("state", "waiting")))] == 0
     assert not any(name == "laterite_jobs_total" for name, _ in found)
+
+
+def test_the_view_says_the_store_is_up(store):
+    found = samples(Client().get("/metrics/").content.decode())
+    assert found[("laterite_store_up", ())] == 1
+
+
+@pytest.mark.django_db
+def test_the_view_says_the_store_is_down_in_a_gauge(redis_down):  # noqa: F811
+    response = Client().get("/metrics/")
+    assert response.status_code == 200  # a failed scrape would hide every other series
+    found = samples(response.content.decode())
+    assert found[("laterite_store_up", ())] == 0
+    assert not any(name.startswith("laterite_queue_") for name, _ in found)
+
+
+@pytest.mark.django_db
+def test_the_workers_server_says_the_store_is_down_beside_its_counters(redis_down):  # noqa: F811
+    from laterite_django.metrics.server import MetricsServer
+    from laterite_django.metrics.totals import Totals
+
+    totals = Totals()
+    totals.add({"jobs": [("default", "tests.noop", "succeeded", 3)]})
+    server = MetricsServer(0, totals, address="127.0.0.1")
+    try:
+        found = scrape(server.port)
+    finally:
+        server.close()
+    assert found is not None
+    assert found[("laterite_store_up", ())] == 0
+    assert jobs_total(found) == {("tests.noop", "succeeded"): 3}
+
+
+def test_a_worker_waiting_for_its_store_at_start_serves_store_up_0(workers, store_kind):
+    from tests.commands.test_commands import store_down
+
+    env, _ = store_down(store_kind)
+    port = free_port()
+    proc = workers.start("--processes", "1", "--metrics-port", str(port), env=env)
+    err = Stderr(proc)
+    found = wait_for(lambda: scrape(port), timeout=30)
+    assert found[("laterite_store_up", ())] == 0
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert "waiting for it to come back" in err.text()

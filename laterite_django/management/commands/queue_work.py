@@ -159,14 +159,15 @@ class Command(StoreCommand):
             **worker_options,
         )
         logger.info(banner(worker.store, queues, processes), extra={"action": "worker_banner"})
+        # Served by a daemon thread of this process until it exits; from before the
+        # wait for the store, so a scrape meanwhile says laterite_store_up 0.
+        metrics = serve_metrics(options.get("metrics_port"))
         # Once, before any worker: missing tables end the command (StoreNotMigrated,
         # one line); a store that is down is waited for, said once.
         if not wait_for_store(worker.store, give_up_after=options["max_seconds"]):
             return
 
         scheduler = self.scheduler(options)
-        # Served by a daemon thread of this process until it exits.
-        metrics = serve_metrics(options.get("metrics_port"))
         totals = None if metrics is None else metrics.totals
         if totals is not None:
             worker.tally = Tally(totals.add)
