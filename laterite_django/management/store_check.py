@@ -28,7 +28,7 @@ from ..backoff import Growing
 from ..exceptions import StoreNotMigrated, StoreUnavailable
 from ..stores import Store
 from ..stores.errors import database_outage, describe_database
-from .console import describe_store
+from .console import describe_store, version
 
 __all__ = ["StoreCommand", "check_store", "unapplied_migrations", "wait_for_store", "warn_of"]
 
@@ -41,6 +41,10 @@ WAIT_CAP = 5.0
 class StoreCommand(BaseCommand):
     """A queue_* command: a store that is down or not migrated ends it with its one-line
     message and exit status 1."""
+
+    def get_version(self) -> str:
+        """`--version` prints laterite's version (Django's would say nothing of the app)."""
+        return version()
 
     def check(
         self,

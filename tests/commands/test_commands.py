@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -317,3 +318,16 @@ def test_push_to_a_store_that_is_down_raises_store_unavailable(workers, store_ki
     printed = push_in_subprocess(workers, env)
     assert printed.startswith("StoreUnavailable: ") and printed.count("\n") == 1
     assert address in printed
+
+
+@pytest.mark.parametrize("name", ["queue_work", "queue_status", "queue_retry"])
+def test_version_is_laterites(name):
+    """`--version` names laterite's version, not Django's."""
+    from laterite_django.management.console import version
+
+    out = subprocess.run([sys.executable, "-m", "django", name, "--version"], cwd=ROOT,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
+                              "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == version()
