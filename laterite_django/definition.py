@@ -7,6 +7,7 @@ from numbers import Real
 from typing import TYPE_CHECKING
 
 from .backoff import validate_backoff
+from .push_checks import priority_problem
 
 if TYPE_CHECKING:
     from .jobs import JobFunction
@@ -39,6 +40,9 @@ def check_options(job: JobFunction) -> None:
         )
     if isinstance(job.priority, bool) or not isinstance(job.priority, int):
         raise TypeError(f"{label}: priority must be an integer, got {job.priority!r}.")
+    problem = priority_problem(job.priority)
+    if problem:
+        raise ValueError(f"{label}: {problem}.")
     concurrency = job.concurrency
     if concurrency is not None and (
         isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1

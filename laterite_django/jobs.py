@@ -18,6 +18,8 @@ from .conf import settings, validate_all
 from .context import Pushed
 from .definition import check_options
 from .flow.limits import job_concurrency_key
+from .limits import PRIORITY_MAX as _PRIORITY_MAX
+from .limits import PRIORITY_MIN as _PRIORITY_MIN
 from .push_checks import Call, PushChecks
 from .registry import registry
 
@@ -139,7 +141,10 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         queue: str | None = None,
         priority: int | None = None,
     ) -> Pushed:
-        """Push one call with explicit options; push, push_in and push_at end here too."""
+        """Push one call with explicit options (`at`: an aware datetime within 10 years
+        of now)."""
+        if at is not None:
+            at = self._checked_when(at)
         return self._push_one(args, kwargs, at, queue, priority)
 
     def _push_one(self, args: Sequence[Any], kwargs: Mapping[str, Any], at: datetime | None,
@@ -184,6 +189,8 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     ) -> list[NewJob]:
         """Check and encode (args, kwargs) pairs as jobs to store; no I/O."""
         queue = self._ready(queue)
+        if at is not None:
+            at = self._checked_when(at)
         now = timezone.now()
         trace = tracing.carrier()  # the pusher's span, for the attempts' spans
         return [self._new_job(args, kwargs, at, queue, priority, now, trace)
@@ -211,6 +218,10 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         if _NewJob is None:
             _import_stores()
         self._check_arguments(args, kwargs)
+        if priority is None:
+            priority = self.priority
+        if type(priority) is not int or not _PRIORITY_MIN <= priority <= _PRIORITY_MAX:
+            self._check_priority(priority)
         name = self.name
         new = _NewJob(
             name=name,
@@ -221,7 +232,7 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             retry_until=None if self.retry_until is None else self._retry_until(
                 now, args, kwargs),
             unique_key=None if self.unique_key is None else self._unique_key(args, kwargs),
-            priority=self.priority if priority is None else priority,
+            priority=priority,
         )
         if self.concurrency is not None or not self._plain_concurrency:
             limited = self.concurrency_of(args, kwargs)

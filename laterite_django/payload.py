@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -38,7 +39,11 @@ def encode(
     """
     try:
         text = _text({"args": list(args), "kwargs": dict(kwargs)})
-    except (TypeError, ValueError, RecursionError):
+        # A lone surrogate passes the encoder (ensure_ascii=False) but is not UTF-8, which
+        # every store writes: refused below. An ASCII text (most) is known so at no cost.
+        if not text.isascii():
+            text.encode()
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError: a ValueError
         pass
     else:
         # JSON turns keys 1 and None into "1" and "null": refuse them. The text's two
@@ -107,12 +112,27 @@ def _bad_key(value: Any) -> Any:
 
 def _check(job_name: str, label: str, value: Any) -> None:
     try:
-        _encoder.encode(value)
+        text = _encoder.encode(value)
+    except RecursionError as e:
+        # Not shown: its repr would recurse as deeply.
+        raise InvalidPayload(
+            f"Job {job_name!r}: {label} ({type(value).__name__}) is nested too deeply to be "
+            f"stored as JSON (Python's recursion limit, {sys.getrecursionlimit()}). Pass a "
+            f"flatter value."
+        ) from e
     except (TypeError, ValueError) as e:
         raise InvalidPayload(
             f"Job {job_name!r}: {label} ({type(value).__name__}: {value!r:.80}) cannot be "
             f"stored as JSON: {e}. Pass plain JSON values (str, int, float, bool, None, "
             f"lists, dicts with str keys), such as an id instead of a model instance."
+        ) from e
+    try:
+        text.encode()
+    except UnicodeEncodeError as e:
+        raise InvalidPayload(
+            f"Job {job_name!r}: {label} ({type(value).__name__}: {value!r:.80}) holds a lone "
+            f"surrogate {text[e.start]!r}, which is not UTF-8 and no store can keep. Decode "
+            f"the text it came from properly (a surrogate pair is one character)."
         ) from e
 
 

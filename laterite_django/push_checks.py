@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -11,10 +12,18 @@ from django.utils import timezone
 
 from .binding import mismatch
 from .exceptions import JobNotRegistered
-from .limits import NAME_MAX, QUEUE_MAX, UNIQUE_KEY_MAX, too_long
+from .limits import (
+    MAX_DELAY,
+    NAME_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    QUEUE_MAX,
+    UNIQUE_KEY_MAX,
+    unfit,
+)
 from .registry import registry
 
-__all__ = ["Call", "PushChecks"]
+__all__ = ["Call", "PushChecks", "priority_problem"]
 
 Call = tuple | list | Mapping[str, Any]
 
@@ -31,16 +40,17 @@ class PushChecks:
         _good_shapes: set[tuple | int]
 
     def _check_name_and_queue(self, queue: Any) -> None:
-        """Refuse a name or queue that is empty, or longer than its column."""
+        """Refuse a name or queue that is empty, longer than its column, or holding a
+        character no store keeps (a NUL, a lone surrogate)."""
         name = self.name
         if not isinstance(name, str) or not name:
             raise ValueError(f"A job name must be a non-empty string, got {name!r}.")
-        problem = too_long("job name", name, NAME_MAX)
+        problem = unfit("job name", name, NAME_MAX)
         if problem:
             raise ValueError(f"The {problem}.")
         if not isinstance(queue, str) or not queue:
             raise ValueError(f"Job {name!r}: queue must be a non-empty string, got {queue!r}.")
-        problem = too_long("queue", queue, QUEUE_MAX)
+        problem = unfit("queue", queue, QUEUE_MAX)
         if problem:
             raise ValueError(f"Job {name!r}: {problem}.")
 
@@ -61,18 +71,50 @@ class PushChecks:
                 f"now belongs to {found.qualified_function}."
             )
 
-    @staticmethod
-    def _after(delay: timedelta | float) -> datetime:
-        if not isinstance(delay, timedelta):
-            delay = timedelta(seconds=delay)
-        return timezone.now() + delay
+    def _after(self, delay: timedelta | float) -> datetime:
+        """The moment `delay` (a timedelta or seconds) from now, or raise naming a delay
+        that is not one, or is negative, not finite or beyond MAX_DELAY."""
+        if isinstance(delay, timedelta):
+            seconds = delay.total_seconds()
+        elif isinstance(delay, int | float) and not isinstance(delay, bool):
+            seconds = delay
+        else:
+            raise TypeError(
+                f"Job {self.name!r}: push_in needs seconds (a number) or a timedelta, got "
+                f"{delay!r}."
+            )
+        if not (0 <= seconds <= MAX_DELAY):  # NaN compares false too
+            raise ValueError(
+                f"Job {self.name!r}: push_in needs a delay of 0 to {MAX_DELAY:.0f} s (10 "
+                f"years), got {delay!r}."
+            )
+        return timezone.now() + timedelta(seconds=seconds)
 
     def _checked_when(self, when: datetime) -> datetime:
+        """`when` if it is an aware datetime within MAX_DELAY of now, else raise naming it."""
         if not isinstance(when, datetime) or timezone.is_naive(when):
             raise ValueError(
                 f"Job {self.name!r}: push_at needs an aware datetime, got {when!r}."
             )
+        try:
+            seconds = (when - timezone.now()).total_seconds()
+        except OverflowError:
+            seconds = math.inf
+        if abs(seconds) > MAX_DELAY:
+            raise ValueError(
+                f"Job {self.name!r}: push_at needs a moment within 10 years of now, got "
+                f"{when!r}."
+            )
         return when
+
+    def _check_priority(self, priority: Any) -> None:
+        """Refuse a priority that is not an int, or outside the smallint column (the
+        same range on every store)."""
+        problem = priority_problem(priority)
+        if problem:
+            kind = TypeError if isinstance(priority, bool) or not isinstance(priority, int) else (
+                ValueError)
+            raise kind(f"Job {self.name!r}: {problem}.")
 
     def _pairs(self, calls: Iterable[Call]) -> list[tuple[Sequence[Any], Mapping[str, Any]]]:
         pairs: list[tuple[Sequence[Any], Mapping[str, Any]]] = []
@@ -129,7 +171,17 @@ class PushChecks:
             raise TypeError(
                 f"Job {self.name!r}: unique_key returned {key!r}; it must return a str or None."
             )
-        problem = key and too_long("the unique_key", key, UNIQUE_KEY_MAX)
+        problem = key and unfit("the unique_key", key, UNIQUE_KEY_MAX)
         if problem:
             raise ValueError(f"Job {self.name!r}: {problem}.")
         return key
+
+
+def priority_problem(priority: Any) -> str | None:
+    """Say why `priority` is not one every store keeps (an int that fits PostgreSQL's
+    smallint), or return None."""
+    if (isinstance(priority, int) and not isinstance(priority, bool)
+            and PRIORITY_MIN <= priority <= PRIORITY_MAX):
+        return None
+    return (f"priority must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}, got "
+            f"{priority!r}")

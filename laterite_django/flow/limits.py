@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..limits import UNIQUE_KEY_MAX, too_long
+from ..limits import UNIQUE_KEY_MAX, unfit
 
 if TYPE_CHECKING:
     from ..jobs import JobFunction
@@ -162,7 +162,7 @@ def job_concurrency_key(job: JobFunction, args: Sequence[Any], kwargs: Mapping[s
     if not isinstance(key, str):
         raise TypeError(
             f"Job {job.name!r}: concurrency_key returned {key!r}; it must return a str or None.")
-    problem = too_long("the concurrency_key", key, UNIQUE_KEY_MAX)
+    problem = unfit("the concurrency_key", key, UNIQUE_KEY_MAX)
     if problem:
         raise ValueError(f"Job {job.name!r}: {problem}.")
     return key
