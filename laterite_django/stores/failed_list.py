@@ -53,7 +53,8 @@ class FailedList:
 
         Return how many were put back; a retried job whose unique key already
         waits is dropped as a duplicate but still leaves the failed list. Each new
-        job records the failed job it came from (`_link_retried`).
+        job records the failed job it came from (`_link_retried`). A retry that does
+        not commit puts nothing back (`_push_retried`).
         """
         now = timezone.now()
         moved = 0
@@ -61,7 +62,7 @@ class FailedList:
             rows = list(self._failed_rows(ids).select_for_update().order_by("id"))
             if not rows:
                 return 0
-            pushed = self.push(
+            pushed = self._push_retried(
                 [
                     with_limit(
                         NewJob(
@@ -75,7 +76,8 @@ class FailedList:
                         )
                     )
                     for row in rows
-                ]
+                ],
+                rows,
             )
             crash_point("failed.retry.after_push")  # the rows not yet deleted
             self._link_retried(
@@ -84,6 +86,14 @@ class FailedList:
             moved = len(rows)
             self._failed_rows([row.pk for row in rows]).delete()
         return moved
+
+    def _push_retried(self, jobs: Sequence[NewJob], rows: Sequence[FailedJob]
+                      ) -> list[int | None]:
+        """Push `jobs`, one per failed row of `rows`, in the retry's transaction, which
+        must move each exactly once: return their ids to link (None: not linked here).
+        The database store's push commits or rolls back with the rows' deletion; the
+        Redis store's goes through its outbox and is linked there (redis_failed)."""
+        return self.push(jobs)
 
     def _link_retried(self, links: Sequence[tuple[int, FailedJob]]) -> None:
         """Record on each retried job (its new id) the failed job it came from and

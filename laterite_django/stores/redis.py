@@ -39,7 +39,7 @@ from . import (
     redis_schedules,
 )
 from . import redis_calls as calls
-from .base import Claim, Store, job_ids
+from .base import Claim, NewJob, Store, job_ids
 from .errors import database_outage, describe_redis, guarded, redis_outage
 from .redis_claim import RedisClaiming
 from .redis_persistence import persistence_warning
@@ -281,6 +281,10 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
     def retry(self, ids: Iterable[int] | None = None) -> int:
         """See Store.retry; first finishes removals a dead worker left (redis_failed)."""
         return redis_failed.after_removals(self, ids, super().retry)
+
+    def _push_retried(self, jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[int | None]:
+        """See Store._push_retried: through the outbox, linked once moved (redis_failed)."""
+        return redis_failed.push_retried(self, jobs, rows)
 
     def _link_retried(self, links: Sequence[tuple[int, Any]]) -> None:
         """See Store._link_retried: the link goes in the job's data in Redis."""

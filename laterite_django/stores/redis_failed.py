@@ -8,6 +8,7 @@ worker died before doing it: a handled row never brings its job back.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +17,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..crash_points import crash_point
+from . import redis_outbox
 
 if TYPE_CHECKING:
-    from .base import Claim
+    from .base import Claim, NewJob
 
 __all__ = ["after_removals", "claim_token", "failed_row", "link_retried", "marked_claims",
-           "retried_link", "row_exists", "write_row"]
+           "push_retried", "retried_link", "row_exists", "write_row"]
+
+logger = logging.getLogger("laterite")
 
 # Claims per call of the DELETE script when retry() or forget() finishes removals.
 _CHUNK = 1000
@@ -68,6 +72,27 @@ def link_retried(store: Any, links: Sequence[tuple[int, Any]]) -> None:
         args = [value for job_id, failed in links[start : start + _CHUNK]
                 for value in (job_id, failed.pk, failed.error_summary)]
         script(keys=[], args=[store.prefix, *args])
+
+
+def push_retried(store: Any, jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[int | None]:
+    """Put the retried `jobs` (one per failed row of `rows`) in the outbox, in the
+    retry's transaction, and link each to its row once moved; return no ids to link now.
+
+    Pushed to Redis at once, a job would stay queued by a retry that does not commit
+    (its process killed, an error after the push) while its row stays for another
+    retry: one more copy each time. Through the outbox the jobs reach Redis only once
+    the rows' deletion commits, each once (redis_outbox), and a push no replica
+    confirmed counts as moved, logged: its job is on the primary.
+    """
+    def link(ids: list[int | None]) -> None:
+        try:
+            link_retried(store, [(i, row) for i, row in zip(ids, rows, strict=True) if i])
+        except Exception as e:  # the jobs are queued: only their link is missing
+            logger.warning("Could not record on the retried jobs the failed job each came "
+                           "from (%s).", e, extra={"action": "retry_not_linked"})
+
+    redis_outbox.hold(store, jobs, then=link)
+    return [None] * len(jobs)
 
 
 def retried_link(store: Any, job_id: int) -> dict[str, Any]:

@@ -14,12 +14,14 @@ come back and are moved again: each row's push carries a mark that Redis keeps f
 a week (ONCE_TTL), and a job whose mark is set is not stored a second time (a job
 with a concurrency limit too: its script is PUSH's, marks included).
 Unique keys are checked when a row reaches Redis, where a duplicate is dropped.
+A retry from the failed list takes this road too (redis_failed.push_retried), so its
+jobs reach Redis only once the deletion of their failed rows commits.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from django.db import transaction
@@ -46,8 +48,13 @@ def _rows(store: RedisStore):
     return OutboxJob.objects.using(store.database)
 
 
-def hold(store: RedisStore, jobs: Sequence[NewJob]) -> None:
-    """Write `jobs` to the outbox in the open transaction; move them when it commits."""
+def hold(store: RedisStore, jobs: Sequence[NewJob],
+         then: Callable[[list[int | None]], None] | None = None) -> None:
+    """Write `jobs` to the outbox in the open transaction; move them when it commits.
+
+    `then`, if given, is called after that move with the jobs' ids in Redis, in order
+    (None for one not stored, or moved by someone else); it must not raise.
+    """
     from ..models import OutboxJob
 
     created = _rows(store).bulk_create(
@@ -70,15 +77,21 @@ def hold(store: RedisStore, jobs: Sequence[NewJob]) -> None:
     crash_point("push.outbox_written")  # dies: the caller's transaction rolls back
     # Without the ids (SQLite before 3.35 returns none), the hook moves the whole outbox.
     transaction.on_commit(
-        lambda: _after_commit(store, None if None in ids else ids), using=store.database
+        lambda: _after_commit(store, None if None in ids else ids, then), using=store.database
     )
 
 
-def _after_commit(store: RedisStore, ids: list[int] | None) -> None:
-    """Move the committed rows to Redis; never raise, so later on-commit hooks run."""
+def _after_commit(store: RedisStore, ids: list[int] | None,
+                  then: Callable[[list[int | None]], None] | None = None) -> None:
+    """Move the committed rows to Redis, then call `then` (see hold); never raise, so
+    later on-commit hooks run."""
     crash_point("push.outbox.after_commit")  # committed, not moved: the sweep's
+    pushed: dict[int, int | None] = {}
     try:
-        move(store, ids)
+        if ids is None:
+            move(store)
+        else:
+            pushed = _move_ids(store, ids)
     except Exception as e:
         what = "the outbox's jobs" if ids is None else f"{len(ids)} job{'s' * (len(ids) != 1)}"
         logger.warning(
@@ -86,30 +99,41 @@ def _after_commit(store: RedisStore, ids: list[int] | None) -> None:
             "outbox until a worker's sweep sends them.", what, e,
             extra={"action": "outbox_kept", "count": None if ids is None else len(ids)},
         )
+        return
+    if then is not None and ids is not None:
+        then([pushed.get(i) for i in ids])
 
 
 def move(store: RedisStore, ids: Sequence[int] | None = None) -> int:
     """Move outbox rows (these ids, or all) to Redis, oldest first; return how many."""
-    moved = 0
     if ids is not None:
-        for start in range(0, len(ids), BATCH):
-            moved += _move_batch(store, _rows(store).filter(pk__in=ids[start : start + BATCH]))
-        return moved
-    while count := _move_batch(store, _rows(store)):
-        moved += count
+        return len(_move_ids(store, ids))
+    moved = 0
+    while batch := _move_batch(store, _rows(store)):
+        moved += len(batch)
     return moved
 
 
-def _move_batch(store: RedisStore, chosen) -> int:
-    """Delete up to BATCH rows of `chosen` and push them, in one transaction."""
+def _move_ids(store: RedisStore, ids: Sequence[int]) -> dict[int, int | None]:
+    """Move the outbox rows `ids`; return the id in Redis of each row moved here (None:
+    not stored, as a duplicate or as pushed before)."""
+    pushed: dict[int, int | None] = {}
+    for start in range(0, len(ids), BATCH):
+        pushed.update(_move_batch(store, _rows(store).filter(pk__in=ids[start : start + BATCH])))
+    return pushed
+
+
+def _move_batch(store: RedisStore, chosen) -> dict[int, int | None]:
+    """Delete up to BATCH rows of `chosen` and push them, in one transaction; return
+    each moved row's id in Redis by its own (see _move_ids)."""
     with transaction.atomic(using=store.database):
         rows = list(chosen.order_by("pk").select_for_update(skip_locked=True)[:BATCH])
         if not rows:
-            return 0
+            return {}
         deleted, _ = _rows(store).filter(pk__in=[row.pk for row in rows]).delete()
         if deleted != len(rows):  # another mover got there first: leave it to them
             transaction.set_rollback(True, using=store.database)
-            return 0
+            return {}
         jobs = [
             # The outbox keeps no concurrency key: it is computed again, as at the push.
             with_limit(NewJob(
@@ -128,12 +152,13 @@ def _move_batch(store: RedisStore, chosen) -> int:
             # Marked with their rows: if this transaction's commit is lost after the
             # push (a crash, a lost connection), the rows come back and are moved
             # again, and Redis stores each job once all the same.
-            store.push(jobs, once=[_mark(row) for row in rows])
+            ids = store.push(jobs, once=[_mark(row) for row in rows])
             crash_point("push.outbox.after_redis_push")  # dies: the rows come back
         except PushNotReplicated as e:
             # On the primary all the same: moved. Pushing them again would double them.
             logger.warning("%s", e, extra={"action": "push_not_replicated"})
-    return len(rows)
+            ids = e.ids
+    return {row.pk: job_id for row, job_id in zip(rows, ids, strict=True)}
 
 
 def _mark(row) -> str:

@@ -11,6 +11,7 @@ from django.utils.crypto import get_random_string
 
 from ..conf import settings
 from ..context import Pushed
+from ..exceptions import PushNotReplicated
 from ..limits import UNIQUE_KEY_MAX, too_long
 from ..payload import check_keys
 from ..stores import get_store
@@ -135,9 +136,18 @@ def enqueue_task(
         def push_now() -> Pushed:
             try:
                 pushed = push()
+            except PushNotReplicated as e:
+                # Queued all the same (on the primary, not confirmed by a replica): the
+                # task runs, so its result stays, and the error goes on as a push's does.
+                settled(Pushed("queued", e.ids[0]) if e.ids[0] else Pushed("duplicate"))
+                raise
             except BaseException:
                 saved.delete()
                 raise
+            return settled(pushed)
+
+        def settled(pushed: Pushed) -> Pushed:
+            """Drop the result of a duplicate; give the result of a queued job its id."""
             if pushed.status == "duplicate":
                 saved.delete()
             elif pushed.id is not None:

@@ -9,7 +9,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from ...conf import settings
-from ...exceptions import InvalidPayload, JobNotRegistered
+from ...context import Pushed
+from ...exceptions import InvalidPayload, JobNotRegistered, PushNotReplicated
 from ...payload import decode
 from ...registry import registry
 from ..arguments import json_object, non_negative_float
@@ -36,8 +37,13 @@ class Command(StoreCommand):
         except (JobNotRegistered, InvalidPayload) as e:
             raise CommandError(str(e)) from e
         at = timezone.now() + timedelta(seconds=options["delay"]) if options["delay"] else None
+        unconfirmed = None
         try:
             pushed = job.enqueue(job_args, job_kwargs, at=at, queue=options["queue"])
+        except PushNotReplicated as e:
+            # Queued all the same: exit 0, so that a script does not push it again.
+            unconfirmed = e
+            pushed = Pushed("queued", e.ids[0]) if e.ids[0] else Pushed("duplicate")
         except (TypeError, ValueError) as e:
             raise CommandError(str(e)) from e
         queue = job.queue if options["queue"] is None else options["queue"]
@@ -54,3 +60,6 @@ class Command(StoreCommand):
             self.stdout.write(f"Not pushed: a {job.name} job with the same unique key waits.")
         else:
             self.stdout.write(f"Ran {job.name} inline: {pushed.result!r}")
+        if unconfirmed is not None:
+            self.stderr.write(f"Warning: {unconfirmed} Do not push it again: it runs unless "
+                              f"the primary fails first.", self.style.WARNING)
