@@ -28,6 +28,16 @@ FINISH = signal.SIGUSR1
 STOP_NOW = signal.SIGUSR2
 
 
+def said(signum: int) -> str:
+    """How a worker's log names a stop signal: the supervisor's own two by what they
+    mean, since the operator sent SIGTERM or SIGINT, never SIGUSR1 or SIGUSR2."""
+    if signum == FINISH:
+        return "A stop from the supervisor"
+    if signum == STOP_NOW:
+        return "A stop-now (from the supervisor or the grace period's end)"
+    return signal.Signals(signum).name
+
+
 @contextmanager
 def stop_signals(
     graceful: Callable[[], None],
@@ -48,10 +58,10 @@ def stop_signals(
     timers: list[threading.Timer] = []
     main = threading.main_thread().ident
 
-    def finish(name: str) -> None:
+    def finish(signum: int) -> None:
         stage[0] = 1
-        logger.info("%s received: finishing the jobs in hand, then stopping", name,
-                    extra={"action": "stop_requested", "signal": name})
+        logger.info("%s received: finishing the jobs in hand, then stopping", said(signum),
+                    extra={"action": "stop_requested", "signal": signal.Signals(signum).name})
         if grace is not None:
             timer = threading.Timer(grace, signal.pthread_kill, (main, STOP_NOW))
             timer.daemon = True
@@ -59,20 +69,19 @@ def stop_signals(
             timers.append(timer)
         graceful()
 
-    def stop_now(name: str) -> None:
+    def stop_now(signum: int) -> None:
         stage[0] = 2
-        logger.warning("%s received: stopping now, jobs back to their queues", name,
-                       extra={"action": "stop_now", "signal": name})
+        logger.warning("%s received: stopping now, jobs back to their queues", said(signum),
+                       extra={"action": "stop_now", "signal": signal.Signals(signum).name})
         immediate()
 
     def handle(signum: int, frame: object) -> None:
-        name = signal.Signals(signum).name
         if stage[0] == 2:
             return  # already stopping now: never interrupt the jobs' return
         if signum == STOP_NOW or (signum in SIGNALS and stage[0] == 1):
-            stop_now(name)
+            stop_now(signum)
         elif stage[0] == 0:
-            finish(name)
+            finish(signum)
 
     handled = (*SIGNALS, FINISH, STOP_NOW)
     previous = {sig: signal.signal(sig, handle) for sig in handled}

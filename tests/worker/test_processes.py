@@ -255,6 +255,19 @@ def test_sigterm_finishes_the_jobs_in_hand(store, supervised, processes):
     assert waiting(store) == 0
 
 
+def test_workers_say_their_stop_came_from_the_supervisor(store, supervised):
+    """A SIGTERM to the supervisor reaches its workers as its own signal: their log
+    names the supervisor, not a bare SIGUSR1 the operator never sent."""
+    jobs.patient.push(0.5, "in-hand")
+    proc = supervised.start("--processes", "2", env=INFO)
+    wait_for(lambda: kinds("patient-start"))
+    proc.send_signal(signal.SIGTERM)
+    err = finish(proc)
+    assert "SIGTERM received: workers finish the jobs in hand" in err
+    assert "SIGUSR1 received" not in err
+    assert "A stop from the supervisor received: finishing the jobs in hand" in err
+
+
 def test_second_sigterm_to_the_supervisor_returns_the_jobs(store, supervised):
     jobs.patient.push(30, "first")
     jobs.patient.push(30, "second")
