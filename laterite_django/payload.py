@@ -10,7 +10,7 @@ from typing import Any
 
 from .exceptions import InvalidPayload
 
-__all__ = ["check_keys", "decode", "encode", "schedule_of", "with_schedule"]
+__all__ = ["check_keys", "check_text", "decode", "encode", "schedule_of", "with_schedule"]
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 # The C encoder `_encoder.encode` builds at each call, built once: a push's arguments
@@ -83,6 +83,50 @@ def check_keys(owner: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> No
                 f"object keys must be strings, and it would come back as {stored!r}. Use str "
                 f"keys."
             )
+
+
+def check_text(owner: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Raise InvalidPayload if a string in the arguments (a dict key included) holds a
+    NUL or a lone surrogate, naming the argument.
+
+    For arguments also kept in a JSON column (a task's result): PostgreSQL's jsonb
+    has no NUL. Arguments that are not JSON at all are left to `encode` to name.
+    """
+    try:
+        text = _text([list(args), dict(kwargs)])
+        if "\\u0000" not in text and (text.isascii() or text.encode()):
+            return
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError: a ValueError
+        pass
+    labelled = [(f"positional argument {i}", value) for i, value in enumerate(args)]
+    labelled += [(f"argument {key!r}", value) for key, value in kwargs.items()]
+    for label, value in labelled:
+        found = _bad_string(value)
+        if found:
+            raise InvalidPayload(
+                f"{owner}: {label} ({type(value).__name__}: {value!r:.80}) holds {found}, "
+                f"which no store can keep."
+            )
+
+
+def _bad_string(value: Any) -> str | None:
+    """Say what the first string in `value` holding a NUL or a lone surrogate holds."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\0" in item:
+                return "a NUL character"
+            try:
+                item.encode()
+            except UnicodeEncodeError as e:
+                return f"a lone surrogate {item[e.start]!r}"
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return None
 
 
 _NONE = object()

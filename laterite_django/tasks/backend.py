@@ -16,7 +16,7 @@ from django.core import checks
 
 from ..backoff import Backoff
 from ..conf import raw
-from ..limits import QUEUE_MAX, TASK_PATH_MAX, too_long
+from ..limits import QUEUE_MAX, TASK_PATH_MAX, unfit
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -88,7 +88,7 @@ class LateriteBackend(BaseTaskBackend):
                 f"Task {task.module_path!r}: queue_name must be a non-empty string, got "
                 f"{task.queue_name!r}."
             )
-        problem = too_long("queue_name", task.queue_name, QUEUE_MAX) or too_long(
+        problem = unfit("queue_name", task.queue_name, QUEUE_MAX) or unfit(
             "its module path", task.module_path, TASK_PATH_MAX
         )
         if problem:

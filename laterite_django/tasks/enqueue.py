@@ -13,7 +13,7 @@ from ..conf import settings
 from ..context import Pushed
 from ..exceptions import PushNotReplicated
 from ..limits import UNIQUE_KEY_MAX, too_long
-from ..payload import check_keys
+from ..payload import check_keys, check_text
 from ..stores import get_store
 from .compat import Task, TaskResult, TaskResultStatus, task_enqueued
 from .limits import concurrency_of
@@ -69,6 +69,7 @@ def enqueue_task(
         worker_ids=[],
     )
     check_keys(f"Task {task.module_path!r}", result.args, result.kwargs)
+    check_text(f"Task {task.module_path!r}", result.args, result.kwargs)
     key = unique_key_of(task, result.args, result.kwargs)
     call: dict[str, Any] = {
         "task": task.module_path,
