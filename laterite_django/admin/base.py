@@ -2,23 +2,63 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import SimpleTemplateResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.text import capfirst
 
 from ..conf import settings
+from ..exceptions import StoreUnavailable
 from ..models import FailedJob, Job
+from ..stores.errors import database_outage
 from .paginator import EstimatedCountPaginator
 from .summary import queue_summary
 
-__all__ = ["ReadOnlyQueueAdmin"]
+__all__ = ["ReadOnlyQueueAdmin", "answers_store_trouble", "store_trouble"]
+
+logger = logging.getLogger("laterite.admin")
+
+V = TypeVar("V", bound=Callable[..., HttpResponse])
+
+
+def store_trouble(error: BaseException) -> str | None:
+    """What to tell the user of an error about reaching the queue's store (down, busy,
+    not migrated), naming the store; None for any other error, which propagates."""
+    if isinstance(error, StoreUnavailable):
+        return str(error)
+    outage = database_outage(error, settings.DATABASE, str(settings.STORE))
+    return None if outage is None else str(outage)
+
+
+def answers_store_trouble(view: V) -> V:
+    """Wrap an admin view: a store that cannot be reached is said in an error message
+    and a redirect (`ReadOnlyQueueAdmin.store_down`), not a server error. A page is
+    rendered inside the wrap, as the list's rows are read from the store only then."""
+
+    @functools.wraps(view)
+    def guarded(self: Any, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            response = view(self, request, *args, **kwargs)
+            if isinstance(response, SimpleTemplateResponse):
+                response.render()
+            return response
+        except Exception as e:
+            said = store_trouble(e)
+            if said is None:
+                raise
+        return self.store_down(request, said)
+
+    return guarded  # type: ignore[return-value]
 
 
 class ReadOnlyQueueAdmin(admin.ModelAdmin):
@@ -121,6 +161,29 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
         except NoReverseMatch:
             return None
 
+    def store_down(self, request: HttpRequest, said: str) -> HttpResponse:
+        """Answer a request the store could not serve: after a POST, "Not done" and back
+        to this list; after a GET, to the admin's index (the page cannot be shown)."""
+        logger.warning("The admin could not reach the store: %s", said,
+                       extra={"action": "admin_store_down"})
+        index = reverse(f"{self.admin_site.name}:index")
+        if request.method == "POST":
+            self.message_user(request, f"Not done: {said}", messages.ERROR)
+            return HttpResponseRedirect(self.list_url(request, self.model) or index)
+        title = capfirst(self.model._meta.verbose_name_plural)
+        self.message_user(request, f"{title} cannot be shown: {said}", messages.ERROR)
+        return HttpResponseRedirect(index)
+
+    @answers_store_trouble
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict | None = None) -> HttpResponse:
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @answers_store_trouble
+    def delete_view(self, request: HttpRequest, object_id: str,
+                    extra_context: dict | None = None) -> HttpResponse:
+        return super().delete_view(request, object_id, extra_context)
+
     def object_url(self, view: str, obj: Any) -> str:
         """Return the URL of this admin's `view` (change, retry, ...) for `obj`."""
         opts = self.model._meta
@@ -138,6 +201,7 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
             )
         return super().render_change_form(request, context, add, change, form_url, obj)
 
+    @answers_store_trouble
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
         if request.method == "POST":
             allowed = self.get_actions(request)

@@ -36,7 +36,7 @@ from .actions import (
     retry_selected,
     run_now,
 )
-from .base import ReadOnlyQueueAdmin
+from .base import ReadOnlyQueueAdmin, answers_store_trouble
 from .display import breakable, moment, preformatted, pretty_json, progress_bar
 from .filters import BatchFilter, NameFilter, QueueFilter, StateFilter
 from .search import searched_by
@@ -149,6 +149,7 @@ class JobAdmin(ReadOnlyQueueAdmin):
             *super().get_urls(),
         ]
 
+    @answers_store_trouble
     def pause_view(self, request: HttpRequest) -> HttpResponse:
         """Pause or resume one queue (the summary's buttons); needs the change permission."""
         if request.method != "POST":
@@ -173,6 +174,7 @@ class JobAdmin(ReadOnlyQueueAdmin):
             f"{self.admin_site.name}:{self.model._meta.app_label}_"
             f"{self.model._meta.model_name}_changelist"))
 
+    @answers_store_trouble
     def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Make one waiting or delayed job due now (the detail page's button)."""
         if request.method != "POST":
@@ -274,6 +276,7 @@ class FailedJobAdmin(ReadOnlyQueueAdmin):
             *super().get_urls(),
         ]
 
+    @answers_store_trouble
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Put one failed job back on its queue (the detail page's Retry button)."""
         if request.method != "POST":
