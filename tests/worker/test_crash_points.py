@@ -86,9 +86,10 @@ sweep (of a job whose worker died at claim.after):
 Redis's FINISH, FIRE, CLAIM and PUSH scripts are one write each, as are the database
 store's one-statement push, claim, heartbeat and release: no point sits inside them.
 
-A normal run tests each operation at its first point listed for the store; every point:
-`LATERITE_TEST_CRASH_POINTS=all pytest tests/worker/test_crash_points.py` (or
-LATERITE_TEST_FULL=1).
+A normal run tests each operation at its first point listed for the store (POINTS
+below), marked slow, so CI runs them in the SQLite leg and in the slow PostgreSQL leg;
+every point: `LATERITE_TEST_CRASH_POINTS=all pytest tests/worker/test_crash_points.py`
+(or LATERITE_TEST_FULL=1).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -164,10 +166,12 @@ def cases(operation: str) -> list:
             for store in STORES for point in points_of(operation, store)]
 
 
-def crash_cases(operation: str):
-    """Parametrize a test over (store, point): each store's points for `operation`."""
-    return pytest.mark.parametrize(("store_kind", "point"), cases(operation),
-                                   indirect=["store_kind"])
+def crash_cases(operation: str) -> Callable[[Callable], Callable]:
+    """Parametrize a test over (store, point), each store's points for `operation`;
+    slow (real worker processes, waits for claims to expire)."""
+    parametrize = pytest.mark.parametrize(("store_kind", "point"), cases(operation),
+                                          indirect=["store_kind"])
+    return lambda test: pytest.mark.slow(parametrize(test))
 
 
 # -- the journal and the store -------------------------------------------------------
