@@ -24,6 +24,11 @@ class ScheduleRecord(models.Model):
     )
     job_id = models.BigIntegerField(null=True, blank=True, help_text="That job's id.")
     paused = models.BooleanField(default=False, db_default=False)
+    rule_hash = models.CharField(
+        max_length=16, blank=True, default="", db_default="",
+        help_text="The digest of the rule its cursor follows ('removed' once out of the "
+                  "settings; empty if not known yet): another one restarts it from then.",
+    )
 
     class Meta:
         db_table = "laterite_schedule"

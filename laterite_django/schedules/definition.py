@@ -8,6 +8,7 @@ raises the first one where a scheduler starts without the checks
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,23 +22,27 @@ from .. import payload
 from ..exceptions import InvalidPayload, LateriteConfigurationError
 from ..limits import NAME_MAX, QUEUE_MAX
 from ..registry import registry
-from .ticks import CronTicks, EveryTicks, Ticks, cron_problem
+from .ticks import CronTicks, EveryTicks, Ticks, cron_problem, expand_alias
 
 if TYPE_CHECKING:
     from ..jobs import JobFunction
 
 __all__ = [
-    "ALL_CAP", "KEYS", "MISSED", "MISSED_AFTER", "Schedule", "ScheduleProblem", "problems",
-    "schedules",
+    "KEYS", "MISSED", "MISSED_AFTER", "MISSED_LIMIT", "MISSED_LIMIT_MAX", "Schedule",
+    "ScheduleProblem", "missed_limit_problem", "problems", "schedules",
 ]
 
 MISSED = ("skip", "latest", "all")
 # A tick no scheduler fired within this long is missed; `missed` says what becomes of it.
 MISSED_AFTER = timedelta(seconds=60)
-# `missed: "all"` fires at most this many missed ticks (the newest); older ones are skipped.
-ALL_CAP = 100
-KEYS = ("job", "task", "cron", "every", "args", "kwargs", "timezone", "missed", "overlap",
-        "queue")
+# `missed: "all"` fires at most this many missed ticks (the newest); older ones are passed
+# over. A day of an hourly schedule, and a burst of jobs a queue takes in its stride: the
+# others (Celery beat, Oban, Sidekiq-cron) fire one missed run at most.
+MISSED_LIMIT = 24
+# The highest `missed_limit`: a burst bigger than this is an outage of its own.
+MISSED_LIMIT_MAX = 1000
+KEYS = ("job", "task", "cron", "every", "args", "kwargs", "timezone", "missed",
+        "missed_limit", "overlap", "queue")
 # The shortest interval: the scheduler looks at the clock about once a second.
 EVERY_MIN = timedelta(seconds=1)
 
@@ -54,6 +59,7 @@ class Schedule:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     timezone: ZoneInfo = field(default_factory=lambda: ZoneInfo("UTC"))
     missed: str = "skip"
+    missed_limit: int = MISSED_LIMIT
     overlap: bool = True
     queue: str | None = None  # None: the job's own
     task: str | None = None  # a Tasks-framework task's path (its job: laterite.scheduled_task)
@@ -77,6 +83,18 @@ class Schedule:
             return self.cron
         assert self.every is not None
         return f"every {self.every.total_seconds():g}s"
+
+    @property
+    def rule_hash(self) -> str:
+        """A digest of when its ticks fall (cron and zone, or interval), kept with its
+        cursor: a different one in the store means the rule changed, and the schedule
+        starts over from then rather than catching up on ticks of the old one."""
+        if self.cron is not None:
+            text = f"cron {' '.join(expand_alias(self.cron).split())} {self.timezone.key}"
+        else:
+            assert self.every is not None
+            text = f"every {self.every // timedelta(microseconds=1)}us"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def next_ticks(self, after: datetime, count: int = 3) -> list[datetime]:
         """The next `count` ticks after `after` (fewer if the rule runs out)."""
@@ -103,6 +121,14 @@ class ScheduleProblem(NamedTuple):
     code: int
     message: str
     hint: str | None = None
+
+
+def missed_limit_problem(value: object) -> str | None:
+    """Say what is wrong with a `missed_limit`, or return None."""
+    if isinstance(value, int) and not isinstance(value, bool) and (
+            1 <= value <= MISSED_LIMIT_MAX):
+        return None
+    return f"missed_limit must be a whole number from 1 to {MISSED_LIMIT_MAX}, got {value!r}"
 
 
 def _definitions() -> list[tuple[str, Any, str]]:
@@ -187,6 +213,11 @@ def _check(name: Any, spec: Any) -> tuple[Schedule | None, list[ScheduleProblem]
     missed = spec.get("missed", "skip")
     if missed not in MISSED:
         bad(25, f"missed is {missed!r}; allowed: {', '.join(map(repr, MISSED))}")
+    missed_limit = spec.get("missed_limit", MISSED_LIMIT)
+    limit_problem = missed_limit_problem(missed_limit)
+    if limit_problem:
+        bad(25, limit_problem, hint=f"How many missed ticks missed='all' fires at most (the "
+                                    f"newest); the default is {MISSED_LIMIT}.")
     overlap = spec.get("overlap", True)
     if not isinstance(overlap, bool):
         bad(26, f"overlap must be True or False, got {overlap!r}")
@@ -225,8 +256,8 @@ def _check(name: Any, spec: Any) -> tuple[Schedule | None, list[ScheduleProblem]
         args, kwargs = (), {"task": task, "args": list(args), "kwargs": dict(kwargs)}
     return Schedule(
         name=name, job=job_name, cron=cron, every=period, args=tuple(args),
-        kwargs=dict(kwargs), timezone=zone, missed=missed, overlap=overlap, queue=queue,
-        task=task,
+        kwargs=dict(kwargs), timezone=zone, missed=missed, missed_limit=missed_limit,
+        overlap=overlap, queue=queue, task=task,
     ), found
 
 

@@ -11,7 +11,7 @@ says what becomes of them:
 - "skip": only the latest due tick fires, if it is less than MISSED_AFTER
   late (the current one); the others are passed over.
 - "latest": the latest due tick fires, however late; the others are passed over.
-- "all": each fires, oldest first, at most ALL_CAP of them (the newest).
+- "all": each fires, oldest first, at most `missed_limit` of them (the newest).
 
 Ticks fire in order and the store's cursor only moves forward, so however many
 schedulers run the same plan, each tick fires once.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from .definition import ALL_CAP, MISSED_AFTER, Schedule
+from .definition import MISSED_AFTER, Schedule, missed_limit_problem
 
 __all__ = ["Step", "plan"]
 
@@ -49,7 +49,11 @@ def plan(schedule: Schedule, cursor: datetime, now: datetime) -> list[Step]:
             tick = ticks.next_after(tick)
         return steps
     if schedule.missed == "all":
-        return [Step(tick, True) for tick in ticks.latest(now, cursor, ALL_CAP)]
+        # Checked again here: a Schedule built in code has not been through the check.
+        problem = missed_limit_problem(schedule.missed_limit)
+        if problem:
+            raise ValueError(f"Schedule {schedule.name!r}: {problem}.")
+        return [Step(tick, True) for tick in ticks.latest(now, cursor, schedule.missed_limit)]
     (latest,) = ticks.latest(now, cursor, 1)
     fire = schedule.missed == "latest" or now - latest <= MISSED_AFTER
     return [Step(latest, fire)]

@@ -7,6 +7,13 @@ They all follow the same plan (plan.py) and fire through
 of the job are one atomic step, so each tick is pushed by exactly one of them.
 `Scheduler.step()` does one round and says how long to sleep; `SchedulerThread`
 runs rounds in a thread, the supervisor calls them from its own loop.
+
+A schedule starts from the moment its definition last changed: its first
+sight, a change of its rule (cron, every, timezone), or its return to the
+settings. A scheduler of the configured schedules first marks every other
+state in the store as removed (`Store.remove_schedules`), and each round
+restarts the schedules whose stored rule differs from theirs
+(`Store.define_schedules`): no catching up across a change.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ class Scheduler:
         clock: Callable[[], datetime] = timezone.now,
     ) -> None:
         self.schedules = list(schedules() if schedules_ is None else schedules_)
+        # Only a scheduler of the whole configuration knows which schedules are gone.
+        self._sweep = schedules_ is None
         self._store = store
         self.clock = clock
         self._waits = Growing(0.5, cap=30.0)
@@ -67,6 +76,8 @@ class Scheduler:
 
     def step(self) -> float:
         """Fire every due tick; return the seconds until the next one (at most MAX_SLEEP)."""
+        if self._sweep:
+            self.sweep()
         if not self.schedules:
             return MAX_SLEEP
         store, now = self.store, self.clock()
@@ -76,6 +87,13 @@ class Scheduler:
         if missing:
             # First seen now: the ticks before this moment were not its to fire.
             store.add_schedules(missing, now)
+        changed = {s.name: s.rule_hash for s in self.schedules
+                   if s.name in missing or states[s.name].rule_hash != s.rule_hash}
+        if changed:
+            for name in store.define_schedules(changed, now):
+                logger.info("Schedule %s: its rule changed, or it is back in the settings; "
+                            "its ticks start from now", name,
+                            extra={"action": "schedule_restarted", "schedule": name})
             states = store.schedule_states(names)
         for schedule in self.schedules:
             state = states.get(schedule.name)
@@ -89,6 +107,23 @@ class Scheduler:
                 logger.exception("Schedule %s could not fire", schedule.name,
                                  extra={"action": "schedule_error", "schedule": schedule.name})
         return self._sleep()
+
+    def sweep(self) -> None:
+        """Mark the store's schedules that are not configured as removed (once): one that
+        comes back starts from its return, not from its old cursor."""
+        self.store.remove_schedules([s.name for s in self.schedules])
+        self._sweep = False
+
+    def sweep_quietly(self) -> None:
+        """Sweep if it is still to be done, logging an error rather than raising it: for
+        a process with no schedule to fire, whose start a store down must not stop."""
+        if not self._sweep:
+            return
+        try:
+            self.sweep()
+        except Exception as e:
+            logger.warning("Scheduler: the removed schedules could not be marked: %s", e,
+                           extra={"action": "schedule_sweep_error"})
 
     def round(self) -> float:
         """One step that never raises: a store that is down is said once and waited for
@@ -155,7 +190,9 @@ class SchedulerThread:
         self.thread: threading.Thread | None = None
 
     def start(self) -> SchedulerThread:
-        if self.scheduler.schedules:
+        if not self.scheduler.schedules:
+            self.scheduler.sweep_quietly()
+        else:
             self.thread = threading.Thread(target=self._loop, name="laterite-scheduler",
                                            daemon=True)
             self.thread.start()

@@ -9,7 +9,7 @@ cannot settle the job a second time.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -111,6 +111,18 @@ class Store(FailedList, abc.ABC):
     def add_schedules(self, names: Sequence[str], since: datetime) -> int:
         """Give each of `names` without a state one whose cursor is `since` (no tick at
         or before it fires); return how many were added. Safe to race."""
+
+    @abc.abstractmethod
+    def define_schedules(self, rules: Mapping[str, str], now: datetime) -> list[str]:
+        """Keep `rules[name]` (Schedule.rule_hash) with each of these schedules' states.
+        One kept with another rule (or REMOVED) restarts: its cursor moves forward to
+        `now`, so no tick of before the change fires. One kept with none (by an older
+        version) takes it and keeps its cursor. Return the names restarted. Safe to race."""
+
+    @abc.abstractmethod
+    def remove_schedules(self, keep: Sequence[str]) -> int:
+        """Mark every schedule state but those of `keep` as REMOVED, so that one put back
+        in the settings starts from its return; return how many were marked."""
 
     @abc.abstractmethod
     def fire_schedule(self, fire: ScheduleFire) -> Fired:

@@ -15,7 +15,7 @@ This module holds the flow, the same on both databases (the claim in
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import ModuleType
 from typing import Any
@@ -245,6 +245,14 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
     @guarded
     def add_schedules(self, names: Sequence[str], since: datetime) -> int:
         return database_schedules.add(self, names, since)
+
+    @guarded
+    def define_schedules(self, rules: Mapping[str, str], now: datetime) -> list[str]:
+        return database_schedules.define(self, rules, now)
+
+    @guarded
+    def remove_schedules(self, keep: Sequence[str]) -> int:
+        return database_schedules.remove(self, keep)
 
     @guarded
     def fire_schedule(self, fire: ScheduleFire) -> Fired:

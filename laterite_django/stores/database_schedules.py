@@ -7,11 +7,14 @@ UPDATE waits on the row lock and, once the first commits, finds the cursor at
 the tick and changes nothing; SQLite serializes the transactions (IMMEDIATE).
 A scheduler that dies mid-transaction leaves it rolled back: neither the cursor
 nor the job moved, and the next scheduler fires the tick.
+
+A schedule whose rule changed (`rule_hash`) restarts with a compare-and-set of
+that column, which moves the cursor forward to the moment of the change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -19,12 +22,12 @@ from django.db import transaction
 from django.db.models import Q
 
 from ..crash_points import crash_point
-from .schedule_state import Fired, ScheduleFire, ScheduleState
+from .schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 
 if TYPE_CHECKING:
     from .database import DatabaseStore
 
-__all__ = ["add", "fire", "pause", "states"]
+__all__ = ["add", "define", "fire", "pause", "remove", "states"]
 
 
 def _rows(store: DatabaseStore):
@@ -35,7 +38,8 @@ def _rows(store: DatabaseStore):
 
 def _state(row) -> ScheduleState:
     return ScheduleState(name=row.name, last_tick=row.last_tick, fired_at=row.fired_at,
-                         job_id=row.job_id, paused=row.paused)
+                         job_id=row.job_id, paused=row.paused,
+                         rule_hash=row.rule_hash or None)
 
 
 def states(store: DatabaseStore, names: Sequence[str]) -> dict[str, ScheduleState]:
@@ -53,6 +57,29 @@ def add(store: DatabaseStore, names: Sequence[str], since: datetime) -> int:
     rows.bulk_create([ScheduleRecord(name=name, last_tick=since) for name in sorted(missing)],
                      ignore_conflicts=True)
     return rows.filter(name__in=missing).count() - before
+
+
+def define(store: DatabaseStore, rules: Mapping[str, str], now: datetime) -> list[str]:
+    rows = _rows(store)
+    restarted = []
+    kept = rows.filter(name__in=list(rules)).values_list("name", "rule_hash")
+    for name, kept_hash in [(n, h) for n, h in kept if h != rules[n]]:
+        with transaction.atomic(using=store.database):
+            # The compare-and-set: a scheduler that raced this one finds the new rule.
+            changed = rows.filter(name=name, rule_hash=kept_hash).update(rule_hash=rules[name])
+            if not changed or not kept_hash:  # none kept (an older version's): adopted
+                continue
+            rows.filter(Q(name=name) & (Q(last_tick__isnull=True) | Q(last_tick__lt=now))
+                        ).update(last_tick=now)
+            restarted.append(name)
+    return restarted
+
+
+def remove(store: DatabaseStore, keep: Sequence[str]) -> int:
+    gone = _rows(store).exclude(name__in=list(keep)).exclude(rule_hash=REMOVED)
+    if not gone.exists():  # read first: most starts find nothing gone, and write nothing
+        return 0
+    return gone.update(rule_hash=REMOVED)
 
 
 def fire(store: DatabaseStore, step: ScheduleFire) -> Fired:

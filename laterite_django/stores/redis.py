@@ -17,7 +17,7 @@ lost and no job is both failed and queued again (see redis_failed).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -250,6 +250,14 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
     @guarded
     def add_schedules(self, names: Sequence[str], since: datetime) -> int:
         return redis_schedules.add(self, names, since)
+
+    @guarded
+    def define_schedules(self, rules: Mapping[str, str], now: datetime) -> list[str]:
+        return redis_schedules.define(self, rules, now)
+
+    @guarded
+    def remove_schedules(self, keep: Sequence[str]) -> int:
+        return redis_schedules.remove(self, keep)
 
     @guarded
     def fire_schedule(self, fire: ScheduleFire) -> Fired:

@@ -1,7 +1,9 @@
 """The Redis store's schedule state, and the Lua script that fires a tick.
 
 Each schedule is a hash `P:schedule:<name>` (last_tick, fired_at: microseconds
-since the epoch; job_id; paused '1'/'0'). `FIRE` checks the cursor, moves it,
+since the epoch; job_id; paused '1'/'0'; rule_hash), and its name is in the set
+`P:schedules` (what `remove` looks through, rather than a SCAN of every key).
+`DEFINE` restarts a schedule whose rule changed in one script. `FIRE` checks the cursor, moves it,
 and pushes the tick's job in one script: Redis runs a script whole or not at
 all, so the tick and its job move together, and a second scheduler's FIRE for
 the same tick finds the cursor there and pushes nothing. A scheduler that dies
@@ -10,19 +12,20 @@ before or after its script leaves either nothing or everything done.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import redis_calls as calls
 from .redis_scripts import _COMMON
 from .redis_values import dt, push_args, text, us
-from .schedule_state import Fired, ScheduleFire, ScheduleState
+from .schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 
 if TYPE_CHECKING:
     from .redis import RedisStore
 
-__all__ = ["FIRE", "PAUSE", "add", "fire", "pause", "states"]
+__all__ = ["DEFINE", "FIRE", "PAUSE", "REMOVE", "add", "define", "fire", "pause", "remove",
+           "states"]
 
 # Push one job as redis_scripts_push_claim.PUSH does (ARGV from `b`: name, queue, payload,
 # priority, pushed_at, available_at, retry_until, has_key, key); return its id, 0 if
@@ -78,6 +81,7 @@ if tick ~= '' then
 else
   redis.call('HSETNX', s, 'last_tick', now)
   redis.call('HSET', s, 'fired_at', now, 'job_id', id)
+  redis.call('SADD', P .. ':schedules', name)
 end
 return {'pushed', id}
 """
@@ -87,6 +91,7 @@ PAUSE = """
 local s = ARGV[1] .. ':schedule:' .. ARGV[2]
 local now = ARGV[4]
 redis.call('HSETNX', s, 'last_tick', now)
+redis.call('SADD', ARGV[1] .. ':schedules', ARGV[2])
 redis.call('HSET', s, 'paused', ARGV[3])
 if ARGV[3] == '0' then
   local last = redis.call('HGET', s, 'last_tick')
@@ -96,12 +101,62 @@ return redis.call('HGETALL', s)
 """
 
 
+# ARGV: prefix, now, then name and rule_hash of each schedule. A state with another rule
+# takes this one and its cursor moves forward to now; one with none takes it and keeps
+# its cursor. Returns the names restarted.
+DEFINE = """
+local P, now = ARGV[1], ARGV[2]
+local restarted = {}
+for i = 3, #ARGV, 2 do
+  local s, rule = P .. ':schedule:' .. ARGV[i], ARGV[i + 1]
+  if redis.call('EXISTS', s) == 1 then
+    redis.call('SADD', P .. ':schedules', ARGV[i])
+    local kept = redis.call('HGET', s, 'rule_hash')
+    if kept ~= rule then
+      redis.call('HSET', s, 'rule_hash', rule)
+      if kept and kept ~= '' then
+        local last = redis.call('HGET', s, 'last_tick')
+        if not last or last == '' or tonumber(last) < tonumber(now) then
+          redis.call('HSET', s, 'last_tick', now)
+        end
+        table.insert(restarted, ARGV[i])
+      end
+    end
+  end
+end
+return restarted
+"""
+
+# ARGV: prefix, then the names to keep. Marks every other schedule's state REMOVED;
+# returns how many it marked.
+REMOVE = """
+local P = ARGV[1]
+local keep = {}
+for i = 2, #ARGV do keep[ARGV[i]] = true end
+local marked = 0
+for _, name in ipairs(redis.call('SMEMBERS', P .. ':schedules')) do
+  local s = P .. ':schedule:' .. name
+  if not keep[name] then
+    if redis.call('EXISTS', s) == 0 then
+      redis.call('SREM', P .. ':schedules', name)
+    elseif redis.call('HGET', s, 'rule_hash') ~= '""" + REMOVED + """' then
+      redis.call('HSET', s, 'rule_hash', '""" + REMOVED + """')
+      marked = marked + 1
+    end
+  end
+end
+return marked
+"""
+
+
 def _key(store: RedisStore, name: str) -> str:
     return store.key("schedule", name)
 
 
 calls.register("SCHEDULE_FIRE", FIRE)
 calls.register("SCHEDULE_PAUSE", PAUSE)
+calls.register("SCHEDULE_DEFINE", DEFINE)
+calls.register("SCHEDULE_REMOVE", REMOVE)
 
 
 def _run(store: RedisStore, script: str, args: Sequence[Any]) -> Any:
@@ -114,7 +169,7 @@ def _state(name: str, fields: dict) -> ScheduleState:
     return ScheduleState(
         name=name, last_tick=dt(values.get("last_tick")), fired_at=dt(values.get("fired_at")),
         job_id=int(job_id) if job_id and job_id != "0" else None,
-        paused=values.get("paused") == "1",
+        paused=values.get("paused") == "1", rule_hash=values.get("rule_hash") or None,
     )
 
 
@@ -131,7 +186,20 @@ def add(store: RedisStore, names: Sequence[str], since: datetime) -> int:
     pipe = store.client.pipeline(transaction=False)
     for name in names:
         pipe.hsetnx(_key(store, name), "last_tick", us(since))
-    return sum(1 for added in (pipe.execute() if names else []) if added)
+    if names:
+        pipe.sadd(store.key("schedules"), *names)
+    return sum(1 for added in (pipe.execute()[:len(names)] if names else []) if added)
+
+
+def define(store: RedisStore, rules: Mapping[str, str], now: datetime) -> list[str]:
+    if not rules:
+        return []
+    pairs = [value for name, rule in rules.items() for value in (name, rule)]
+    return [text(name) for name in _run(store, "DEFINE", [us(now), *pairs])]
+
+
+def remove(store: RedisStore, keep: Sequence[str]) -> int:
+    return int(_run(store, "REMOVE", list(keep)))
 
 
 def fire(store: RedisStore, step: ScheduleFire) -> Fired:

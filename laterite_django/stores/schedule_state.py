@@ -2,7 +2,9 @@
 
 A schedule's state is its cursor (`last_tick`: every tick at or before it was
 dealt with, fired or passed over), the moment and id of its last job, and
-whether it is paused. `Store.fire_schedule` moves the cursor forward only, and
+whether it is paused, and the digest of the rule it was kept for (`rule_hash`:
+when the configured rule's differs, the schedule starts over from that moment,
+see `Store.define_schedules`). `Store.fire_schedule` moves the cursor forward only, and
 pushes the tick's job in the same atomic step (one transaction on the
 database, one Lua script on Redis): however many schedulers try the same
 tick, one moves the cursor past it and pushes its job, and the others find the
@@ -17,7 +19,10 @@ from typing import Literal
 
 from .base import NewJob
 
-__all__ = ["Fired", "ScheduleFire", "ScheduleState"]
+__all__ = ["REMOVED", "Fired", "ScheduleFire", "ScheduleState"]
+
+# The rule_hash of a schedule taken out of the settings: if it comes back, its rule differs.
+REMOVED = "removed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +34,7 @@ class ScheduleState:
     fired_at: datetime | None = None  # the tick (or --run moment) of its last job
     job_id: int | None = None  # that job's id
     paused: bool = False
+    rule_hash: str | None = None  # None: kept by a version that kept no rule
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from laterite_django.schedules.definition import ALL_CAP, Schedule
+import pytest
+
+from laterite_django.schedules.definition import MISSED_LIMIT, Schedule
 from laterite_django.schedules.plan import Step, plan
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, 500000, tzinfo=UTC)
@@ -62,8 +64,23 @@ def test_missed_all_is_capped_to_the_newest():
     steps = plan(every(60, "all"), NOW - timedelta(days=30), NOW)
     fired = [s.tick for s in steps]
     assert all(s.fire for s in steps)
-    assert len(fired) == ALL_CAP and fired == sorted(fired)
-    assert fired[-1] == at(0) and fired[0] == at(-60 * (ALL_CAP - 1))
+    assert len(fired) == MISSED_LIMIT and fired == sorted(fired)
+    assert fired[-1] == at(0) and fired[0] == at(-60 * (MISSED_LIMIT - 1))
+
+
+def test_missed_limit_is_the_schedule_s_own():
+    limited = Schedule("s", "tests.noop", every=timedelta(seconds=60), missed="all",
+                       missed_limit=2)
+    assert plan(limited, NOW - timedelta(days=1), NOW) == [Step(at(-60), True),
+                                                            Step(at(0), True)]
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 2.5, 1001])
+def test_a_bad_missed_limit_is_refused_where_it_is_used(limit):
+    bad = Schedule("s", "tests.noop", every=timedelta(seconds=60), missed="all",
+                   missed_limit=limit)
+    with pytest.raises(ValueError, match="Schedule 's': missed_limit"):
+        plan(bad, NOW - timedelta(days=1), NOW)
 
 
 def test_a_cursor_ahead_of_the_clock_fires_nothing():

@@ -31,6 +31,7 @@ def test_good_schedules_are_clean():
               "queue": "low"},
         short={"job": "tests.add", "every": timedelta(minutes=5), "args": [1, 2],
                "missed": "latest"},
+        hourly={"job": "tests.noop", "cron": "@hourly", "missed": "all", "missed_limit": 48},
     ) == []
 
 
@@ -50,6 +51,10 @@ def test_good_schedules_are_clean():
     ({"job": "tests.noop", "every": 60, "kwargs": {"when": object()}}, "E024", "cannot be"),
     ({"job": "tests.noop", "every": 60, "args": "1"}, "E024", "args must be a list"),
     ({"job": "tests.noop", "every": 60, "missed": "some"}, "E025", "missed is 'some'"),
+    ({"job": "tests.noop", "every": 60, "missed_limit": 0}, "E025", "missed_limit must be"),
+    ({"job": "tests.noop", "every": 60, "missed_limit": "10"}, "E025", "missed_limit must"),
+    ({"job": "tests.noop", "every": 60, "missed_limit": True}, "E025", "missed_limit must"),
+    ({"job": "tests.noop", "every": 60, "missed_limit": 1001}, "E025", "missed_limit must"),
     ({"job": "tests.noop", "every": 60, "overlap": "no"}, "E026", "overlap must be"),
     ({"job": "tests.noop", "every": 60, "queue": ""}, "E026", "queue must be"),
     ({"job": "tests.noop", "every": 60, "cronn": "x"}, "E020", "unknown key cronn"),

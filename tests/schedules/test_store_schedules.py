@@ -15,7 +15,7 @@ from django.utils import timezone
 from laterite_django import payload
 from laterite_django.schedules import actions
 from laterite_django.schedules.definition import Schedule
-from laterite_django.schedules.scheduler import Scheduler, new_job
+from laterite_django.schedules.scheduler import Scheduler, SchedulerThread, new_job
 from laterite_django.stores.schedule_state import ScheduleFire
 from laterite_django.testing import run_jobs
 from tests.testapp.models import Record
@@ -192,6 +192,111 @@ def test_scheduler_applies_missed_after_a_stop(store):
     assert sorted(by_schedule["h-all"]) == hours
     # Skipped: the cursor moved past them all, no job.
     assert store.schedule_states(["h-skip"])["h-skip"].last_tick == hours[-1]
+
+
+def test_missed_limit_caps_the_catch_up(store):
+    clock = Clock(T0)
+    hourly = Schedule("h-all", "tests.scheduled", cron="0 * * * *", missed="all",
+                      missed_limit=3)
+    scheduler = Scheduler([hourly], store=store, clock=clock)
+    scheduler.step()
+    clock.advance(5 * 3600 + 30 * 60)
+    scheduler.step()
+    assert ticks_of(claimed(store)) == [T0 + timedelta(hours=n) for n in (3, 4, 5)]
+
+
+def test_a_changed_rule_starts_from_its_change(store):
+    """`every 3600` becomes `every 1` (missed="all") while the schedulers restart: the
+    ticks of the new rule before the change do not fire; the ones after it do."""
+    clock = Clock(T0)
+    hourly = Schedule("ping", "tests.scheduled", every=timedelta(hours=1), missed="all")
+    Scheduler([hourly], store=store, clock=clock).step()
+    clock.advance(5 * 60)  # the deploy: five minutes, then the new rule
+    changed = Schedule("ping", "tests.scheduled", every=timedelta(seconds=1), missed="all")
+    scheduler = Scheduler([changed], store=store, clock=clock)
+    scheduler.step()
+    assert claimed(store) == []
+    assert store.schedule_states(["ping"])["ping"].last_tick == clock.now
+    clock.advance(2)
+    scheduler.step()
+    assert ticks_of(claimed(store)) == [T0 + timedelta(seconds=301),
+                                        T0 + timedelta(seconds=302)]
+    # Another scheduler with the same new rule changes nothing more.
+    Scheduler([changed], store=store, clock=clock).step()
+    assert store.schedule_states(["ping"])["ping"].last_tick == clock.now
+
+
+def test_a_timezone_change_is_a_change_and_arguments_are_not(store):
+    from zoneinfo import ZoneInfo
+
+    clock = Clock(T0)
+    daily = Schedule("d", "tests.scheduled", cron="0 * * * *", missed="all")
+    Scheduler([daily], store=store, clock=clock).step()
+    clock.advance(2 * 3600 + 60)
+    Scheduler([Schedule("d", "tests.scheduled", cron="0 * * * *", missed="all",
+                        kwargs={"label": "new"})], store=store, clock=clock).step()
+    assert ticks_of(claimed(store)) == [T0 + timedelta(hours=1), T0 + timedelta(hours=2)]
+    clock.advance(2 * 3600)
+    Scheduler([Schedule("d", "tests.scheduled", cron="0 * * * *", missed="all",
+                        timezone=ZoneInfo("Asia/Kolkata"))], store=store, clock=clock).step()
+    assert claimed(store) == []
+
+
+def test_a_state_kept_before_rules_were_adopts_its_rule(store):
+    """A state from a version that kept no rule takes the configured one and keeps its
+    cursor: upgrading loses no tick."""
+    store.add_schedules(["ping"], T0)
+    clock = Clock(T0 + timedelta(seconds=3))
+    Scheduler([PING], store=store, clock=clock).step()
+    assert ticks_of(claimed(store)) == [T0 + timedelta(seconds=n) for n in (1, 2, 3)]
+
+
+def test_a_changed_rule_moves_the_cursor_forward_only(store):
+    clock = Clock(T0)
+    Scheduler([PING], store=store, clock=clock).step()
+    store.fire_schedule(ScheduleFire("ping", T0 + timedelta(hours=1), None))
+    slower = Schedule("ping", "tests.scheduled", every=timedelta(seconds=2))
+    assert store.define_schedules({"ping": slower.rule_hash}, T0) == ["ping"]
+    assert store.schedule_states(["ping"])["ping"].last_tick == T0 + timedelta(hours=1)
+    assert store.schedule_states(["ping"])["ping"].rule_hash == slower.rule_hash
+    assert store.define_schedules({"ping": slower.rule_hash, "none": "x"}, T0) == []
+
+
+REMOVABLE = {"ping": {"job": "tests.scheduled", "every": 60, "missed": "all"},
+             "other": {"job": "tests.scheduled", "every": 3600, "kwargs": {"label": "o"}}}
+
+
+def test_a_removed_schedule_starts_from_its_return(store):
+    """Taken out of the settings for 90 minutes while schedulers ran, then put back:
+    none of the 90 ticks of its absence fire."""
+    clock = Clock(T0)
+    with override_settings(LATERITE_QUEUE_SCHEDULES=REMOVABLE):
+        Scheduler(store=store, clock=clock).step()
+    with override_settings(LATERITE_QUEUE_SCHEDULES={"other": REMOVABLE["other"]}):
+        without = Scheduler(store=store, clock=clock)
+        for _ in range(90):
+            clock.advance(60)
+            without.step()
+    with override_settings(LATERITE_QUEUE_SCHEDULES=REMOVABLE):
+        back = Scheduler(store=store, clock=clock)
+        back.step()
+        assert [j for j in claimed(store) if '"o"' not in j.payload] == []
+        clock.advance(60)
+        back.step()
+    assert ticks_of(j for j in claimed(store)) == [T0 + timedelta(minutes=91)]
+
+
+def test_a_schedule_removed_with_all_the_others_starts_from_its_return(store):
+    clock = Clock(T0)
+    with override_settings(LATERITE_QUEUE_SCHEDULES={"ping": REMOVABLE["ping"]}):
+        Scheduler(store=store, clock=clock).step()
+    with override_settings(LATERITE_QUEUE_SCHEDULES={}):
+        thread = SchedulerThread(Scheduler(store=store, clock=clock)).start()
+        assert thread.thread is None  # nothing to fire: no thread, only the sweep
+    clock.advance(90 * 60)
+    with override_settings(LATERITE_QUEUE_SCHEDULES={"ping": REMOVABLE["ping"]}):
+        Scheduler(store=store, clock=clock).step()
+    assert claimed(store) == []
 
 
 def test_scheduler_skips_paused_schedules(store):

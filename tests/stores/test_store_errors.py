@@ -64,6 +64,8 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "tidy": store.tidy,
         "schedule_states": lambda: store.schedule_states(["nightly"]),
         "add_schedules": lambda: store.add_schedules(["nightly"], now),
+        "define_schedules": lambda: store.define_schedules({"nightly": "0"}, now),
+        "remove_schedules": lambda: store.remove_schedules(["nightly"]),
         "fire_schedule": lambda: store.fire_schedule(ScheduleFire("nightly", now, job)),
         "pause_schedule": lambda: store.pause_schedule("nightly", True, now),
         "job_states": lambda: store.job_states([1]),

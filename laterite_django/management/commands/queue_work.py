@@ -204,6 +204,7 @@ class Command(StoreCommand):
         except LateriteConfigurationError as e:
             raise CommandError(str(e)) from e
         if not scheduler.schedules:
+            scheduler.sweep_quietly()  # none to fire: only mark the ones taken out
             return None
         names = ", ".join(s.name for s in scheduler.schedules)
         logger.info("Scheduler: %s (%s)", counted(len(scheduler.schedules), "schedule"), names,
