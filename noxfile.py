@@ -77,6 +77,12 @@ STORES = {("django5.2", "postgres"): "database"}
 LEAVE_OUT = {("django5.2", "postgres"): "slow", ("django6", "postgres"): "not slow or servers"}
 
 
+# The PostgreSQL databases the tests create are named from this prefix: the legs'
+# test_laterite_django52 and test_laterite_django6, the example's test_laterite_example_py311.
+# LATERITE_PG_TEST_PREFIX chooses another, so that two clones can share one server.
+PG_TEST_PREFIX = os.environ.get("LATERITE_PG_TEST_PREFIX", "test_laterite")
+
+
 # mypy checks against Django 5.2, with the django_tasks backport that serves tasks there;
 # django-stubs' version follows Django's, and each release names the mypy it supports.
 TYPECHECK = ["mypy==1.19.1", "django-stubs==5.2.9", "django-stubs-ext==5.2.9"]
@@ -120,10 +126,14 @@ def example(session: nox.Session, django: str, extras: list[str]) -> None:
     stores = os.environ.get("EXAMPLE_STORES", "sqlite,postgres,redis").split(",")
     with session.chdir("example_project"):
         for store in stores:
+            # EXAMPLE_REDIS_URL (Redis db 1 by default) reaches manage.py with the rest of
+            # nox's environment.
             env = {
                 "EXAMPLE_STORE": store,
                 "EXAMPLE_LOG_LEVEL": "ERROR",  # the declined card's expected warnings
                 "EXAMPLE_PG_NAME": f"laterite_example_py{session.python.replace('.', '')}",
+                "EXAMPLE_PG_TEST_NAME": f"{PG_TEST_PREFIX}_example_py"
+                                        f"{session.python.replace('.', '')}",
             }
             session.run("python", "manage.py", "test", *session.posargs, env=env)
 
@@ -178,7 +188,9 @@ def tests(session: nox.Session) -> None:
 
 def _start_leg(python: Path, name: str, db: str, full: bool, posargs: list[str]
                ) -> tuple[subprocess.Popen, IO[str]]:
-    """Start pytest for one leg (a Django on a database), its output to a file."""
+    """Start pytest for one leg (a Django on a database), its output to a file. The
+    environment passes through: LATERITE_REDIS_URL chooses the tests' Redis (db 15 by
+    default, tests/settings.py)."""
     work = Path(f"/tmp/laterite-nox/{name}-{db}")
     work.mkdir(parents=True, exist_ok=True)
     env = {
@@ -187,7 +199,7 @@ def _start_leg(python: Path, name: str, db: str, full: bool, posargs: list[str]
         else STORES.get((name, db), "database,redis"),
         "LATERITE_TEST_DB": db,
         "LATERITE_SQLITE_FILE": str(work / "test.sqlite3"),
-        "LATERITE_PG_TEST_NAME": f"test_laterite_{name.replace('.', '')}",
+        "LATERITE_PG_TEST_NAME": f"{PG_TEST_PREFIX}_{name.replace('.', '')}",
     }
     # The package session runs tests/test_packaging.py on the files it built.
     args = ["--ignore=tests/test_packaging.py", *posargs]

@@ -5,7 +5,7 @@ EXAMPLE_STORE chooses where the data and the jobs live:
 - `sqlite` (the default): both in db.sqlite3 beside manage.py; nothing to run.
 - `postgres`: both in PostgreSQL (EXAMPLE_PG_NAME, EXAMPLE_PG_HOST, EXAMPLE_PG_PORT,
   EXAMPLE_PG_USER, EXAMPLE_PG_PASSWORD; default database `laterite_example` on
-  127.0.0.1:5432 as `postgres`).
+  127.0.0.1:5432 as `postgres`; EXAMPLE_PG_TEST_NAME names `manage.py test`'s database).
 - `redis`: the data in db.sqlite3, the jobs in Redis (EXAMPLE_REDIS_URL, default
   redis://127.0.0.1:6379/1), under the key prefix `example`.
 """
@@ -67,6 +67,8 @@ if STORE == "postgres":
             "PORT": os.environ.get("EXAMPLE_PG_PORT", "5432"),
             "USER": os.environ.get("EXAMPLE_PG_USER", "postgres"),
             "PASSWORD": os.environ.get("EXAMPLE_PG_PASSWORD", ""),
+            # `manage.py test`'s database (by default test_ and NAME).
+            "TEST": {"NAME": os.environ.get("EXAMPLE_PG_TEST_NAME")},
         }
     }
 else:

@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from laterite_django.management.console import add_console, handled_by_project, version
@@ -44,7 +46,9 @@ def where(store_kind: str) -> str:
         database = (f"database 'default' (PostgreSQL at {data['HOST']}:{data['PORT']}, "
                     f"name {data['NAME']!r})")
     if store_kind == "redis":
-        return f"cache 'redis' (Redis at 127.0.0.1:6379, db 15), failed list in {database}"
+        url = urlsplit(settings.CACHES["redis"]["LOCATION"])  # LATERITE_REDIS_URL
+        return (f"cache 'redis' (Redis at {url.hostname}:{url.port or 6379}, "
+                f"db {int(url.path.strip('/') or 0)}), failed list in {database}")
     return database
 
 

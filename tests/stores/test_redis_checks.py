@@ -4,6 +4,7 @@ error with a hint."""
 from __future__ import annotations
 
 import sys
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -18,6 +19,14 @@ from laterite_django.stores import build_store
 __all__: list[str] = []
 
 REDIS = settings.CACHES["redis"]
+# The test Redis's database number (LATERITE_REDIS_URL, 15 by default), and another one.
+DB = int(urlsplit(REDIS["LOCATION"]).path.strip("/") or 0)
+OTHER_DB = (DB + 1) % 16
+
+
+def on_db(location: str, db: int) -> str:
+    """`location` with its database number replaced by `db`."""
+    return urlsplit(location)._replace(path=f"/{db}").geturl()
 
 
 def redis_errors() -> list:
@@ -138,20 +147,20 @@ def test_the_session_cache_cannot_hold_the_queue():
     REDIS["LOCATION"],
     REDIS["LOCATION"].replace("127.0.0.1", "localhost"),
     REDIS["LOCATION"].replace(":6379", ""),
-    [REDIS["LOCATION"], "redis://127.0.0.1:6380/15"],
+    [REDIS["LOCATION"], f"redis://127.0.0.1:6380/{DB}"],
 ])
 def test_a_cache_on_the_same_redis_database_cannot_hold_the_queue(location):
     caches = {**settings.CACHES, "pages": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": location}}
     with override_settings(LATERITE_QUEUE_STORE="redis", CACHES=caches):
         message = refused()
-    assert "'pages'" in message and "127.0.0.1:6379/15" in message
+    assert "'pages'" in message and f"127.0.0.1:6379/{DB}" in message
 
 
 @pytest.mark.parametrize("location", [
-    REDIS["LOCATION"].replace("/15", "/14"),
+    on_db(REDIS["LOCATION"], OTHER_DB),
     REDIS["LOCATION"].replace(":6379", ":6380"),
-    "unix:///tmp/redis.sock?db=15",
+    f"unix:///tmp/redis.sock?db={DB}",
 ])
 def test_a_cache_on_another_redis_database_is_fine(location):
     caches = {**settings.CACHES, "pages": {**REDIS, "LOCATION": location}}
