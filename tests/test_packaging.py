@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,19 @@ def test_the_sdist_and_wheel_are_of_this_version(wheel, sdist):
     assert f"\nVersion: {VERSION}\n" in metadata
     assert "\nName: laterite-django\n" in metadata and "\nLicense-Expression: MIT\n" in metadata
     assert "\nrequires-dist: django>=5.2\n" in metadata.lower()
+
+
+def test_the_long_description_has_no_link_or_image_that_breaks_off_the_repository(wheel):
+    """The README is the package index page's text, where a relative link or image (to
+    docs/, example_project/, ...) leads nowhere; no public repository exists to point
+    them at, so the files are named instead, and said to be in a clone."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(f"laterite_django-{VERSION}.dist-info/METADATA").decode()
+    description = metadata.split("\n\n", 1)[1]
+    assert "\nDescription-Content-Type: text/markdown\n" in metadata
+    assert re.findall(r"\]\((?!https?://|#)[^)]*\)", description) == []
+    assert "Background jobs for Django" in description
+    assert "`docs/deploy.md`" in description and "in a clone of its repository" in description
 
 
 def test_twine_check_passes(dist):

@@ -105,7 +105,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LATERITE_QUEUE_QUEUES = ["default", "mail"]
 # A recurring job: every `queue_work` runs the scheduler, and each tick is pushed once.
 # Every 2 seconds so that the demo shows it; a real report would use a cron rule such
-# as "0 7 * * mon-fri" (pip install "laterite-django[schedules]").
+# as "0 7 * * mon-fri" (pip install -e "<clone>[schedules]").
 LATERITE_QUEUE_SCHEDULES = {
     "sales-report": {"job": "shop.sales_report", "every": 2},
 }
