@@ -7,13 +7,15 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.checks import Error, Tags, Warning, register
-from django.db import connections
+from django.db import DatabaseError, connections
+from django.utils.connection import ConnectionDoesNotExist
 
 from .conf import DEFAULTS, message, problem, raw
 from .registry import registry
 from .stores.redis_alias import HINT, shared_alias_problem
 
-__all__ = ["check_jobs", "check_listen", "check_schedules", "check_settings"]
+__all__ = ["check_jobs", "check_jobs_left_in_the_database", "check_listen", "check_schedules",
+           "check_settings"]
 
 
 def _setting(name: str) -> str:
@@ -148,6 +150,42 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list:
 
     return [Error(found.message, hint=found.hint, id=f"laterite.E{found.code:03d}")
             for found in problems()]
+
+
+@register(Tags.database)
+def check_jobs_left_in_the_database(app_configs: Any = None, databases: Any = None,
+                                    **kwargs: Any) -> list:
+    """Warn when jobs are left in the database store while LATERITE_QUEUE_STORE is
+    'redis': no Redis worker takes them, so they would wait for ever unseen.
+
+    A database check (it queries): `manage.py check --database default` and `migrate`
+    run it. A database that is down or not migrated says nothing here: the commands
+    say that themselves.
+    """
+    alias = raw("DATABASE")
+    if not databases or raw("STORE") != "redis" or alias not in databases:
+        return []
+    from .models import Job
+
+    try:
+        left = Job.objects.using(alias).count()
+    except (DatabaseError, ConnectionDoesNotExist):
+        return []
+    if not left:
+        return []
+    return [
+        Warning(
+            f"{left} {'job waits' if left == 1 else 'jobs wait'} in the database store "
+            f"(database {alias!r}, table {Job._meta.db_table}), but LATERITE_QUEUE_STORE "
+            f"is 'redis': no worker of the Redis store runs them.",
+            hint="Run them out with the database store before switching: with "
+            "LATERITE_QUEUE_STORE = 'database', `manage.py queue_work --stop-when-empty "
+            "--wait-delayed SECONDS` runs those due and those due within SECONDS; or delete "
+            "them with `manage.py queue_clear` under that same setting. The admin's Jobs "
+            "list shows them.",
+            id="laterite.W003",
+        )
+    ]
 
 
 @register(Tags.database)

@@ -221,8 +221,13 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
             "summary_pause_url": self.pause_url(request),
             "summary_store_note": (
                 "" if summary.store == "database" or self.model is not Job else
+                # The list reads the database's job table: after a switch from the
+                # database store it holds the jobs left there (laterite.W003).
                 f"Jobs wait in {summary.store.capitalize()} with this store: the summary "
-                f"counts them, the list below holds none."
+                f"counts them. The list below shows the jobs left in the database by the "
+                f"database store, which no worker of the {summary.store.capitalize()} store "
+                f"runs (`manage.py check --database {settings.DATABASE}` says how to run "
+                f"them out)."
             ),
             **(extra_context or {}),
         }
