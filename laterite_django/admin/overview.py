@@ -1,7 +1,8 @@
 """The admin's overview page (Background jobs > Overview): per queue, jobs succeeded
-and failed per minute over the last hour as a chart, what waits, and how long the
-oldest waiting job has been due. Everything is read from the store at each load;
-the per-minute counts are written by the workers (see `minutes`)."""
+and failed per minute over the last hour as a chart, what waits, how long the
+oldest waiting job has been due, and whether the queue is paused. Everything is
+read from the store at each load; the per-minute counts are written by the workers
+(see `minutes`)."""
 
 from __future__ import annotations
 
@@ -36,18 +37,21 @@ class QueueOverview:
     succeeded: int  # in the last hour
     failed: int
     chart: SafeString
+    paused: bool = False  # flow control: queue_pause
 
 
 def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
-    """One row per queue: LATERITE_QUEUE_QUEUES first, then any other with jobs or counts."""
+    """One row per queue: LATERITE_QUEUE_QUEUES first, then any other with jobs, counts
+    or a pause (a paused queue shows even with nothing in it)."""
     now = now or timezone.now()
     store = get_store()
     counts = store.counts()
     oldest = store.oldest_waiting()
+    paused = store.paused_queues()
     first = minute_start(now) - timedelta(minutes=MINUTES - 1)
     minutes: list[Minute] = store.minutes(first)
     queues = list(dict.fromkeys([*settings.QUEUES, *sorted(counts),
-                                 *sorted({m.queue for m in minutes})]))
+                                 *sorted({m.queue for m in minutes}), *sorted(paused)]))
     rows = []
     for queue in queues:
         series = [(0, 0)] * MINUTES
@@ -63,6 +67,7 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
             oldest_waiting=max((now - since).total_seconds(), 0.0) if since else None,
             succeeded=sum(s for s, _ in series), failed=sum(f for _, f in series),
             chart=minute_chart(series, f"Jobs of {queue} per minute, last hour"),
+            paused=queue in paused,
         ))
     return rows
 

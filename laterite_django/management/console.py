@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
+from ..exceptions import StoreUnavailable
 from ..stores import Store
 from ..stores.errors import describe_database, describe_redis
 
@@ -133,13 +134,20 @@ def version() -> str:
 
 
 def banner(store: Store, queues: Sequence[str], processes: int) -> str:
-    """One line: the version, the store and where it is, the queues, the processes."""
+    """One line: the version, the store and where it is, the queues (a paused one said
+    so, as its workers take nothing from it), the processes. A store that cannot be read
+    leaves the pauses out: the wait for it that follows says why."""
     from ..conf import settings
 
+    try:
+        paused = store.paused_queues()
+    except StoreUnavailable:
+        paused = set()
+    served = ", ".join(f"{queue} (paused)" if queue in paused else queue for queue in queues)
     plural = "es" if processes != 1 else ""
     return (
         f"laterite {version()} queue_work: {settings.STORE} store, {describe_store(store)}; "
-        f"queues {', '.join(queues)}; {processes} process{plural}"
+        f"queues {served}; {processes} process{plural}"
     )
 
 

@@ -48,6 +48,18 @@ def test_the_overview_charts_each_queue(admin_client, store):
     assert b"Overview" in index
 
 
+def test_the_overview_says_which_queue_is_paused(admin_client, store):
+    jobs.mail.push("waits")
+    store.pause(["mail", "quiet"])  # `quiet`: paused, with no job and not configured
+    html = admin_client.get(OVERVIEW).content.decode()
+    assert fact(html, "mail", "paused") == "paused: its workers take none of its jobs"
+    assert fact(html, "quiet", "paused") == "paused: its workers take none of its jobs"
+    assert fact(html, "mail", "waiting") == "1"
+    assert 'data-fact="paused"' not in html.split('data-queue="default"', 1)[1].split(
+        "</section>", 1)[0]
+    assert "once queues can be paused" not in html
+
+
 @pytest.mark.django_db
 def test_the_overview_says_when_the_store_cannot_be_read(admin_client, redis_down):  # noqa: F811
     response = admin_client.get(OVERVIEW)

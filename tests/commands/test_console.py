@@ -84,6 +84,15 @@ def test_verbosity_1_says_the_banner_each_retry_and_failure_and_the_stop(workers
     assert "password" not in result.stderr.lower()
 
 
+def test_the_banner_says_which_queue_it_serves_is_paused(workers, store, store_kind):
+    store.pause(["mail", "elsewhere"])  # `elsewhere`: paused, but not served here
+    result = workers.run("--stop-when-empty", env=NO_LOGGING)
+    assert result.returncode == 0, result.stderr
+    assert messages(result.stderr)[0] == (
+        f"laterite {version()} queue_work: {store_kind} store, {where(store_kind)}; "
+        "queues default, mail (paused), low; 1 process")
+
+
 def test_verbosity_0_is_silent_but_for_errors(workers, store_kind):
     push_some()
     result = workers.run("--stop-when-empty", "--verbosity", "0", env=NO_LOGGING)
