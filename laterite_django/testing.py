@@ -30,7 +30,10 @@ __all__ = ["CapturedPush", "capture_jobs", "isolated_redis_prefix", "run_jobs"]
 
 
 class _TestWorker(Worker):
-    """A worker on the caller's connections that can stop at a job's first exception."""
+    """A worker on the caller's connections that can stop at a job's first exception,
+    and that moves the Redis store's outbox to Redis after each job: what a job pushed
+    inside the caller's open transaction is then due at once, as on the database store,
+    so one call drains both."""
 
     def __init__(self, *args: object, raise_errors: bool, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -41,6 +44,10 @@ class _TestWorker(Worker):
         if self.raise_errors and self.error is None:
             self.error = error
             self.stop()  # the job is settled; run no other
+
+    def run_claims(self, claims: list[Claim]) -> None:
+        super().run_claims(claims)
+        _send_outbox(self.store)  # before the next claim, so those pushes are seen
 
 
 def run_jobs(
@@ -63,7 +70,9 @@ def run_jobs(
 
     Pushes made inside the open transaction count as made: with the Redis store
     they wait in laterite's database outbox until the commit, which a `TestCase`
-    never reaches, so they are moved to Redis first.
+    never reaches, so they are moved to Redis first, and again after each job; so
+    the jobs a job pushes run in the same call on every store, until nothing due is
+    left.
     """
     queues = _queues(queue)
     if isinstance(wait_delayed, bool) or not isinstance(wait_delayed, Real) or wait_delayed < 0:

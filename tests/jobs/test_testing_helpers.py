@@ -62,6 +62,14 @@ def sleepy() -> None:
     """Has a timeout, so running it arms the worker's SIGALRM handler."""
 
 
+@job("helpers.push_on", tries=1)
+def push_on(left: int) -> None:
+    """Record `left`, then push itself with one less, down to 0."""
+    Record.objects.create(kind="pushed-on", value=str(left))
+    if left:
+        push_on.push(left - 1)
+
+
 def records(kind: str) -> list[tuple[str, int]]:
     return sorted(Record.objects.filter(kind=kind).values_list("value", "attempt"))
 
@@ -87,6 +95,16 @@ class RunJobsChecks:
         self.assertEqual(run_jobs(), 0)
         self.assertTrue(connection.is_usable())
         self.assertTrue(connection.in_atomic_block)  # still the test's transaction
+
+    def test_the_jobs_a_job_pushes_run_in_the_same_call(self) -> None:
+        push_on.push(2)  # pushes push_on(1), which pushes push_on(0)
+
+        self.assertEqual(run_jobs(), 3)
+
+        self.assertEqual(sorted(Record.objects.filter(kind="pushed-on").values_list(
+            "value", flat=True)), ["0", "1", "2"])
+        self.assertEqual(get_store().counts(), {})
+        self.assertEqual(run_jobs(), 0)
 
     def test_a_job_with_a_timeout_leaves_no_alarm_handler(self) -> None:
         handler = signal.getsignal(signal.SIGALRM)
