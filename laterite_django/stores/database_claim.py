@@ -42,6 +42,7 @@ def _claim_from_row(row: Sequence) -> Claim:
         available_at=aware(row[11]),
         position=row[12],
         uncounted=row[13],
+        cancel_requested=row[14] is not None,
     )
 
 

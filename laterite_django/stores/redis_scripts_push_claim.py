@@ -166,10 +166,10 @@ local function taken_before(queues)
     for _, id in ipairs(redis.call('ZRANGEBYSCORE', qkey(q, 'claimed'), first, last)) do
       local f = redis.call('HMGET', jkey(id), 'token', 'attempts', 'name', 'queue',
         'payload', 'pushed_at', 'retry_until', 'unique_key', 'priority', 'last_error',
-        'available_at', 'position', 'uncounted')
+        'available_at', 'position', 'uncounted', 'cancel_requested')
       if f[1] == token then
         rows[#rows + 1] = {tonumber(id), tonumber(f[2]), f[3], f[4], f[5], f[6], f[7],
-          f[8], f[9], f[10], f[11], tonumber(f[12]), f[13]}
+          f[8], f[9], f[10], f[11], tonumber(f[12]), f[13], f[14]}
       end
     end
   end
@@ -199,9 +199,10 @@ local function take(q, k, id)
   redis.call('ZADD', qkey(q, 'claimed'), now, id)
   drop_key(k, id)
   local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
-    'retry_until', 'unique_key', 'priority', 'last_error', 'available_at', 'uncounted')
+    'retry_until', 'unique_key', 'priority', 'last_error', 'available_at', 'uncounted',
+    'cancel_requested')
   out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
-    f[8], f[9], position, f[10]}
+    f[8], f[9], position, f[10], f[11]}
 end
 """
 
@@ -209,7 +210,7 @@ end
 # order. Moves due delayed jobs to ready first. Returns one array per claimed job, in
 # the order the worker runs them: id, attempts, name, queue, payload, pushed_at,
 # retry_until, unique_key, priority, last_error, available_at, position (0, 1...),
-# uncounted (false if never set).
+# uncounted (false if never set), cancel_requested (false unless a cancel is pending).
 CLAIM = CLAIM_HEAD + """
 if again then
   local rows = taken_before({unpack(ARGV, 7)})

@@ -113,6 +113,7 @@ def claims(rows: Sequence[Sequence[Any]], token: str) -> list[Claim]:
             available_at=dt(row[10]),
             position=int(row[11]),
             uncounted=int(row[12] or 0),
+            cancel_requested=row[13] is not None,
             token=token,
         )
         for row in rows

@@ -63,6 +63,7 @@ CLAIM_LOCK = IDLE_LOCK + 3
 COLUMNS = (
     "id", "name", "queue", "payload", "attempts", "pushed_at", "token", "retry_until",
     "unique_key", "priority", "last_error", "available_at", "claim_position", "uncounted",
+    "cancel_requested_at",
 )
 INSERT_COLUMNS = (
     "name, queue, payload, priority, pushed_at, available_at, attempts, retry_until, "

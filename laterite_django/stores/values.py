@@ -82,6 +82,10 @@ class Claim:
     # Earlier claims not charged a try (given back, or lost behind the head of their
     # batch): see `tries_used`.
     uncounted: int = 0
+    # A cancel was asked while an earlier claim ran and it came back to its queue (its
+    # worker died, or it was released as the cancel came): it must not run again
+    # (rules.before_run fails it as cancelled).
+    cancel_requested: bool = False
 
     @property
     def tries_used(self) -> int:

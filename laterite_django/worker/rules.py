@@ -126,10 +126,17 @@ def before_run(claim: Claim, options: JobOptions, now: datetime | None = None,
     (A job released for a retry was granted its next attempt when released.)
     A job of a cancelled batch is deleted without running (its end counted on
     the batch, not as a failure): a store that could not remove it at the cancel
-    leaves it to the worker that claims it.
+    leaves it to the worker that claims it. A job whose cancel was asked while an
+    earlier claim ran, and that came back to its queue all the same (its worker died,
+    or released it as the cancel came), fails as cancelled without running again.
     """
     if batch_cancelled:
         return Decision(Action.DELETE, "its batch was cancelled")
+    if claim.cancel_requested:
+        from ..flow.cancel import reason
+
+        why = f"\n\n{claim.last_error}" if claim.last_error else ""
+        return Decision(Action.FAIL, f"{reason(True)}{why}")
     if (
         is_lost(claim)
         and options.tries
