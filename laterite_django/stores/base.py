@@ -78,8 +78,12 @@ class Store(FailedList, abc.ABC):
         return self.claim(queues, worker, limit)
 
     @abc.abstractmethod
-    def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
-        """Return claims not refreshed since `older_than` to their queues, due at once.
+    def requeue_abandoned(self, retry_after: float, reason: str) -> int:
+        """Return claims not refreshed for `retry_after` seconds to their queues, due at once.
+
+        The seconds are counted by the store's own clock, the one that dated the claims
+        and their heartbeats (never the caller's: a host whose clock runs ahead would
+        take live claims for abandoned).
 
         A claim at position 0 of its batch started, so it is charged a try; one
         at a later position may never have started, so it is not (`uncounted`),

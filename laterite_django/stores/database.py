@@ -155,8 +155,8 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
         return pushed
 
     @guarded
-    def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
-        statement, params = self.dialect.requeue_abandoned(reason, self._ts(older_than))
+    def requeue_abandoned(self, retry_after: float, reason: str) -> int:
+        statement, params = self.dialect.requeue_abandoned(reason, float(retry_after))
         database_workflows.finish_orphans(self)  # batches a dead worker counted to 0
         crash_point("sweep.after_orphans")
         limit, total = self.dialect.SWEEP_BATCH, 0
@@ -192,8 +192,8 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
             return 0
         ids = sorted({c.id for c in claims})
         tokens = sorted({c.token for c in claims})
-        return self._execute(sql.heartbeat(len(ids), len(tokens)),
-                             [self._ts(timezone.now()), *ids, *tokens])[1]
+        return self._execute(sql.heartbeat(len(ids), len(tokens), self.dialect.NOW),
+                             [*ids, *tokens])[1]
 
     # -- settle -----------------------------------------------------------------
 

@@ -89,13 +89,15 @@ class DatabaseClaiming:
             rows = sql_limits.claim(self, finished, uuid.uuid4().hex, timezone.now(), worker,  # type: ignore[arg-type]
                                     queues, limit, limits, keys)
             return sorted(map(_claim_from_row, rows), key=attrgetter("position"))
-        now = self._ts(timezone.now())
         token = uuid.uuid4().hex
         dialect = self.dialect
         found: Sequence[Sequence[Any]] | None = None
+        now = None  # PostgreSQL's clock dates its claims (sql_postgres.NOW)
         if dialect is sql_postgres:
-            found = sql_postgres.run_claim(self.connection, finished, token, now, worker,
+            found = sql_postgres.run_claim(self.connection, finished, token, worker,
                                            queues, limit)
+        else:
+            now = self._ts(timezone.now())
         if found is None:
             found = self._run_all(dialect.claim(finished, token, now, worker, queues, limit))
         claims = [_claim_from_row(row) for row in found]

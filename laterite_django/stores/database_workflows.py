@@ -154,14 +154,11 @@ def _counted_claim(store: DatabaseStore, finished: Sequence[Claim], queues: Sequ
     leaves the batch to the sweep (`finish_orphans`)."""
     import uuid
 
-    from django.utils import timezone
-
     from .database_claim import _claim_from_row
 
-    now = store._ts(timezone.now())
     params = sql_workflows_postgres.counted_claim_params(
         finished, _ends(finished),
-        sql_postgres.claim_params(uuid.uuid4().hex, now, worker, queues, limit))
+        sql_postgres.claim_params(uuid.uuid4().hex, worker, queues, limit))
     rows, _ = store._hot(sql_workflows_postgres.COUNTED_CLAIM, params, fetch=True)
     settled = rows[0][-1] if rows else None
     if settled:

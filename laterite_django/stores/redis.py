@@ -153,9 +153,9 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
     # -- push (redis_push.py), claim and heartbeat (redis_claim.py) ------------------
 
     @guarded
-    def requeue_abandoned(self, older_than: datetime, reason: str) -> int:
-        now = us(timezone.now())
-        count, marked = self._run("REQUEUE_ABANDONED", [now, us(older_than), reason])
+    def requeue_abandoned(self, retry_after: float, reason: str) -> int:
+        count, marked = self._run("REQUEUE_ABANDONED", [round(retry_after * 1_000_000), reason])
+        now = us(timezone.now())  # the marked claims below go back due now
         count = int(count)
         crash_point("sweep.after_requeue")
         # Claims that died while moving to the failed list: finish what they started.

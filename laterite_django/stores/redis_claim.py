@@ -9,8 +9,6 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from django.utils import timezone
-
 from ..flow.limits import any_job_limited, queue_limits
 from ..workflows.ending import any_marked
 from . import redis_ends, redis_limits
@@ -18,9 +16,14 @@ from .base import Claim
 from .errors import guarded
 from .redis_calls import ScriptRunner, run_claim
 from .redis_values import claims as claims_from_rows
-from .redis_values import us
 
-__all__ = ["RedisClaiming"]
+__all__ = ["AGAIN_WITHIN", "RedisClaiming"]
+
+# How far back (microseconds) a claim sent again, its answer lost, looks for the jobs
+# its first run took (a socket's timeout and a reconnect later). Sent later still, it
+# claims anew, and those jobs wait for the sweep. Every live claim was refreshed
+# within retry_after anyway: a longer look reads no more of them.
+AGAIN_WITHIN = 600_000_000
 
 
 class RedisClaiming(ScriptRunner):
@@ -53,8 +56,7 @@ class RedisClaiming(ScriptRunner):
             token = uuid.uuid4().hex
             rows = run_claim(self.client, "CLAIM_LIMITED", [
                 self.prefix,
-                *redis_limits.claim_args(us(timezone.now()), token, worker, limit, queues,
-                                         limits)])
+                *redis_limits.claim_args(AGAIN_WITHIN, token, worker, limit, queues, limits)])
             return claims_from_rows(rows, token)
         if finished and any_marked(finished) and queues and limit >= 1:
             # Jobs of a chain or batch: deleted with what their end brings (FINISH),
@@ -97,11 +99,11 @@ class RedisClaiming(ScriptRunner):
 
     @staticmethod
     def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:
-        return [us(timezone.now()), token, worker, int(limit), "0", *queues]
+        return [AGAIN_WITHIN, token, worker, int(limit), "0", *queues]
 
     @guarded
     def heartbeat(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
         pairs = [value for c in claims for value in (c.id, c.token)]
-        return int(self._run("HEARTBEAT", [us(timezone.now()), *pairs]))
+        return int(self._run("HEARTBEAT", pairs))

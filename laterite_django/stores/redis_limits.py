@@ -158,10 +158,10 @@ def push_limited_args(now: str, jobs: Sequence[NewJob], once: Sequence[str] | No
         "" if once is None else pack(once)]
 
 
-def claim_args(now: int, token: str, worker: str, limit: int, queues: Sequence[str],
+def claim_args(within: int, token: str, worker: str, limit: int, queues: Sequence[str],
                limits: dict[str, QueueLimit]) -> list[Any]:
-    """CLAIM_LIMITED's arguments after the prefix."""
-    args: list[Any] = [now, token, worker, int(limit), "0"]
+    """CLAIM_LIMITED's arguments after the prefix (`within`: see CLAIM_HEAD)."""
+    args: list[Any] = [within, token, worker, int(limit), "0"]
     for queue in queues:
         lim = limits.get(queue, QueueLimit())
         args += [

@@ -136,25 +136,21 @@ return {tonumber(id)}
 """
 
 # The head of both claim scripts (CLAIM, and redis_limits.CLAIM_LIMITED): their
-# first arguments (prefix, now, token, worker, limit, again), the rows they return
-# (`out`) and the steps they share. `now` may be "<sent>:<span>" instead: the claim
-# rides behind a long blocking pop sent at `sent` (redis_wait), so it is dated by the
-# server's clock, kept within [sent, sent + span] so that a clock that is off cannot
-# date it outside the pop. `again` is '1' when the claim is sent again, its answer
-# lost (redis_calls.claim_again): it then answers with the jobs its first run took.
+# first arguments (prefix, within, token, worker, limit, again), the rows they return
+# (`out`) and the steps they share. The claim is dated by the server's clock (TIME),
+# the one clock of every lease (claims, heartbeats, the sweep's cutoff) and of what is
+# due: never a worker's, for hosts' clocks differ, and a sweeper whose clock ran ahead
+# took live claims for abandoned. `again` is '1' when the claim is sent again, its
+# answer lost (redis_calls.claim_again): it then answers with the jobs its first run
+# took, dated at most `within` microseconds before this run.
 CLAIM_HEAD = _COMMON + """
-local now, token, worker, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local within, token, worker, limit = tonumber(ARGV[2]), ARGV[3], ARGV[4], tonumber(ARGV[5])
 local again = ARGV[6] == '1'
 local out = {}
-local first, last = now, now  -- when the claim's first run may have dated its jobs
-local sent, span = string.match(now, '^(%d+):(%d+)$')
-if sent then
-  local t = redis.call('TIME')
-  local at = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  sent = tonumber(sent)
-  now = string.format('%.0f', math.min(math.max(at, sent), sent + tonumber(span)))
-  first, last = sent, sent + tonumber(span)
-end
+local t = redis.call('TIME')
+local at = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = string.format('%.0f', at)
+local first, last = at - within, '+inf'  -- when the claim's first run may have dated its jobs
 
 -- The rows of the jobs of `queues` an earlier run of this claim took (sent again: its
 -- answer was lost), in the order it gave them; none if it never ran. They still

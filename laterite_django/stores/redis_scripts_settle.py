@@ -10,14 +10,19 @@ from .redis_scripts_push_claim import _PUSH_JOBS
 
 __all__ = ["DELETE", "FINISH", "HEARTBEAT", "MARK_FAILING", "RELEASE", "REQUEUE_ABANDONED"]
 
-# ARGV: prefix, now, older_than, reason. Each abandoned claim goes back to its queue
+# ARGV: prefix, retry_after (microseconds), reason. The claims not refreshed for
+# retry_after by the server's clock (TIME: the clock that dated them, never a worker's,
+# see CLAIM_HEAD) are abandoned. Each abandoned claim goes back to its queue
 # keeping its available_at (first in line); one at position 0 of its batch is
 # charged a try, a later one (that may never have started) is not. Returns
 # {requeued, marked}: `marked` lists the abandoned claims that were being moved to
 # the failed list (id, token, name, queue, pushed_at), left in place for the
 # caller to settle against the database.
 REQUEUE_ABANDONED = _COMMON + """
-local now, older, reason = ARGV[2], ARGV[3], ARGV[4]
+local t = redis.call('TIME')
+local at = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = string.format('%.0f', at)
+local older, reason = string.format('%.0f', at - tonumber(ARGV[2])), ARGV[3]
 local count = 0
 local marked = {}
 for _, q in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
@@ -43,11 +48,13 @@ end
 return {count, marked}
 """
 
-# ARGV: prefix, now, then id, token pairs. Returns how many claims were still held.
+# ARGV: prefix, then id, token pairs. Returns how many claims were still held, each
+# refreshed by the server's clock (TIME, as CLAIM_HEAD dates them).
 HEARTBEAT = _COMMON + """
-local now = ARGV[2]
+local t = redis.call('TIME')
+local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local count = 0
-for i = 3, #ARGV, 2 do
+for i = 2, #ARGV, 2 do
   local id, token = ARGV[i], ARGV[i + 1]
   local k = jkey(id)
   if redis.call('HGET', k, 'token') == token then

@@ -208,8 +208,9 @@ class RedisWaiting:
         """
         token = uuid.uuid4().hex
         args = [self.prefix, *self._claim_args(token, queues, worker, limit)]
-        # Dated by the server within the pop and a second: a clock that is off stays there.
-        args[1] = f"{args[1]}:{int((block + 1) * 1_000_000)}"
+        # Its first run may come as late as the pop's end: a claim sent again looks that
+        # much further back.
+        args[1] += int((block + _ANSWER_LATE) * 1_000_000)
         pool = self.client.connection_pool
         connection = calls.borrow(pool)
         try:

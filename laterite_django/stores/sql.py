@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "ABANDONED",
     "ADD_MINUTE",
     "BUSY",
     "CHANNEL",
@@ -32,12 +31,12 @@ __all__ = [
     "PRUNE_MINUTES",
     "PUSH_LOCK",
     "QUIET_LOCK",
-    "REQUEUE_ABANDONED",
     "REQUEUE_SET",
     "ROW",
     "RUNNING",
     "SAVE_PROGRESS",
     "TABLE",
+    "abandoned",
     "execute",
     "heartbeat",
     "next_due",
@@ -81,7 +80,7 @@ KEEP_KEY = (
     f"THEN NULL ELSE unique_key END"
 )
 
-# Params: reason, older_than. A claim at position 0 started, so it is charged a try;
+# Params: reason. A claim at position 0 started, so it is charged a try;
 # a later one may never have started, so it is not (`uncounted`), though it stays
 # counted in `attempts`: if it did start, its next run has a new attempt number.
 # The job keeps its available_at, so it is first in line when claimed again.
@@ -90,8 +89,6 @@ REQUEUE_SET = (
     f"uncounted = CASE WHEN claim_position > 0 THEN uncounted + 1 ELSE uncounted END, "
     f"claim_position = 0, unique_key = {KEEP_KEY} "
 )
-ABANDONED = "token IS NOT NULL AND claimed_at < %s"
-REQUEUE_ABANDONED = f"{REQUEUE_SET}WHERE {ABANDONED}"
 
 # Params: id, token. Then FAIL_INSERT with the returned row, failed_at, error. A
 # retried job's link to the failed job it came from goes on to its new failed row.
@@ -201,14 +198,23 @@ def next_due(queues: int) -> str:
     )
 
 
-def heartbeat(ids: int, tokens: int) -> str:
-    """Params: now, then `ids` job ids, then `tokens` claim tokens.
+def abandoned(cutoff: str) -> str:
+    """The claims last refreshed before `cutoff`: an SQL expression of the database's
+    own clock (the dialect's NOW, less retry_after), the clock that dated the claims and
+    their heartbeats. A worker's clock never decides it: a host whose clock ran ahead
+    would take live claims for abandoned."""
+    return f"token IS NOT NULL AND claimed_at < {cutoff}"
+
+
+def heartbeat(ids: int, tokens: int, now: str) -> str:
+    """Params: `ids` job ids, then `tokens` claim tokens; `now`: the database's clock,
+    an SQL expression (the dialect's NOW).
 
     The jobs are found by id (the primary key): by token alone no index leads to
     them, and PostgreSQL read the whole table at every heartbeat."""
     id_marks = ", ".join(["%s"] * ids)
     token_marks = ", ".join(["%s"] * tokens)
-    return (f"UPDATE {TABLE} SET claimed_at = %s "
+    return (f"UPDATE {TABLE} SET claimed_at = {now} "
             f"WHERE id IN ({id_marks}) AND token IN ({token_marks})")
 
 

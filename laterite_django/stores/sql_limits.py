@@ -53,7 +53,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..flow.limits import QueueLimit
-from . import sql_limits_postgres, sql_postgres, sql_queue_limits_postgres
+from . import sql_limits_postgres, sql_postgres, sql_queue_limits_postgres, sql_sqlite
 from .base import Claim, NewJob
 from .sql import COLUMNS, TABLE
 from .sql_limits_postgres import NO_LIMIT, STARTS
@@ -105,13 +105,13 @@ def claim(
 
     if store.postgres and not keys:
         statements = sql_queue_limits_postgres.statements(
-            finished, token, store._ts(now), worker, queues, limit, limits)
+            finished, token, worker, queues, limit, limits)
         return sql_postgres.execute_pipeline(store.connection, statements)[-1]
     if store.postgres:
         rows: list[Sequence[Any]] = []
         for deleting in (finished, ()):
             statements = sql_limits_postgres.statements(
-                deleting, token, store._ts(now), worker, queues, limit, limits, candidates(limit))
+                deleting, token, worker, queues, limit, limits, candidates(limit))
             results = sql_postgres.execute_pipeline(store.connection, statements)
             rows = results[-1]
             if rows or not sql_limits_postgres.locked_keys(results):
@@ -162,7 +162,7 @@ def _sqlite_claim(
         room_params += params
     sql = (
         f"WITH room AS ({' UNION ALL '.join(rooms)}) "
-        f"UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
+        f"UPDATE {TABLE} SET token = %s, claimed_at = {sql_sqlite.NOW}, claimed_by = %s, "
         f"attempts = attempts + 1, claim_position = picked.position FROM ("
         f"SELECT id, row_number() OVER (ORDER BY rank, priority DESC, available_at, id) - 1 "
         f"AS position FROM (SELECT c.*, "
@@ -183,5 +183,5 @@ def _sqlite_claim(
         f"WHERE {TABLE}.id = picked.id AND {TABLE}.token IS NULL "
         f"RETURNING {', '.join(COLUMNS)}"
     )
-    params = [*room_params, token, ts, worker, ts, candidates(limit), limit]
+    params = [*room_params, token, worker, ts, candidates(limit), limit]
     return sql, params

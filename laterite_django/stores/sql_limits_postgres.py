@@ -32,7 +32,7 @@ from ..flow.limits import QueueLimit
 from .base import Claim
 from .pg_quiet import WAKES_QUIET
 from .sql import COLUMNS, TABLE
-from .sql_postgres import DELETE_FINISHED, SETTINGS
+from .sql_postgres import DELETE_FINISHED, NOW, SETTINGS
 
 __all__ = ["NO_LIMIT", "QUEUE_LOCK_IDS", "SETTINGS", "STARTS", "locked_keys", "statements"]
 
@@ -55,7 +55,7 @@ _DELETE = f"{DELETE_FINISHED} RETURNING 1"
 # the rest of the transaction.
 _FIRST = f"WITH done AS ({_DELETE}) SELECT (SELECT count(*) FROM done), {SETTINGS}"
 
-# Params: queues, now, SCAN, candidates, limit. The candidates: per queue, the first
+# Params: queues, SCAN, candidates, limit. The candidates: per queue, the first
 # `candidates` waiting jobs without a key or whose key has room (by this snapshot:
 # only to spare locking a full key; CLAIM counts again), among its first SCAN. Their
 # keys are locked one by one in the order of their first job, until `limit` keys are.
@@ -65,7 +65,7 @@ _KEYS = (
     f"cand AS (SELECT q.ord, j.* FROM unnest(%s::varchar[]) WITH ORDINALITY AS q(name, ord) "
     f"CROSS JOIN LATERAL (SELECT priority, available_at, id, key FROM ("
     f"SELECT priority, available_at, id, concurrency_key AS key, concurrency_limit AS lim "
-    f"FROM {TABLE} WHERE queue = q.name AND token IS NULL AND available_at <= %s "
+    f"FROM {TABLE} WHERE queue = q.name AND token IS NULL AND available_at <= {NOW} "
     f"ORDER BY priority DESC, available_at, id LIMIT %s) s "
     f"WHERE key IS NULL OR lim > COALESCE((SELECT n FROM running WHERE running.key = s.key), 0) "
     f"ORDER BY priority DESC, available_at, id LIMIT %s) j), "
@@ -95,8 +95,8 @@ QUEUE_LOCK_IDS = (
 )
 _QUEUES = f"SELECT count(pg_advisory_xact_lock(id)) FROM {QUEUE_LOCK_IDS}"
 
-# Params: queues, concurrency, rate, period (arrays, NULL for none), now, NO_LIMIT,
-# NO_LIMIT, now, candidates, limit, token, now, worker, now.
+# Params: queues, concurrency, rate, period (arrays, NULL for none), NO_LIMIT,
+# NO_LIMIT, candidates, limit, token, worker. Times are the server's (sql_postgres.NOW).
 _CLAIM = (
     f"WITH keys AS MATERIALIZED (SELECT current_setting('{KEYS_SETTING}')::varchar[] AS keys, "
     f"current_setting('{IDS_SETTING}')::bigint[] AS ids), "
@@ -104,13 +104,13 @@ _CLAIM = (
     f"WITH ORDINALITY AS q(name, conc, rate, period, ord)), "
     # The starts past their period go (under the queue's lock: one claim at a time).
     f"pruned AS (DELETE FROM {STARTS} s USING q WHERE s.queue = q.name AND q.rate IS NOT NULL "
-    f"AND s.started_at <= %s::timestamptz - make_interval(secs => q.period) RETURNING 1), "
+    f"AND s.started_at <= {NOW} - make_interval(secs => q.period) RETURNING 1), "
     # Materialized: each count runs once per claim, and only for a queue with that limit.
     f"room AS MATERIALIZED (SELECT q.name, q.ord, LEAST("
     f"CASE WHEN q.conc IS NULL THEN %s ELSE q.conc - (SELECT count(*) FROM {TABLE} r "
     f"WHERE r.queue = q.name AND r.token IS NOT NULL) END, "
     f"CASE WHEN q.rate IS NULL THEN %s ELSE q.rate - (SELECT count(*) FROM {STARTS} s "
-    f"WHERE s.queue = q.name AND s.started_at > %s::timestamptz "
+    f"WHERE s.queue = q.name AND s.started_at > {NOW} "
     f"- make_interval(secs => q.period)) END) AS room "
     f"FROM q), "
     # The running jobs of the locked keys (the partial index of claimed keyed jobs).
@@ -138,7 +138,7 @@ _CLAIM = (
     f"FROM ranked "
     f"WHERE concurrency_key IS NULL OR nth <= concurrency_limit - running "
     f"ORDER BY ord, priority DESC, available_at, id LIMIT %s), "
-    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, "
+    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = {NOW}, "
     f"claimed_by = %s || {WAKES_QUIET}, "
     f"attempts = attempts + 1, claim_position = picked.position FROM picked "
     # By the row's address: it is locked, so it stays where it is; found by a
@@ -146,7 +146,7 @@ _CLAIM = (
     f"WHERE {TABLE}.ctid = ANY(ARRAY(SELECT ctid FROM picked)) "
     f"AND {TABLE}.ctid = picked.ctid AND {TABLE}.id = picked.id AND {TABLE}.token IS NULL "
     f"RETURNING {', '.join(f'{TABLE}.{c}' for c in COLUMNS)}), "
-    f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, %s FROM claimed c "
+    f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, {NOW} FROM claimed c "
     f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "
     f"SELECT {', '.join(COLUMNS)} FROM claimed "
     f"WHERE (SELECT count(*) FROM started) + (SELECT count(*) FROM pruned) >= 0"
@@ -154,18 +154,17 @@ _CLAIM = (
 
 
 def statements(
-    finished: Sequence[Claim], token: str, ts: Any, worker: str, queues: Sequence[str],
+    finished: Sequence[Claim], token: str, worker: str, queues: Sequence[str],
     limit: int, limits: dict[str, QueueLimit], candidates: int,
 ) -> list[tuple[str, list[Any]]]:
-    """FIRST, KEYS, QUEUES and CLAIM with their parameters, to run in this order in one transaction
-    (`ts`: now, as the connection takes it)."""
+    """FIRST, KEYS, QUEUES and CLAIM with their parameters, to run in this order in one
+    transaction."""
     plain = [limits.get(q, QueueLimit()) for q in queues]
     first = [[c.id for c in finished], [c.token for c in finished]]
-    keys = [list(queues), ts, SCAN, candidates, limit]
+    keys = [list(queues), SCAN, candidates, limit]
     claim = [
         list(queues), [lim.concurrency for lim in plain], [lim.rate for lim in plain],
-        [lim.period for lim in plain], ts, NO_LIMIT, NO_LIMIT, ts, candidates, limit,
-        token, ts, worker, ts,
+        [lim.period for lim in plain], NO_LIMIT, NO_LIMIT, candidates, limit, token, worker,
     ]
     return [(_FIRST, first), (_KEYS, keys), (_QUEUES, [sorted(limits)]), (_CLAIM, claim)]
 

@@ -23,22 +23,32 @@ from .pg_hot import (
 )
 from .pg_quiet import WAKES_QUIET
 from .sql import (
-    ABANDONED,
     CHANNEL,
     REQUEUE_SET,
     TABLE,
+    abandoned,
     returning,
 )
 from .sql_postgres_push import push, push_one
 
 __all__ = [
-    "CLAIM_UPDATE", "DELETE", "DELETE_FINISHED", "PICKED", "REQUEUE_ABANDONED", "SETTINGS",
+    "CLAIM_UPDATE", "DELETE", "DELETE_FINISHED", "NOW", "PICKED", "REQUEUE_ABANDONED", "SETTINGS",
     "SETTING_VALUES", "SWEEP_BATCH", "claim", "claim_params", "delete", "due_in_order",
     "execute_hot", "execute_pipeline", "make_due", "push", "push_one", "requeue_abandoned",
     "run_claim", "run_delete", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
+
+# The one clock of every lease: claims, heartbeats and the sweep's cutoff are dated by
+# the server, never by a worker (hosts' clocks differ: a sweeper whose clock ran ahead
+# took live claims for abandoned), as is "due" in a claim. Stable within a statement,
+# so the claim's index scans still stop at the first job not yet due (clock_timestamp()
+# is volatile: no index condition may use it); the time the server received the
+# statement, so it is fresh even inside a caller's long transaction (now() is not).
+NOW = "statement_timestamp()"
+# Params: retry_after (seconds). The sweep's cutoff, by the same clock.
+CUTOFF = f"{NOW} - make_interval(secs => %s)"
 
 
 def due_in_order(queue: str, now: str, limit: str, columns: str, lock: str = "") -> str:
@@ -62,7 +72,7 @@ def due_in_order(queue: str, now: str, limit: str, columns: str, lock: str = "")
     )
 
 
-# Params: queues, now, limit, limit. For each queue in priority order, lock its
+# Params: queues, limit, limit. For each queue in priority order, lock its
 # oldest due rows (skipping rows other workers hold); the nested loops stop as soon
 # as `limit` rows are found. Each row's position in the batch is numbered over
 # those few rows, in the order the worker runs them; `c` is the row's address.
@@ -72,7 +82,7 @@ _PICK = (
     f"AS position FROM (SELECT q.ord, j.c, j.id, j.priority, j.available_at "
     f"FROM unnest(%s::varchar[]) WITH ORDINALITY AS q(name, ord) "
     f"CROSS JOIN LATERAL ("
-    f"{due_in_order('q.name', '%s', '%s', 'ctid AS c, id, priority, available_at', _LOCKED)}"
+    f"{due_in_order('q.name', NOW, '%s', 'ctid AS c, id, priority, available_at', _LOCKED)}"
     f") j ORDER BY q.ord LIMIT %s) found"
 )
 # The picked rows, as a CTE of a claim statement (params: _PICK's).
@@ -104,13 +114,13 @@ SETTINGS = ", ".join(f"set_config('{name}', '{value}', true)"
                      for name, value in SETTING_VALUES.items())
 _SETTINGS_SQL = f"SELECT {SETTINGS}"
 _SETTINGS_SELECT = _SETTINGS_SQL.encode()
-# Params: token, now, worker; after PICKED. The picked rows are found by their address
+# Params: token, worker; after PICKED. The picked rows are found by their address
 # (a TID scan): they are locked, so they stay where they are. Joined by id instead,
 # PostgreSQL hashes the picked rows and reads the whole table whenever its statistics
 # say the table is small, as they do after a clear or on a fresh table; each claim
 # then read every dead row a drain had left in it.
 CLAIM_UPDATE = (
-    f"UPDATE {TABLE} SET token = %s, claimed_at = %s, "
+    f"UPDATE {TABLE} SET token = %s, claimed_at = {NOW}, "
     f"claimed_by = %s || left({_ASYNC_COMMIT}, 0) || {WAKES_QUIET}, "
     f"attempts = attempts + 1, claim_position = picked.position "
     f"FROM picked WHERE {TABLE}.ctid = ANY(ARRAY(SELECT c FROM picked)) "
@@ -138,15 +148,15 @@ _DELETE_PREPARED = Prepared(b"laterite_delete", f"{DELETE_FINISHED} RETURNING {T
 # Abandoned jobs requeued by one statement at most; DatabaseStore.requeue_abandoned
 # runs it again while it requeues that many.
 SWEEP_BATCH = 1000
-# Params: reason, older_than, older_than. The abandoned jobs are found through
+# Params: reason, retry_after, retry_after. The abandoned jobs are found through
 # laterite_job_claimed, the oldest beat first, SWEEP_BATCH at a time: with the LIMIT
 # that index is the plan whatever the statistics say. As `WHERE token IS NOT NULL AND
 # claimed_at < x` alone, a planner whose statistics came from an empty table read the
 # whole table at every sweep. The rows are then found by their address; a row that
 # changed in between (beat, settled, requeued by another sweep) is skipped.
 REQUEUE_ABANDONED = (
-    f"{REQUEUE_SET}WHERE ctid = ANY(ARRAY(SELECT ctid FROM {TABLE} WHERE {ABANDONED} "
-    f"ORDER BY claimed_at LIMIT {SWEEP_BATCH})) AND {ABANDONED}"
+    f"{REQUEUE_SET}WHERE ctid = ANY(ARRAY(SELECT ctid FROM {TABLE} WHERE {abandoned(CUTOFF)} "
+    f"ORDER BY claimed_at LIMIT {SWEEP_BATCH})) AND {abandoned(CUTOFF)}"
 )
 # Params: now, ids, channel. Jobs already due keep their place in line.
 _MAKE_DUE = (
@@ -157,30 +167,30 @@ _MAKE_DUE = (
 )
 
 
-def claim_params(token: str, now: Any, worker: str, queues: Sequence[str], limit: int
-                 ) -> list[Any]:
+def claim_params(token: str, worker: str, queues: Sequence[str], limit: int) -> list[Any]:
     """The parameters of PICKED, then CLAIM_UPDATE's, in the order they appear."""
-    return [list(queues), now, limit, limit, token, now, worker]
+    return [list(queues), limit, limit, token, worker]
 
 
 def claim(
     finished: Sequence[Claim], token: str, now: Any, worker: str, queues: Sequence[str],
     limit: int,
 ) -> list[Statement]:
-    """One statement: delete `finished` (claims still held), claim up to `limit` jobs."""
-    params = claim_params(token, now, worker, queues, limit)
+    """One statement: delete `finished` (claims still held), claim up to `limit` jobs.
+    `now` is not read: the server's clock (NOW) dates the claim and says what is due."""
+    params = claim_params(token, worker, queues, limit)
     if not finished:
         return [(_CLAIM, params)]
     return [(_SETTLE_AND_CLAIM, [[c.id for c in finished], [c.token for c in finished], *params])]
 
 
 def run_claim(
-    connection: Any, finished: Sequence[Claim], token: str, now: Any, worker: str,
+    connection: Any, finished: Sequence[Claim], token: str, worker: str,
     queues: Sequence[str], limit: int,
 ) -> list[tuple] | None:
     """What `claim`'s statement returns, run under the claim's SETTINGS
     (`_under_settings`); None inside the caller's transaction: run `claim`'s there."""
-    params = claim_params(token, now, worker, queues, limit)
+    params = claim_params(token, worker, queues, limit)
     if not finished:
         return _under_settings(connection, _CLAIM_PREPARED, params)
     return _under_settings(connection, _SETTLE_AND_CLAIM_PREPARED,
@@ -218,10 +228,10 @@ def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
     return [(_MAKE_DUE, [now, list(ids), CHANNEL])]
 
 
-def requeue_abandoned(reason: str, older_than: Any) -> Statement:
-    """Requeue up to SWEEP_BATCH jobs whose claims were last refreshed before
-    `older_than`, and wake the workers of their queues."""
-    return waking(REQUEUE_ABANDONED, [reason, older_than, older_than])
+def requeue_abandoned(reason: str, retry_after: float) -> Statement:
+    """Requeue up to SWEEP_BATCH jobs whose claims were not refreshed for `retry_after`
+    seconds by the server's clock, and wake the workers of their queues."""
+    return waking(REQUEUE_ABANDONED, [reason, retry_after, retry_after])
 
 
 def waking(statement: str, params: list[Any]) -> Statement:

@@ -33,7 +33,7 @@ from .base import Claim
 from .pg_quiet import WAKES_QUIET
 from .sql import COLUMNS, TABLE
 from .sql_limits_postgres import NO_LIMIT, QUEUE_LOCK_IDS, SETTINGS, STARTS
-from .sql_postgres import DELETE_FINISHED, due_in_order
+from .sql_postgres import DELETE_FINISHED, NOW, due_in_order
 
 __all__ = ["statements"]
 
@@ -51,19 +51,20 @@ _QUEUES = (
     f"FROM {QUEUE_LOCK_IDS}"
 )
 
-# Params: now, limit. Each queue's due jobs, up to its room (see due_in_order).
-_DUE = due_in_order("room.name", "%s", "GREATEST(LEAST(room.room, %s), 0)",
+# Params: limit. Each queue's due jobs, up to its room (see due_in_order).
+_DUE = due_in_order("room.name", NOW, "GREATEST(LEAST(room.room, %s), 0)",
                     "ctid, id, priority, available_at", " FOR UPDATE SKIP LOCKED")
 
 # Params: ids, tokens (finished); queues, concurrency, rate, period (arrays, NULL for
-# none); now, NO_LIMIT, NO_LIMIT, now, now, limit, limit, token, now, worker, now.
+# none); NO_LIMIT, NO_LIMIT, limit, limit, token, worker. Times are the server's
+# (sql_postgres.NOW).
 _CLAIM = (
     f"WITH done AS ({DELETE_FINISHED} RETURNING {TABLE}.queue), "
     f"q AS (SELECT * FROM unnest(%s::varchar[], %s::int[], %s::int[], %s::float8[]) "
     f"WITH ORDINALITY AS q(name, conc, rate, period, ord)), "
     # The starts past their period go (under the queue's lock: one claim at a time).
     f"pruned AS (DELETE FROM {STARTS} s USING q WHERE s.queue = q.name AND q.rate IS NOT NULL "
-    f"AND s.started_at <= %s::timestamptz - make_interval(secs => q.period) RETURNING 1), "
+    f"AND s.started_at <= {NOW} - make_interval(secs => q.period) RETURNING 1), "
     # Materialized: each count runs once per claim, and only for a queue with that limit.
     # A job deleted by `done` was claimed by this worker's previous claim, committed
     # before this snapshot: the count has it, and it is given back, no more.
@@ -72,7 +73,7 @@ _CLAIM = (
     f"WHERE r.queue = q.name AND r.token IS NOT NULL) "
     f"+ (SELECT count(*) FROM done WHERE done.queue = q.name) END, "
     f"CASE WHEN q.rate IS NULL THEN %s ELSE q.rate - (SELECT count(*) FROM {STARTS} s "
-    f"WHERE s.queue = q.name AND s.started_at > %s::timestamptz "
+    f"WHERE s.queue = q.name AND s.started_at > {NOW} "
     f"- make_interval(secs => q.period)) END) AS room "
     f"FROM q), "
     # The plain claim's pick (sql_postgres), each queue's rows cut to its room.
@@ -80,7 +81,7 @@ _CLAIM = (
     f"row_number() OVER (ORDER BY ord, priority DESC, available_at, id) - 1 AS position "
     f"FROM (SELECT room.ord, j.ctid, j.id, j.priority, j.available_at FROM room "
     f"CROSS JOIN LATERAL ({_DUE}) j ORDER BY room.ord LIMIT %s) found), "
-    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = %s, "
+    f"claimed AS (UPDATE {TABLE} SET token = %s, claimed_at = {NOW}, "
     f"claimed_by = %s || {WAKES_QUIET}, "
     f"attempts = attempts + 1, claim_position = picked.position FROM picked "
     # By the row's address, as the keyed claim does (it is locked: it stays there), found
@@ -88,7 +89,7 @@ _CLAIM = (
     f"WHERE {TABLE}.ctid = ANY(ARRAY(SELECT ctid FROM picked)) "
     f"AND {TABLE}.ctid = picked.ctid AND {TABLE}.id = picked.id "
     f"RETURNING {', '.join(f'{TABLE}.{c}' for c in COLUMNS)}), "
-    f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, %s FROM claimed c "
+    f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, {NOW} FROM claimed c "
     f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "
     f"SELECT {', '.join(COLUMNS)} FROM claimed "
     f"WHERE (SELECT count(*) FROM started) + (SELECT count(*) FROM pruned) >= 0"
@@ -96,16 +97,15 @@ _CLAIM = (
 
 
 def statements(
-    finished: Sequence[Claim], token: str, ts: Any, worker: str, queues: Sequence[str],
+    finished: Sequence[Claim], token: str, worker: str, queues: Sequence[str],
     limit: int, limits: dict[str, QueueLimit],
 ) -> list[tuple[str, list[Any]]]:
-    """QUEUES and CLAIM with their parameters, to run in this order in one transaction
-    (`ts`: now, as the connection takes it); CLAIM returns the claimed rows."""
+    """QUEUES and CLAIM with their parameters, to run in this order in one transaction;
+    CLAIM returns the claimed rows."""
     plain = [limits.get(q, QueueLimit()) for q in queues]
     claim = [
         [c.id for c in finished], [c.token for c in finished],
         list(queues), [lim.concurrency for lim in plain], [lim.rate for lim in plain],
-        [lim.period for lim in plain], ts, NO_LIMIT, NO_LIMIT, ts, ts, limit, limit,
-        token, ts, worker, ts,
+        [lim.period for lim in plain], NO_LIMIT, NO_LIMIT, limit, limit, token, worker,
     ]
     return [(_QUEUES, [sorted(limits)]), (_CLAIM, claim)]

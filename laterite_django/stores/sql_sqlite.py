@@ -20,12 +20,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .base import Claim, NewJob
-from .sql import COLUMNS, INSERT_COLUMNS, REQUEUE_ABANDONED, ROW, TABLE, execute
+from .sql import COLUMNS, INSERT_COLUMNS, REQUEUE_SET, ROW, TABLE, abandoned, execute
 from .sqlite_watch import open_watch
 
 __all__ = [
-    "SWEEP_BATCH", "Waiter", "claim", "delete", "execute_hot", "make_due", "open_waiter", "push",
-    "push_one", "requeue_abandoned", "wait", "waking",
+    "NOW", "SWEEP_BATCH", "Waiter", "claim", "delete", "execute_hot", "make_due", "open_waiter",
+    "push", "push_one", "requeue_abandoned", "wait", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -43,13 +43,24 @@ def waking(statement: str, params: list[Any]) -> Statement:
     return statement, params
 
 
+# The clock of the leases (claims, heartbeats, the sweep's cutoff): SQLite's, written
+# as Django writes a datetime (UTC, "YYYY-MM-DD HH:MM:SS.SSS": to the millisecond), so
+# the sweep compares them with the clock that dated them. SQLite is one file on one
+# host, so it is that host's clock, which its workers share. (A claim's "due" is the
+# worker's now, to the microsecond, as a push dates its jobs: the same host's clock.)
+NOW = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
 # No limit: SQLite takes laterite_job_claimed for the abandoned jobs by itself.
 SWEEP_BATCH = None
+# Params: "-<retry_after> seconds" (a modifier of SQLite's date functions). The
+# sweep's cutoff, by the same clock.
+CUTOFF = "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', %s)"
+# Params: reason, then CUTOFF's.
+REQUEUE_ABANDONED = f"{REQUEUE_SET}WHERE {abandoned(CUTOFF)}"
 
 
-def requeue_abandoned(reason: str, older_than: Any) -> Statement:
-    """Requeue the jobs whose claims were last refreshed before `older_than`."""
-    return REQUEUE_ABANDONED, [reason, older_than]
+def requeue_abandoned(reason: str, retry_after: float) -> Statement:
+    """Requeue the jobs whose claims were not refreshed for `retry_after` seconds."""
+    return REQUEUE_ABANDONED, [reason, f"{-retry_after:+f} seconds"]
 
 
 def push(jobs: Sequence[NewJob], ts: Callable[[Any], Any]) -> list[Statement]:
@@ -103,14 +114,14 @@ def claim(
         for rank in range(len(queues))
     )
     sql = (
-        f"UPDATE {TABLE} SET token = %s, claimed_at = %s, claimed_by = %s, "
+        f"UPDATE {TABLE} SET token = %s, claimed_at = {NOW}, claimed_by = %s, "
         f"attempts = attempts + 1, claim_position = picked.position FROM ("
         f"SELECT id, row_number() OVER (ORDER BY rank, priority DESC, available_at, id) - 1 "
         f"AS position FROM (SELECT id, priority, available_at, rank FROM ({per_queue}) "
         f"ORDER BY rank, priority DESC, available_at, id LIMIT %s)) AS picked "
         f"WHERE {TABLE}.id = picked.id RETURNING {', '.join(COLUMNS)}"
     )
-    params = [token, now, worker, *[v for queue in queues for v in (queue, now, limit)], limit]
+    params = [token, worker, *[v for queue in queues for v in (queue, now, limit)], limit]
     return [*([delete(finished)] if finished else []), (sql, params)]
 
 

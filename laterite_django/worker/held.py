@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.utils import timezone
@@ -132,8 +131,8 @@ class HeldJobs:
         self._next_sweep = now + self._sweep_every()
         self._flush()
         self.store.tidy()
-        older_than = timezone.now() - timedelta(seconds=self.retry_after)
-        count = self.store.requeue_abandoned(older_than, lost_reason(self.retry_after))
+        # Counted by the store's clock, which dated the claims: not this host's.
+        count = self.store.requeue_abandoned(self.retry_after, lost_reason(self.retry_after))
         if count:
             logger.warning("Returned %d abandoned job%s to %s", count,
                            "" if count == 1 else "s", "its queue" if count == 1 else "their queues",

@@ -73,9 +73,9 @@ def test_a_claim_planned_on_an_empty_table_reads_it_through_its_indexes(pg_store
     claims = pg_store.claim(["default"], "w", 1)
     jobs.noop.push(2)
     assert len(pg_store.settle_and_claim(claims, ["default"], "w", 1)) == 1
-    claim = explain("laterite_claim", "'{default}'", "now()", "1", "1", "'t'", "now()", "'w'")
-    settle = explain("laterite_settle_and_claim", "'{1}'", "'{t}'", "'{default}'", "now()",
-                     "1", "1", "'t'", "now()", "'w'")
+    claim = explain("laterite_claim", "'{default}'", "1", "1", "'t'", "'w'")
+    settle = explain("laterite_settle_and_claim", "'{1}'", "'{t}'", "'{default}'",
+                     "1", "1", "'t'", "'w'")
     for plan in (claim, settle):
         assert "laterite_job_due" in plan
         assert "Seq Scan on laterite_job" not in plan, plan
@@ -97,12 +97,11 @@ def limited(request):
     """The claim a limit makes: of a limited queue alone (sql_queue_limits_postgres), or
     with a job whose concurrency is limited defined in this process (sql_limits_postgres,
     which counts running jobs per key); the texts of its statements."""
-    now = timezone.now()
     if request.param == "key":
         limits.note_limited_task("tests.stores.keyed")
-        statements = sql_limits_postgres.statements((), "t", now, "w", ["default"], 2, {}, 8)
+        statements = sql_limits_postgres.statements((), "t", "w", ["default"], 2, {}, 8)
     else:
-        statements = sql_queue_limits_postgres.statements((), "t", now, "w", ["default"], 2, {})
+        statements = sql_queue_limits_postgres.statements((), "t", "w", ["default"], 2, {})
     with override_settings(LATERITE_QUEUE_LIMITS={"default": {"concurrency": 3, "rate": "50/m"}}):
         yield [Prepared(b"", sql, None).numbered.decode() for sql, _ in statements]
     limits.limited_tasks.discard("tests.stores.keyed")

@@ -74,10 +74,9 @@ def test_a_workers_periodic_statements_never_read_the_whole_table(pg_store, anal
     from laterite_django.stores import sql_postgres
 
     stale_statistics(pg_store, 100 if analyzed == "all-claimed" else 0, queue="backlog")
-    now = timezone.now()
     statements = {
-        "heartbeat": (sql.heartbeat(2, 1), [now, 1, 2, "a" * 32]),
-        "requeue": sql_postgres.requeue_abandoned("lost", now),
+        "heartbeat": (sql.heartbeat(2, 1, sql_postgres.NOW), [1, 2, "a" * 32]),
+        "requeue": sql_postgres.requeue_abandoned("lost", 90.0),
         "next_due": (sql.next_due(1), ["default"]),
     }
     found = {}
@@ -99,7 +98,7 @@ def test_a_limited_claim_is_never_compiled_by_jit(pg_store):
 
     stale_statistics(pg_store, 50, queue="default")
     (settings, params), (claim, claim_params) = sql_queue_limits_postgres.statements(
-        [], "t", timezone.now(), "w", ["default"], 100, {"default": QueueLimit(concurrency=50)})
+        [], "t", "w", ["default"], 100, {"default": QueueLimit(concurrency=50)})
     # The plan the claim runs with: generic (SETTINGS), from a prepared statement.
     with transaction.atomic():
         connection.ensure_connection()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import timedelta
 
 import pytest
 from django.db.models.signals import post_save
@@ -38,7 +37,7 @@ def new(*, name="tests.record", queue="default", value="x"):
 
 def sweep(store: RedisStore) -> int:
     """The workers' periodic sweep, as if every claim had stopped beating an hour ago."""
-    return store.requeue_abandoned(timezone.now() + timedelta(hours=1), "worker lost")
+    return store.requeue_abandoned(-3600, "worker lost")
 
 
 def everything_waiting(store: RedisStore) -> list:

@@ -9,13 +9,11 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.db import connections, transaction
 from django.test import override_settings
-from django.utils import timezone
 from redis.exceptions import RedisError
 
 from laterite_django.exceptions import StoreUnavailable
@@ -69,7 +67,7 @@ def redis_down(store_kind: str, transactional_db: None) -> Iterator[RedisDown]:
 def sweep(store: RedisStore | None = None) -> int:
     """One run of the workers' periodic sweep (it also drains the outbox)."""
     store = store or get_store()
-    return store.requeue_abandoned(timezone.now() - timedelta(hours=1), "worker lost")
+    return store.requeue_abandoned(3600, "worker lost")
 
 
 def waiting() -> int:

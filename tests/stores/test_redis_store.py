@@ -47,7 +47,7 @@ def new(queue="default", *, at=None, key=None, value="x"):
 
 def expire_claims(store: RedisStore) -> int:
     """Requeue every claim as if its worker had stopped beating an hour ago."""
-    return store.requeue_abandoned(timezone.now() + timedelta(hours=1), "worker lost")
+    return store.requeue_abandoned(-3600, "worker lost")
 
 
 # -- keys ----------------------------------------------------------------------

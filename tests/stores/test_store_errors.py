@@ -38,7 +38,7 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "push": lambda: store.push([job]),
         "claim": lambda: store.claim(["default"], "w"),
         "settle_and_claim": lambda: store.settle_and_claim([claim], ["default"], "w"),
-        "requeue_abandoned": lambda: store.requeue_abandoned(now, "worker lost"),
+        "requeue_abandoned": lambda: store.requeue_abandoned(0, "worker lost"),
         "make_due": lambda: store.make_due([1]),
         "next_due": lambda: store.next_due(["default"]),
         "heartbeat": lambda: store.heartbeat([claim]),

@@ -456,7 +456,7 @@ def test_a_reclaimed_task_past_its_tries_fails_without_running(store, workers):
     result = tasks.record.enqueue("lost")
     for _ in range(3):  # claimed by three workers that each died mid-run
         assert store.claim(["default"], "dead", 1)
-        store.requeue_abandoned(timezone.now() + timedelta(seconds=1), lost_reason(90))
+        store.requeue_abandoned(-1, lost_reason(90))
     run = workers.run("--stop-when-empty")
     assert run.returncode == 0, run.stderr
     result.refresh()
