@@ -69,9 +69,11 @@ def _buckets(histogram: list[float]) -> list[tuple[str, float]]:
 
 
 class QueueCollector(Collector):
-    """laterite_queue_jobs{queue,state} and laterite_queue_oldest_waiting_seconds{queue},
-    read from the store at each scrape: one count query (plus the failed list's) and one
-    for the oldest waiting jobs; and laterite_store_up, 1 when they were read.
+    """laterite_queue_jobs{queue,state}, laterite_queue_oldest_waiting_seconds{queue} and
+    laterite_queue_paused{queue}, read from the store at each scrape: one count query
+    (plus the failed list's), one for the oldest waiting jobs and one for the paused
+    queues; and laterite_store_up, 1 when they were read. The queues covered are the
+    configured ones, those holding jobs and the paused ones.
 
     A store that cannot be read leaves the queue gauges out, sets laterite_store_up to 0
     and says why in the log, rather than failing the scrape (which would hide the job
@@ -90,6 +92,7 @@ class QueueCollector(Collector):
                 store = self.store()
                 found = store.counts()
                 oldest = store.oldest_waiting()
+                paused = store.paused_queues()
             except Exception as e:
                 logger.warning("Metrics: could not read the queue store: %s", e,
                                extra={"action": "metrics_store_error"})
@@ -106,6 +109,8 @@ class QueueCollector(Collector):
             return
         counts = {queue: found.get(queue, QueueCounts()) for queue in settings.QUEUES}
         counts.update(sorted(found.items()))
+        for queue in sorted(paused - counts.keys()):
+            counts[queue] = QueueCounts()
         jobs = GaugeMetricFamily("laterite_queue_jobs", "Jobs per queue and state.",
                                  labels=["queue", "state"])
         now = timezone.now()
@@ -113,12 +118,17 @@ class QueueCollector(Collector):
             "laterite_queue_oldest_waiting_seconds",
             "How long the queue's oldest waiting job has been due (0: none waits).",
             labels=["queue"])
+        pause = GaugeMetricFamily(
+            "laterite_queue_paused", "1 if the queue is paused (workers claim none of its "
+            "jobs), else 0.", labels=["queue"])
         for queue, c in counts.items():
             for state in STATES:
                 jobs.add_metric([queue, state], getattr(c, state))
             since = oldest.get(queue)
             age.add_metric([queue], max((now - since).total_seconds(), 0.0) if since else 0.0)
+            pause.add_metric([queue], 1 if queue in paused else 0)
         up.add_metric([], 1)
         yield up
         yield jobs
         yield age
+        yield pause

@@ -142,6 +142,34 @@ def test_the_view_serves_the_queue_gauges(store):
     assert not any(name == "laterite_jobs_total" for name, _ in found)
 
 
+def paused_gauges(found: dict) -> dict[str, float]:
+    return {dict(labels)["queue"]: value for (name, labels), value in found.items()
+            if name == "laterite_queue_paused"}
+
+
+def test_the_view_says_which_queues_are_paused(store):
+    store.pause(["mail", "reports"])  # "reports": paused, neither configured nor used
+    found = samples(Client().get("/metrics/").content.decode())
+    assert paused_gauges(found) == {"default": 0, "mail": 1, "low": 0, "reports": 1}
+    store.resume(["mail", "reports"])
+    found = samples(Client().get("/metrics/").content.decode())
+    assert paused_gauges(found) == {"default": 0, "mail": 0, "low": 0}
+
+
+def test_the_workers_server_says_which_queues_are_paused(store):
+    from laterite_django.metrics.server import MetricsServer
+    from laterite_django.metrics.totals import Totals
+
+    store.pause(["low"])
+    server = MetricsServer(0, Totals(), address="127.0.0.1")
+    try:
+        found = scrape(server.port)
+    finally:
+        server.close()
+    assert found is not None
+    assert paused_gauges(found) == {"default": 0, "mail": 0, "low": 1}
+
+
 def test_the_view_says_the_store_is_up(store):
     found = samples(Client().get("/metrics/").content.decode())
     assert found[("laterite_store_up", ())] == 1
