@@ -2,9 +2,9 @@
 
 Pauses are rows of `laterite_paused_queue`; a resume on PostgreSQL notifies the
 workers' channel as a push does (on SQLite the waiting workers read the paused
-set again within LATERITE_QUEUE_POLL). A cancel deletes a waiting job into the
-failed list in one transaction, or marks a running one (`cancel_requested_at`),
-which its worker's heartbeat reads.
+set again within LATERITE_QUEUE_POLL). A cancel marks each job it names
+(`cancel_requested_at`, which a running job's heartbeat reads), then deletes the
+waiting ones into the failed list, in one transaction.
 """
 
 from __future__ import annotations
@@ -60,6 +60,19 @@ def cancel(store: DatabaseStore, ids: Iterable[int]) -> dict[int, str]:
     marks = ", ".join(["%s"] * len(wanted))
     now = store._ts(timezone.now())
     with transaction.atomic(using=store.database):
+        # Marked first, waiting or running: the mark holds each row (its lock on
+        # PostgreSQL, the write lock on SQLite) until the commit, so the delete below
+        # sees the jobs as the mark found them, and a release that comes after finds
+        # the mark (the job's next claim fails it, rules.before_run). Deleted then
+        # marked, each statement with its own snapshot, a release committed between
+        # the two escaped both: "finished", and the job retried.
+        marked, _ = store._execute(
+            f"UPDATE {sql.TABLE} SET cancel_requested_at = %s WHERE id IN ({marks}) "
+            f"RETURNING id",
+            [now, *wanted], fetch=True,
+        )
+        for (job_id,) in marked:
+            result[job_id] = Outcome.ASKED
         rows, _ = store._execute(
             f"DELETE FROM {sql.TABLE} WHERE token IS NULL AND id IN ({marks}) "
             f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at, "
@@ -70,13 +83,6 @@ def cancel(store: DatabaseStore, ids: Iterable[int]) -> dict[int, str]:
             store._execute(sql.FAIL_INSERT, [*row, now, reason(False)])
             result[row[0]] = Outcome.CANCELLED
         database_workflows.failed_payloads(store, [row[3] for row in rows])
-        running, _ = store._execute(
-            f"UPDATE {sql.TABLE} SET cancel_requested_at = %s "
-            f"WHERE token IS NOT NULL AND id IN ({marks}) RETURNING id",
-            [now, *wanted], fetch=True,
-        )
-        for (job_id,) in running:
-            result[job_id] = Outcome.ASKED
         crash_point("cancel.before_commit")  # dies: rolled back, nothing cancelled
     return result
 

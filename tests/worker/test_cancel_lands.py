@@ -1,13 +1,16 @@
 """A cancel always lands, on every store: a running job's cancel outlives its worker's
-death (SIGKILL, no supervisor) and a release for a retry."""
+death (SIGKILL, no supervisor) and a release for a retry, and a cancel that races a
+release is never answered "finished" while the job runs again."""
 
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 import laterite_django
@@ -69,6 +72,58 @@ def test_a_cancel_of_a_job_waiting_for_its_retry_removes_it(store, workers):
     assert FailedJob.objects.get(job_id=job_id).error.startswith("Cancelled: before it ran")
     assert store.counts().get("default") is None or store.counts()["default"].total == 0
     store.make_due([job_id])
+    workers.run("--stop-when-empty")
+    assert not Record.objects.filter(kind="record").exists()
+
+
+def _waiting_on_a_lock() -> bool:
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                       "current_database() AND wait_event_type = 'Lock'")
+        return cursor.fetchone()[0] > 0
+
+
+def test_a_cancel_racing_a_release_lands(store, store_kind, workers):
+    """The release commits while the cancel runs (on PostgreSQL, after the cancel's
+    first statement and before its second: it waits on the released row): the cancel
+    finds the job waiting and removes it, never "finished" with a retry to come.
+    Redis runs each as one script (one before the other: see the test above)."""
+    if store_kind != "database":
+        pytest.skip("one script each on Redis: no statement between")
+    job_id = jobs.record.push("raced").id
+    (claim,) = store.claim(["default"], "w")
+    released, go = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def release() -> None:
+        try:
+            with transaction.atomic():
+                assert store.release(claim, timezone.now(), "RuntimeError: boom")
+                released.set()
+                go.wait(20)
+        finally:
+            connection.close()
+
+    def cancel() -> None:
+        try:
+            outcome.append(laterite_django.cancel(job_id))
+        finally:
+            connection.close()
+
+    releasing = threading.Thread(target=release)
+    releasing.start()
+    assert released.wait(20)
+    cancelling = threading.Thread(target=cancel)
+    cancelling.start()
+    if connection.vendor == "postgresql":
+        wait_for(_waiting_on_a_lock, timeout=20)
+    else:
+        time.sleep(0.5)  # SQLite: the cancel waits for the write lock (BEGIN IMMEDIATE)
+    go.set()
+    releasing.join(20)
+    cancelling.join(20)
+    assert outcome == [Outcome.CANCELLED]
+    assert FailedJob.objects.get(job_id=job_id).error.startswith("Cancelled")
     workers.run("--stop-when-empty")
     assert not Record.objects.filter(kind="record").exists()
 
