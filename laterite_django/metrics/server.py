@@ -26,9 +26,10 @@ _serving: weakref.WeakSet[MetricsServer] = weakref.WeakSet()
 
 
 class MetricsServer:
-    """Serve `totals` and the queue gauges on `port` (0: any free port, see `.port`)."""
+    """Serve `totals` and the queue gauges on `address`, `port` (0: any free port, see
+    `.port`); the default address is every IPv4 address of the host."""
 
-    def __init__(self, port: int, totals: Totals, *, address: str = "") -> None:
+    def __init__(self, port: int, totals: Totals, *, address: str = "0.0.0.0") -> None:
         self.totals = totals
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(JobsCollector(totals))
@@ -37,8 +38,9 @@ class MetricsServer:
             port, addr=address or "0.0.0.0", registry=self.registry)
         self.port: int = self._server.server_address[1]
         _serving.add(self)
-        logger.info("Serving metrics on port %d (/metrics)", self.port,
-                    extra={"action": "metrics_serving", "port": self.port})
+        host = f"[{address}]" if ":" in address else address or "0.0.0.0"
+        logger.info("Serving metrics on %s:%d (/metrics)", host, self.port,
+                    extra={"action": "metrics_serving", "address": address, "port": self.port})
 
     def close(self) -> None:
         """Stop serving and free the port."""

@@ -129,6 +129,41 @@ def test_a_busy_port_is_a_clear_error(workers):
     assert "cannot serve metrics" in result.stderr
 
 
+@pytest.mark.parametrize("store_kind", ["database"], indirect=True)  # the same on every store
+def test_metrics_address_chooses_the_address_listened_on(workers):
+    psutil = pytest.importorskip("psutil")
+    port = free_port()
+    proc = workers.start("--processes", "1", "--sleep", "0.1", "--metrics-port", str(port),
+                         "--metrics-address", "127.0.0.1", env=INFO)
+    err = Stderr(proc)
+    wait_for(lambda: scrape(port) or proc.poll() is not None, timeout=30)
+    assert proc.poll() is None, err.text()
+    listening = {(c.laddr.ip, c.laddr.port)
+                 for c in psutil.Process(proc.pid).net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN}
+    assert listening == {("127.0.0.1", port)}
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert f"Serving metrics on 127.0.0.1:{port}" in err.text()
+
+
+@pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+def test_a_bad_metrics_address_is_a_clear_error(workers):
+    result = workers.run("--processes", "1", "--stop-when-empty", "--metrics-port", "0",
+                         "--metrics-address", "localhost:9808")
+    assert result.returncode != 0
+    assert "--metrics-address" in result.stderr
+    assert "'localhost:9808'" in result.stderr
+
+
+@pytest.mark.parametrize("store_kind", ["database"], indirect=True)
+def test_metrics_address_needs_metrics_port(workers):
+    result = workers.run("--processes", "1", "--stop-when-empty",
+                         "--metrics-address", "127.0.0.1")
+    assert result.returncode != 0
+    assert "--metrics-address 127.0.0.1 needs --metrics-port" in result.stderr
+
+
 def test_the_view_serves_the_queue_gauges(store):
     jobs.record.push("waiting")
     jobs.fail_now.push("x")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import logging
 import os
 import sys
@@ -114,6 +115,11 @@ class Command(StoreCommand):
             "and all its processes (needs prometheus-client: the `metrics` extra; 0 = any "
             "free port, logged).",
         )
+        parser.add_argument(
+            "--metrics-address", type=ip_address, metavar="ADDRESS",
+            help="The address --metrics-port listens on, e.g. 127.0.0.1 or ::1 (default "
+            "0.0.0.0: every IPv4 address of the host).",
+        )
 
     def handle(self, *args, **options) -> None:
         try:
@@ -139,6 +145,9 @@ class Command(StoreCommand):
         if processes > 1 and not hasattr(os, "fork"):
             raise CommandError(f"--processes {processes} needs os.fork(), which this "
                                "platform lacks; use --processes 1.")
+        if options.get("metrics_address") and options.get("metrics_port") is None:
+            raise CommandError(f"--metrics-address {options['metrics_address']} needs "
+                               "--metrics-port.")
         if options["wait_delayed"] and not options["stop_when_empty"]:
             raise CommandError(f"--wait-delayed {options['wait_delayed']:g} needs "
                                "--stop-when-empty.")
@@ -161,7 +170,7 @@ class Command(StoreCommand):
         logger.info(banner(worker.store, queues, processes), extra={"action": "worker_banner"})
         # Served by a daemon thread of this process until it exits; from before the
         # wait for the store, so a scrape meanwhile says laterite_store_up 0.
-        metrics = serve_metrics(options.get("metrics_port"))
+        metrics = serve_metrics(options.get("metrics_port"), options.get("metrics_address"))
         # Once, before any worker: missing tables end the command (StoreNotMigrated,
         # one line); a store that is down is waited for, said once.
         if not wait_for_store(worker.store, give_up_after=options["max_seconds"]):
@@ -234,8 +243,19 @@ def port_number(value: str) -> int:
     return port
 
 
-def serve_metrics(port: int | None) -> MetricsServer | None:
-    """Start the metrics server on `port`, or nothing when it is None."""
+def ip_address(value: str) -> str:
+    """An IPv4 or IPv6 address for --metrics-address (no host name, no port)."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an IP address such as 127.0.0.1, 0.0.0.0 or ::1, not {value!r}"
+        ) from None
+
+
+def serve_metrics(port: int | None, address: str | None = None) -> MetricsServer | None:
+    """Start the metrics server on `port` (on `address`, else on every IPv4 address),
+    or nothing when `port` is None."""
     if port is None:
         return None
     try:
@@ -244,9 +264,10 @@ def serve_metrics(port: int | None) -> MetricsServer | None:
         raise CommandError(f"--metrics-port needs prometheus-client ({e}): "
                            'pip install "laterite-django[metrics]"') from e
     try:
-        return MetricsServer(port, Totals())
+        return MetricsServer(port, Totals(), address=address or "0.0.0.0")
     except OSError as e:
-        raise CommandError(f"--metrics-port {port}: cannot serve metrics: {e}") from e
+        where = f"--metrics-address {address} " if address else ""
+        raise CommandError(f"{where}--metrics-port {port}: cannot serve metrics: {e}") from e
 
 
 def keep_connections_open() -> None:
