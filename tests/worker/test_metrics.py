@@ -119,6 +119,28 @@ def test_one_process_serves_its_own_counts(workers):
     proc.wait(timeout=30)
 
 
+def test_each_settled_word_counts_under_the_outcomes_readme_lists():
+    """A cancelled job settles as failed (it is on the failed list): no settled word
+    is "cancelled", and laterite_jobs_total has no such outcome."""
+    from datetime import UTC, datetime
+
+    from laterite_django.metrics.tally import OUTCOMES, Tally
+    from laterite_django.stores import Claim
+    from laterite_django.worker.settle import Settled
+
+    words = {value for name, value in vars(Settled).items() if name.isupper()}
+    assert set(OUTCOMES) <= words
+    handed: list[dict] = []
+    tally = Tally(handed.append)
+    claim = Claim(id=1, name="tests.noop", queue="default", payload="{}", attempts=1,
+                  pushed_at=datetime.now(UTC), token="t")
+    for word in sorted(words):
+        tally.ended(claim, word, 0.01)
+    tally.flush()
+    assert {outcome for _, _, outcome, _ in handed[0]["jobs"]} == {
+        "succeeded", "retried", "failed"}
+
+
 def test_a_busy_port_is_a_clear_error(workers):
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
