@@ -73,7 +73,7 @@ def _check_redis(alias: Any) -> list:
         return [
             Error(
                 "LATERITE_QUEUE_STORE is 'redis' but django-redis is not installed.",
-                hint="pip install 'laterite-django[redis]' (or django-redis).",
+                hint="Install django-redis and hiredis (the 'redis' extra).",
                 id="laterite.E011",
             )
         ]

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (`pip install "laterite-django[otel]"`, opentelemetry-api only).
+"""OpenTelemetry traces (the `otel` extra: opentelemetry-api only).
 
 A push made inside a span records that span's context with the job: the
 propagator's fields (`traceparent`, and `tracestate` if any) under the key

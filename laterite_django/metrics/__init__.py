@@ -1,4 +1,4 @@
-"""Prometheus metrics (`pip install "laterite-django[metrics]"`).
+"""Prometheus metrics (the `metrics` extra: prometheus-client).
 
 - `tally.Tally`: a worker counts its attempts here, in memory, and hands the counts
   on at most once a second (and when idle or stopping). Needs no prometheus-client.

@@ -52,8 +52,7 @@ def cron_problem(expression: object) -> str | None:
     try:
         from cronsim import CronSim, CronSimError
     except ImportError:
-        return ("cron rules need the cronsim package: pip install 'laterite-django[schedules]' "
-                "(or use every)")
+        return "cron rules need cronsim (the 'schedules' extra), or use every"
     try:
         CronSim(" ".join(fields), datetime(2000, 1, 1))
     except CronSimError as e:

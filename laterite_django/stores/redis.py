@@ -111,8 +111,8 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
             from django_redis import get_redis_connection
         except ImportError as e:
             raise LateriteConfigurationError(
-                "LATERITE_QUEUE_STORE is 'redis' but django-redis is not installed; "
-                "pip install 'laterite-django[redis]'."
+                "LATERITE_QUEUE_STORE is 'redis' but django-redis is not installed: it "
+                "needs django-redis and hiredis (the 'redis' extra)."
             ) from e
         try:
             return get_redis_connection(self.alias, write=True)

@@ -261,8 +261,8 @@ def serve_metrics(port: int | None, address: str | None = None) -> MetricsServer
     try:
         from ...metrics.server import MetricsServer
     except ImportError as e:
-        raise CommandError(f"--metrics-port needs prometheus-client ({e}): "
-                           'pip install "laterite-django[metrics]"') from e
+        raise CommandError("--metrics-port needs prometheus-client (the 'metrics' extra): "
+                           f"{e}") from e
     try:
         return MetricsServer(port, Totals(), address=address or "0.0.0.0")
     except OSError as e:
