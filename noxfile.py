@@ -6,7 +6,11 @@ project's own tests on each of its stores, on both Djangos.
 
 On PostgreSQL, Django 5.2's leg runs the slow tests and Django 6's the others (LEAVE_OUT).
 The whole matrix at full length, Django 6 on SQLite too, is one command:
-`LATERITE_TEST_FULL=1 LATERITE_TEST_DBS=sqlite,postgres nox`."""
+`LATERITE_TEST_FULL=1 LATERITE_TEST_DBS=sqlite,postgres nox`.
+
+Each leg keeps its SQLite file and its log in `$LATERITE_NOX_TMP/<leg>` (default
+/tmp/laterite-nox): give each of two runs on one machine its own folder (and its own
+LATERITE_PG_TEST_PREFIX), or they overwrite each other's files."""
 
 from __future__ import annotations
 
@@ -81,6 +85,8 @@ LEAVE_OUT = {("django5.2", "postgres"): "slow", ("django6", "postgres"): "not sl
 # test_laterite_django52 and test_laterite_django6, the example's test_laterite_example_py311.
 # LATERITE_PG_TEST_PREFIX chooses another, so that two clones can share one server.
 PG_TEST_PREFIX = os.environ.get("LATERITE_PG_TEST_PREFIX", "test_laterite")
+# The legs' SQLite files and logs go under this folder, one subfolder per leg.
+NOX_TMP = Path(os.environ.get("LATERITE_NOX_TMP", "/tmp/laterite-nox"))
 
 
 # mypy checks against Django 5.2, with the django_tasks backport that serves tasks there;
@@ -186,12 +192,17 @@ def tests(session: nox.Session) -> None:
         session.error(f"pytest failed: {', '.join(failed)}")
 
 
+def _leg_folder(name: str, db: str) -> Path:
+    """The folder of one leg's SQLite file and log (under LATERITE_NOX_TMP)."""
+    return NOX_TMP / f"{name}-{db}"
+
+
 def _start_leg(python: Path, name: str, db: str, full: bool, posargs: list[str]
                ) -> tuple[subprocess.Popen, IO[str]]:
     """Start pytest for one leg (a Django on a database), its output to a file. The
     environment passes through: LATERITE_REDIS_URL chooses the tests' Redis (db 15 by
     default, tests/settings.py)."""
-    work = Path(f"/tmp/laterite-nox/{name}-{db}")
+    work = _leg_folder(name, db)
     work.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
