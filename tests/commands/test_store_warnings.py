@@ -33,25 +33,18 @@ def test_a_store_as_set_up_here_has_no_warning(store, caplog):
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
-@pytest.fixture
-def evicting() -> Iterator[None]:
-    """The test Redis server set to evict any key when full, for the test's length."""
-    client = redis.Redis.from_url(settings.CACHES["redis"]["LOCATION"])
-    before = client.config_get("maxmemory-policy")["maxmemory-policy"]
-    client.config_set("maxmemory-policy", "allkeys-lru")
+def test_a_redis_server_that_evicts_keys_is_said_once_at_start(private_redis, caplog):
+    # A private server: the machine's own Redis serves others and is never reconfigured.
+    alias = private_redis("--maxmemory-policy", "allkeys-lru")
+    store = RedisStore(alias=alias, prefix="laterite-test-evicting", ephemeral=True)
     try:
-        yield
+        (warning,) = store.warnings()
+        assert "maxmemory-policy allkeys-lru" in warning and "noeviction" in warning
+        assert f"cache {alias!r}" in warning
+        with caplog.at_level(logging.WARNING, logger="laterite"):
+            assert store_check.wait_for_store(store) is True
     finally:
-        client.config_set("maxmemory-policy", before)
-        client.close()
-
-
-@pytest.mark.parametrize("store_kind", ["redis"], indirect=True)
-def test_a_redis_server_that_evicts_keys_is_said_once_at_start(store, evicting, caplog):
-    (warning,) = store.warnings()
-    assert "maxmemory-policy allkeys-lru" in warning and "noeviction" in warning
-    with caplog.at_level(logging.WARNING, logger="laterite"):
-        assert store_check.wait_for_store(store) is True
+        store.close()
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert said == [warning]
 
