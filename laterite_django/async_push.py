@@ -62,9 +62,10 @@ class AsyncPushes(Generic[P, R]):
         def new_jobs(
             self, calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]], *,
             at: datetime | None = None, queue: str | None = None, priority: int | None = None,
+            delay: float = 0.0,
         ) -> list[NewJob]: ...
         def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]: ...
-        def _after(self, delay: timedelta | float) -> datetime: ...
+        def _seconds(self, delay: timedelta | float) -> float: ...
         def _checked_when(self, when: datetime) -> datetime: ...
         def _pairs(self, calls: Iterable[Any]) -> list[tuple[Sequence[Any], Mapping[str, Any]]]:
             ...
@@ -77,7 +78,8 @@ class AsyncPushes(Generic[P, R]):
         self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs
     ) -> Pushed:
         """`push_in()` for async code."""
-        return (await self.aenqueue_many([(args, kwargs)], at=self._after(delay)))[0]
+        return (await self._astore(self.new_jobs([(args, kwargs)],
+                                                 delay=self._seconds(delay))))[0]
 
     async def apush_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """`push_at()` for async code."""
@@ -100,7 +102,10 @@ class AsyncPushes(Generic[P, R]):
         at: datetime | None = None, queue: str | None = None, priority: int | None = None,
     ) -> list[Pushed]:
         """`enqueue_many()` for async code; inline mode runs each job here, awaited."""
-        new_jobs = self.new_jobs(calls, at=at, queue=queue, priority=priority)
+        return await self._astore(self.new_jobs(calls, at=at, queue=queue, priority=priority))
+
+    async def _astore(self, new_jobs: list[NewJob]) -> list[Pushed]:
+        """Store checked jobs (store_jobs, in a thread); inline mode runs each here."""
         if capture.capturing():
             return capture.record(self, new_jobs)  # type: ignore[arg-type]
         if settings.MODE == "inline":

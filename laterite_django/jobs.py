@@ -114,8 +114,9 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         return self._push_one(args, kwargs, None, None, None)
 
     def push_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
-        """Store a call to run after `delay` (a timedelta or seconds)."""
-        return self._push_one(args, kwargs, self._after(delay), None, None)
+        """Store a call to run after `delay` (a timedelta or seconds), counted from the
+        store's now by its clock (see NewJob.delay)."""
+        return self._push_one(args, kwargs, None, None, None, self._seconds(delay))
 
     def push_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run at `when`, an aware datetime."""
@@ -148,14 +149,14 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         return self._push_one(args, kwargs, at, queue, priority)
 
     def _push_one(self, args: Sequence[Any], kwargs: Mapping[str, Any], at: datetime | None,
-                  queue: str | None, priority: int | None) -> Pushed:
+                  queue: str | None, priority: int | None, delay: float = 0.0) -> Pushed:
         """enqueue_many for one call, in fewer steps: the push most code makes, whose
         every Python call shows in its cost (the same checks, in the same order)."""
         if running_loop() is not None:
             refuse_event_loop(self.name)
         queue = self._ready(queue)
         now = timezone.now()
-        new = self._new_job(args, kwargs, at, queue, priority, now, tracing.carrier())
+        new = self._new_job(args, kwargs, at, queue, priority, now, tracing.carrier(), delay)
         if capture.capturing():
             return capture.record(self, [new])[0]
         if settings.MODE == "inline":
@@ -186,14 +187,16 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         at: datetime | None = None,
         queue: str | None = None,
         priority: int | None = None,
+        delay: float = 0.0,
     ) -> list[NewJob]:
-        """Check and encode (args, kwargs) pairs as jobs to store; no I/O."""
+        """Check and encode (args, kwargs) pairs as jobs to store; no I/O. Without `at`,
+        each is due `delay` seconds after the store's now, by its clock (NewJob.delay)."""
         queue = self._ready(queue)
         if at is not None:
             at = self._checked_when(at)
         now = timezone.now()
         trace = tracing.carrier()  # the pusher's span, for the attempts' spans
-        return [self._new_job(args, kwargs, at, queue, priority, now, trace)
+        return [self._new_job(args, kwargs, at, queue, priority, now, trace, delay)
                 for args, kwargs in calls]
 
     def _ready(self, queue: str | None) -> str:
@@ -213,8 +216,10 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     def _new_job(
         self, args: Sequence[Any], kwargs: Mapping[str, Any], at: datetime | None,
         queue: str, priority: int | None, now: datetime, trace: Mapping[str, str] | None,
+        delay: float = 0.0,
     ) -> NewJob:
-        """One call checked and encoded as a job to store (its queue checked already)."""
+        """One call checked and encoded as a job to store (its queue checked already): due
+        at `at`, else `delay` seconds after the store's now (NewJob.delay)."""
         if _NewJob is None:
             _import_stores()
         self._check_arguments(args, kwargs)
@@ -227,12 +232,13 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             name=name,
             queue=queue,
             payload=payload.encode(name, args, kwargs, trace),
-            available_at=at or now,
+            available_at=at or (now + timedelta(seconds=delay) if delay else now),
             pushed_at=now,
             retry_until=None if self.retry_until is None else self._retry_until(
                 now, args, kwargs),
             unique_key=None if self.unique_key is None else self._unique_key(args, kwargs),
             priority=priority,
+            delay=None if at is not None else delay,
         )
         if self.concurrency is not None or not self._plain_concurrency:
             limited = self.concurrency_of(args, kwargs)

@@ -74,6 +74,11 @@ class PushChecks:
     def _after(self, delay: timedelta | float) -> datetime:
         """The moment `delay` (a timedelta or seconds) from now, or raise naming a delay
         that is not one, or is negative, not finite or beyond MAX_DELAY."""
+        return timezone.now() + timedelta(seconds=self._seconds(delay))
+
+    def _seconds(self, delay: timedelta | float) -> float:
+        """`delay` (a timedelta or seconds) in seconds, or raise naming a delay that is
+        not one, or is negative, not finite or beyond MAX_DELAY."""
         if isinstance(delay, timedelta):
             seconds = delay.total_seconds()
         elif isinstance(delay, int | float) and not isinstance(delay, bool):
@@ -88,7 +93,7 @@ class PushChecks:
                 f"Job {self.name!r}: push_in needs a delay of 0 to {MAX_DELAY:.0f} s (10 "
                 f"years), got {delay!r}."
             )
-        return timezone.now() + timedelta(seconds=seconds)
+        return float(seconds)
 
     def _checked_when(self, when: datetime) -> datetime:
         """`when` if it is an aware datetime within MAX_DELAY of now, else raise naming it."""

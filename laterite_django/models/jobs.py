@@ -167,6 +167,11 @@ class OutboxJob(models.Model):
     available_at = models.DateTimeField()
     retry_until = models.DateTimeField(null=True, blank=True)
     unique_key = models.TextField(null=True, blank=True)  # noqa: DJ001 -- NULL: no key
+    delay = models.FloatField(
+        null=True, blank=True,
+        help_text="Seconds after its move to Redis at which the job is due, by Redis's "
+                  "clock (NULL: due at available_at, a moment given by its pusher).",
+    )
 
     class Meta:
         db_table = "laterite_outbox_job"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db import transaction
@@ -154,10 +154,15 @@ class Store(FailedList, abc.ABC):
 
     @abc.abstractmethod
     def release(
-        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False,
-        started: bool = True,
+        self, claim: Claim, available_at: datetime | timedelta, error: str = "", *,
+        uncharged: bool = False, started: bool = True,
     ) -> bool:
         """Give the job back to its queue, due at `available_at`; False if the claim was lost.
+
+        A timedelta is counted from the store's now by its own clock (a retry's backoff):
+        a worker whose clock runs ahead or behind neither holds the job back longer nor
+        lets it jump ahead of older ones. A datetime is a moment already stored (a job
+        given back where it was in line).
 
         With `uncharged`, the claim is not charged a try: a worker stopped the job
         before it finished. It still counts in `attempts` (`Claim.uncounted` keeps it

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import ModuleType
 from typing import Any
 
@@ -212,11 +212,20 @@ class DatabaseStore(DatabaseClaiming, DatabaseReads, DatabaseWaiting, Store):
 
     @guarded
     def release(
-        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False,
-        started: bool = True,
+        self, claim: Claim, available_at: datetime | timedelta, error: str = "", *,
+        uncharged: bool = False, started: bool = True,
     ) -> bool:
+        value: Any
+        due, value = "%s", available_at
+        if isinstance(available_at, timedelta):
+            if self.dialect is sql_postgres:  # counted by the server's clock
+                due, value = sql_postgres.AFTER_NOW, available_at.total_seconds()
+            else:  # SQLite: one host, whose clock is the store's
+                value = timezone.now() + available_at
+        if isinstance(value, datetime):
+            value = self._ts(value)
         statement, params = self.dialect.waking(
-            sql.release(uncharged, started), [self._ts(available_at), error, claim.id, claim.token])
+            sql.release(uncharged, started, due), [value, error, claim.id, claim.token])
         try:
             return self._hot(statement, params)[1] == 1
         except IntegrityError:

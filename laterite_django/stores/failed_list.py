@@ -71,6 +71,7 @@ class FailedList:
                             payload=row.payload,
                             available_at=now,
                             pushed_at=now,
+                            delay=0.0,  # due at the store's now, by its clock
                             unique_key=row.unique_key,
                             priority=row.priority,
                         )

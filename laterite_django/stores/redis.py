@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
@@ -210,12 +210,17 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
 
     @guarded
     def release(
-        self, claim: Claim, available_at: datetime, error: str = "", *, uncharged: bool = False,
-        started: bool = True,
+        self, claim: Claim, available_at: datetime | timedelta, error: str = "", *,
+        uncharged: bool = False, started: bool = True,
     ) -> bool:
         now = us(timezone.now())
         how = ("started" if started else "unstarted") if uncharged else ""
-        args = [now, claim.id, claim.token, us(available_at), error, how]
+        # A delay goes as '+<us>', counted from Redis's own clock (redis_scripts).
+        if isinstance(available_at, timedelta):
+            due: str | int = f"+{available_at // timedelta(microseconds=1)}"
+        else:
+            due = us(available_at)
+        args = [now, claim.id, claim.token, due, error, how]
         return bool(self._run("RELEASE", args))
 
     @guarded

@@ -14,6 +14,12 @@ come back and are moved again: each row's push carries a mark that Redis keeps f
 a week (ONCE_TTL), and a job whose mark is set is not stored a second time (a job
 with a concurrency limit too: its script is PUSH's, marks included).
 Unique keys are checked when a row reaches Redis, where a duplicate is dropped.
+A job due at once or after a delay (NewJob.delay) keeps its delay in the row and is
+due that long after its move, by Redis's clock: the clock every due time is compared
+with, and the only one the pusher and the mover (another host's sweep) share. The
+time it spent in the outbox is not taken off, which would need a clock common to
+both; a move follows the commit within milliseconds, and while Redis is away, which
+is what keeps rows longer, no push reaches it either.
 A retry from the failed list takes this road too (redis_failed.push_retried), so its
 jobs reach Redis only once the deletion of their failed rows commits.
 """
@@ -68,6 +74,7 @@ def hold(store: RedisStore, jobs: Sequence[NewJob],
                 available_at=job.available_at,
                 retry_until=job.retry_until,
                 unique_key=job.unique_key,
+                delay=job.delay,
             )
             for job in jobs
         ],
@@ -145,6 +152,7 @@ def _move_batch(store: RedisStore, chosen) -> dict[int, int | None]:
                 retry_until=row.retry_until,
                 unique_key=row.unique_key,
                 priority=row.priority,
+                delay=row.delay,
             ))
             for row in rows
         ]

@@ -28,12 +28,13 @@ __all__ = ["DEFINE", "FIRE", "PAUSE", "REMOVE", "add", "define", "fire", "pause"
            "states"]
 
 # Push one job as redis_scripts_push_claim.PUSH does (ARGV from `b`: name, queue, payload,
-# priority, pushed_at, available_at, retry_until, has_key, key); return its id, 0 if
-# dropped as a duplicate of a waiting job with its unique key.
+# priority, pushed_at, available_at, retry_until, has_key, key), due by the server's
+# clock; return its id, 0 if dropped as a duplicate of a waiting job with its unique key.
 _PUSH_ONE = """
-local function push_one(b, now)
+local function push_one(b)
+  local now = clock()
   local name, queue, payload = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
-  local priority, pushed_at, avail = ARGV[b + 4], ARGV[b + 5], ARGV[b + 6]
+  local priority, pushed_at, avail = ARGV[b + 4], ARGV[b + 5], due_at(ARGV[b + 6], now)
   local retry_until, has_key, key = ARGV[b + 7], ARGV[b + 8], ARGV[b + 9]
   local id = new_id()
   if has_key == '1' and not take_key(key, id) then return 0 end
@@ -75,7 +76,7 @@ if tick ~= '' then
 end
 -- The push first: a script error in it (Redis keeps what a script wrote before an
 -- error) leaves the cursor where it was, so the tick is fired again, not lost.
-local id = push_one(7, now)
+local id = push_one(7)
 if tick ~= '' then
   redis.call('HSET', s, 'last_tick', tick, 'fired_at', tick, 'job_id', id)
 else

@@ -24,7 +24,10 @@ one script serves any queue; the store therefore needs a single Redis server
                            next claim of any job pushes to each and empties it
     P:worker:<name>:wake   list a quiet worker blocks on beside its queues' (redis_quiet)
 
-Times are integer microseconds since the epoch, passed in by the caller.
+Times are integer microseconds since the epoch. What is due is the server's clock's
+(TIME, `clock()`), never a caller's: a caller sends a moment (push_at) as it is, and a
+due time counted from now (a push, push_in, a retry's backoff) as '+<microseconds>',
+which the script adds to the server's now (`due_at`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,17 @@ local function qkey(q, kind) return P .. ':queue:' .. q .. ':' .. kind end
 local function pad(s, width) return string.rep('0', width - #s) .. s end
 local function member(avail, id) return pad(avail, 17) .. ':' .. pad(id, 19) end
 local function member_id(m) return string.match(m, ':0*(%d+)$') end
+-- The server's now (TIME), in microseconds, as a string.
+local function clock()
+  local t = redis.call('TIME')
+  return string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+end
+-- A due time as a caller sent it: '+<us>' counts from `now` (the server's clock), any
+-- other is a moment already.
+local function due_at(avail, now)
+  if string.byte(avail, 1) ~= 43 then return avail end
+  return string.format('%.0f', tonumber(now) + tonumber(string.sub(avail, 2)))
+end
 -- A new job's id. Never one whose job is still there: a counter set back (its key
 -- lost to eviction, a partial restore) would otherwise overwrite that job.
 local function new_id()

@@ -8,10 +8,11 @@ from .redis_scripts import _COMMON
 
 __all__ = ["CLEAR", "MAKE_DUE"]
 
-# ARGV: prefix, now, then job ids. Makes the waiting or delayed ones due now (a job
-# already due keeps its place) and wakes the workers. Returns how many there were.
+# ARGV: prefix, now (not read), then job ids. Makes the waiting or delayed ones due at
+# the server's now (TIME, the clock a claim reads; a job already due keeps its place)
+# and wakes the workers. Returns how many there were.
 MAKE_DUE = _COMMON + """
-local now = ARGV[2]
+local now = clock()
 local count = 0
 local woken = {}
 for i = 3, #ARGV do

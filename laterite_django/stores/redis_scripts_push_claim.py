@@ -16,25 +16,29 @@ ONCE_TTL = 7 * 24 * 3600
 # is sent again at once, or within redis-py's retries (seconds), never later.
 SENT_TTL = 120
 
-# ARGV: prefix, now, then one JSON array of strings (redis_values.push_packed): per
-# job name, queue, payload, priority, pushed_at, available_at, retry_until ('' for
-# none), has_key ('1'/'0'), unique_key. One argument rather than nine per job: each
-# argument costs the client more to send than the script to decode.
+# ARGV: prefix, now (the pusher's, not read: the server's TIME says what is due), then
+# one JSON array of strings (redis_values.push_packed): per job name, queue, payload,
+# priority, pushed_at, available_at (a moment, or '+<us>' from the server's now: see
+# redis_scripts), retry_until ('' for none), has_key ('1'/'0'), unique_key. One
+# argument rather than nine per job: each argument costs the client more to send than
+# the script to decode.
 # ARGV[4]: one JSON array of marks, one per job (see push_jobs), or ''.
 # ARGV[5..7]: the sender, the push's number, '1' if it is sent again (redis_resend).
 # Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
 _PUSH_JOBS = """
 -- Store the jobs of packed array A (see PUSH); return their ids (0: a duplicate).
 -- `once` (or nil): per job a mark ('' for none); a job whose mark was set by an
--- earlier push (within ONCE_TTL s) is not pushed again (its id: 0).
-local function push_jobs(now, A, once)
+-- earlier push (within ONCE_TTL s) is not pushed again (its id: 0). Due times are the
+-- server's clock's (see redis_scripts).
+local function push_jobs(A, once)
+local now = clock()
 local n = #A / 9
 local ids = {}
 local pushed = {}
 for i = 0, n - 1 do
   local b = i * 9
   local name, queue, payload = A[b + 1], A[b + 2], A[b + 3]
-  local priority, pushed_at, avail = A[b + 4], A[b + 5], A[b + 6]
+  local priority, pushed_at, avail = A[b + 4], A[b + 5], due_at(A[b + 6], now)
   local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]
   local id = '0'
   if once and once[i + 1] ~= '' and not redis.call(
@@ -64,7 +68,7 @@ for i = 0, n - 1 do
       fields[#fields + 1] = key
     end
     redis.call('HSET', k, unpack(fields))
-    if tonumber(avail) <= now then
+    if tonumber(avail) <= tonumber(now) then
       redis.call('ZADD', qkey(queue, 'ready'), -tonumber(priority), m)
     else
       redis.call('ZADD', qkey(queue, 'delayed'), avail, id)
@@ -89,8 +93,7 @@ if ARGV[7] == '1' then
     return cjson.decode(string.sub(last, #number + 2))
   end
 end
-local ids = push_jobs(tonumber(ARGV[2]), cjson.decode(ARGV[3]),
-  ARGV[4] ~= '' and cjson.decode(ARGV[4]) or nil)
+local ids = push_jobs(cjson.decode(ARGV[3]), ARGV[4] ~= '' and cjson.decode(ARGV[4]) or nil)
 redis.call('SET', sent, number .. ':' .. cjson.encode(ids), 'EX', """ + str(SENT_TTL) + """)
 return ids
 """
@@ -100,8 +103,8 @@ return ids
 # microseconds, and on a lone push the server's time is most of what the pusher waits
 # for beyond the round trip (bench/profile_push.py). It stores exactly what PUSH stores
 # (tests/stores/test_redis_push_one.py compares the two).
-# ARGV: prefix, now, name, queue, payload, priority, pushed_at, available_at,
-# retry_until ('' for none), then as PUSH's ARGV[5..7]. Returns {id}.
+# ARGV: prefix, now (not read), name, queue, payload, priority, pushed_at, available_at
+# (as PUSH's), retry_until ('' for none), then as PUSH's ARGV[5..7]. Returns {id}.
 PUSH_ONE = """
 local P, queue, priority, avail = ARGV[1], ARGV[4], ARGV[6], ARGV[8]
 local sent, number = P .. ':sent:' .. ARGV[10], ARGV[11]
@@ -115,6 +118,11 @@ local id
 repeat
   id = tostring(redis.call('INCR', P .. ':id'))
 until redis.call('EXISTS', P .. ':job:' .. id) == 0
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if string.byte(avail, 1) == 43 then
+  avail = string.format('%.0f', now + tonumber(string.sub(avail, 2)))
+end
 local m = string.rep('0', 17 - #avail) .. avail .. ':' .. string.rep('0', 19 - #id) .. id
 local k = P .. ':job:' .. id
 local q = P .. ':queue:' .. queue .. ':'
@@ -122,7 +130,7 @@ redis.call('HSET', k, 'name', ARGV[3], 'queue', queue, 'payload', ARGV[5],
   'priority', priority, 'pushed_at', ARGV[7], 'available_at', avail, 'attempts', 0,
   'last_error', '', 'claimed_by', '', 'member', m)
 if ARGV[9] ~= '' then redis.call('HSET', k, 'retry_until', ARGV[9]) end
-if tonumber(avail) <= tonumber(ARGV[2]) then
+if tonumber(avail) <= now then
   redis.call('ZADD', q .. 'ready', -tonumber(priority), m)
 else
   redis.call('ZADD', q .. 'delayed', avail, id)

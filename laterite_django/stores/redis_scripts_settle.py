@@ -83,7 +83,7 @@ return out
 # (stores/redis_ends), as one item.
 # Returns one code per job: 1 deleted, 0 the job is gone, -1 the claim was lost.
 FINISH = _COMMON + _PUSH_JOBS + """
-local now, ended = tonumber(ARGV[2]), ARGV[3]
+local ended = ARGV[3]
 local out = {}
 local records = {}
 for _, e in ipairs(cjson.decode(ARGV[4])) do
@@ -91,7 +91,7 @@ for _, e in ipairs(cjson.decode(ARGV[4])) do
   local code = delete_held(id, token)
   if code == 1 then
     if record ~= '' then records[#records + 1] = record end
-    if #jobs > 0 then push_jobs(now, jobs) end
+    if #jobs > 0 then push_jobs(jobs) end
   end
   out[#out + 1] = code
 end
@@ -104,13 +104,16 @@ end
 return out
 """
 
-# ARGV: prefix, now, id, token, available_at, error, how ('started', 'unstarted' or
-# '': see unclaim). Returns 1 if the claim was still held (the job is back in its
-# queue), else 0.
+# ARGV: prefix, now (not read), id, token, available_at (a moment, or '+<us>' from the
+# server's now: see redis_scripts), error, how ('started', 'unstarted' or '': see
+# unclaim). Returns 1 if the claim was still held (the job is back in its queue), else 0.
+# Due or not is the server's clock's (TIME), the one a claim reads.
 RELEASE = _COMMON + """
-local now, id, token, avail, err, how = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local id, token, err, how = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
 local k = jkey(id)
 if redis.call('HGET', k, 'token') ~= token then return 0 end
+local now = clock()
+local avail = due_at(ARGV[5], now)
 local q = redis.call('HGET', k, 'queue')
 unclaim(k, q, id, avail, now, err, how)
 wake(q, 1)

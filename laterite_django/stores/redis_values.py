@@ -52,14 +52,17 @@ def text(value: Any) -> str | None:
 
 
 def job_fields(job: NewJob) -> tuple[str, ...]:
-    """A job's nine values as the push scripts take them, all strings."""
+    """A job's nine values as the push scripts take them, all strings: a due time
+    counted from now (NewJob.delay) as '+<microseconds>', which the script adds to the
+    server's clock (redis_scripts)."""
+    delay = job.delay
     return (
         job.name,
         job.queue,
         job.payload,
         str(int(job.priority)),
         str(us(job.pushed_at)),
-        str(us(job.available_at)),
+        str(us(job.available_at)) if delay is None else f"+{round(delay * 1_000_000)}",
         "" if job.retry_until is None else str(us(job.retry_until)),
         "0" if job.unique_key is None else "1",
         job.unique_key or "",

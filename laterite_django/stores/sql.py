@@ -161,14 +161,14 @@ def returning(table: str = TABLE) -> str:
     return "RETURNING " + ", ".join(f"{table}.{column}" for column in COLUMNS)
 
 
-def release(uncharged: bool, started: bool = True) -> str:
-    """Params: available_at, error, id, token. Back to the queue, first of its batch;
-    `uncharged`, `started`: see Store.release."""
+def release(uncharged: bool, started: bool = True, due: str = "%s") -> str:
+    """Params: due's (available_at), error, id, token. Back to the queue, first of its
+    batch, due at `due` (SQL); `uncharged`, `started`: see Store.release."""
     counts = "" if not uncharged else (
         "uncounted = uncounted + 1, " if started else "attempts = attempts - 1, ")
     return (
         f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', "
-        f"{counts}claim_position = 0, available_at = %s, last_error = %s, "
+        f"{counts}claim_position = 0, available_at = {due}, last_error = %s, "
         f"unique_key = {KEEP_KEY} WHERE id = %s AND token = %s"
     )
 

@@ -49,6 +49,9 @@ Statement = tuple[str, list[Any]]
 NOW = "statement_timestamp()"
 # Params: retry_after (seconds). The sweep's cutoff, by the same clock.
 CUTOFF = f"{NOW} - make_interval(secs => %s)"
+# Params: a delay (seconds). A job released for a retry is due that long after the
+# server's now, by the same clock (never a worker's: Store.release).
+AFTER_NOW = f"{NOW} + make_interval(secs => %s)"
 
 
 def due_in_order(queue: str, now: str, limit: str, columns: str, lock: str = "") -> str:
@@ -158,9 +161,10 @@ REQUEUE_ABANDONED = (
     f"{REQUEUE_SET}WHERE ctid = ANY(ARRAY(SELECT ctid FROM {TABLE} WHERE {abandoned(CUTOFF)} "
     f"ORDER BY claimed_at LIMIT {SWEEP_BATCH})) AND {abandoned(CUTOFF)}"
 )
-# Params: now, ids, channel. Jobs already due keep their place in line.
+# Params: ids, channel. Due at the server's now (the clock a claim compares with);
+# jobs already due keep their place in line.
 _MAKE_DUE = (
-    f"WITH due AS (UPDATE {TABLE} SET available_at = LEAST(available_at, %s) "
+    f"WITH due AS (UPDATE {TABLE} SET available_at = LEAST(available_at, {NOW}) "
     f"WHERE token IS NULL AND id = ANY(%s::bigint[]) RETURNING id, queue), "
     f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM due) q) "
     f"SELECT id FROM due WHERE (SELECT count(*) FROM notified) >= 0"
@@ -224,8 +228,10 @@ def delete(claims: Sequence[Claim]) -> Statement:
 
 
 def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
-    """Make waiting or delayed `ids` due and wake the workers; returns one row per job."""
-    return [(_MAKE_DUE, [now, list(ids), CHANNEL])]
+    """Make waiting or delayed `ids` due and wake the workers; returns one row per job.
+
+    `now` is not read: the server's clock (NOW) says when, as it does for the claim."""
+    return [(_MAKE_DUE, [list(ids), CHANNEL])]
 
 
 def requeue_abandoned(reason: str, retry_after: float) -> Statement:

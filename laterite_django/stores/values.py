@@ -30,6 +30,13 @@ class NewJob:
     # with this key run at once.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    # Seconds after the store's now at which the job is due, counted by the store's own
+    # clock (PostgreSQL's, Redis's), the one a claim compares due times with: a
+    # pushing host whose clock runs ahead or behind neither delays its jobs nor moves
+    # them ahead of older ones. None: due at `available_at`, an absolute moment
+    # (push_at). `available_at` is then this host's reckoning of the same moment,
+    # which stores on one host (SQLite) and inline runs use.
+    delay: float | None = None
 
 
 def with_limit(new: NewJob) -> NewJob:

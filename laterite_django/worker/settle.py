@@ -11,10 +11,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.dispatch import Signal
-from django.utils import timezone
 
 from ..backoff import Growing
 from ..crash_points import crash_point
@@ -30,6 +30,9 @@ __all__ = ["Settled", "Settler", "notify"]
 logger = logging.getLogger("laterite")
 
 T = TypeVar("T")
+
+# A job given back is due at the store's now, by the store's clock (Store.release).
+_NOW = timedelta(0)
 
 
 class Settled:
@@ -90,7 +93,7 @@ class Settler:
             return Settled.SUCCEEDED if deleted else Settled.LOST
         if action is Action.GIVE_BACK:
             returned = self.patiently(lambda: self.store.release(
-                claim, timezone.now(), decision.error, uncharged=True,
+                claim, _NOW, decision.error, uncharged=True,
                 started=decision.started))
             return Settled.RETURNED if returned else Settled.LOST
         if action is Action.RELEASE:
@@ -98,8 +101,10 @@ class Settler:
         return self._fail(claim, decision.error)
 
     def _release(self, claim: Claim, decision: Decision) -> str:
-        at = decision.at
+        at: datetime | timedelta | None = decision.at
         assert at is not None
+        if decision.delay is not None:  # counted from the store's now, by its clock
+            at = timedelta(seconds=decision.delay)
         crash_point("release.before")  # the attempt ran, its retry not stored
         try:
             released = self.patiently(lambda: self.store.release(claim, at, decision.error))

@@ -81,7 +81,8 @@ def link_job(link: Mapping[str, Any], *, chain: list[dict[str, Any]] | None = No
         text = payload._encoder.encode(
             {"args": link.get("args", []), "kwargs": link.get("kwargs", {})})
         return NewJob(name=str(link.get("job"))[:200], queue="default",
-                      payload=with_marks(text, chain, batch), available_at=now, pushed_at=now)
+                      payload=with_marks(text, chain, batch), available_at=now, pushed_at=now,
+                      delay=0.0)
     # Pushed once by the step that settles the job before it: a unique key could only
     # drop it (a duplicate waiting) and break the workflow.
     new.unique_key = None

@@ -74,8 +74,13 @@ def test_a_push_stores_its_times_and_priority_as_given(pg_store):
     assert Job.objects.get(id=at_paris.id).available_at == paris
     assert Job.objects.get(id=urgent.id).priority == 7
     row = Job.objects.get(id=soon.id)
-    # push_in's moment is taken just before the push's own.
-    assert timedelta(seconds=29) < row.available_at - row.pushed_at <= timedelta(seconds=30)
+    # push_in's moment is counted by the server's clock from its push, a moment after
+    # the pusher's own pushed_at (this host's clock and the server's agree here).
+    assert timedelta(seconds=29) < row.available_at - row.pushed_at < timedelta(seconds=31)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        (now,) = cursor.fetchone()
+    assert timedelta(seconds=25) < row.available_at - now <= timedelta(seconds=30)
 
 
 @pytest.mark.parametrize("when", [
@@ -97,7 +102,8 @@ def test_a_push_by_name_stores_its_times_to_the_microsecond(pg_store, when):
     assert before <= row.pushed_at <= after
     row = Job.objects.get(id=windowed.id)
     assert row.retry_until - row.pushed_at == timedelta(seconds=3)
-    assert row.available_at == row.pushed_at
+    # Due at the server's now (its clock), the pusher's pushed_at a moment before.
+    assert timedelta(0) <= row.available_at - row.pushed_at < timedelta(seconds=1)
     with connection.cursor() as cursor:  # as PostgreSQL itself sees them
         cursor.execute("SELECT available_at = %s FROM laterite_job WHERE id = %s",
                        [when, at.id])
