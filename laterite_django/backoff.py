@@ -43,11 +43,15 @@ def validate_backoff(job_name: str, backoff: Backoff) -> None:
 
 
 def delay_after(backoff: Backoff, attempt: int) -> float:
-    """Return the seconds to wait after failed attempt number `attempt` (from 1)."""
+    """Return the seconds to wait after failed attempt number `attempt` (from 1).
+
+    A callable's answer is returned as it is, unconverted: the rule book refuses one
+    that is not a finite number of seconds >= 0, as it refuses such a Retry delay
+    (a float() here would take "5" or True for seconds, and NaN for none)."""
     if backoff is None:
         return DEFAULT_BACKOFF(attempt)
     if callable(backoff):
-        return max(0.0, float(backoff(attempt)))
+        return backoff(attempt)
     if isinstance(backoff, Real):
         return float(backoff)
     steps = cast(Sequence[float], backoff)

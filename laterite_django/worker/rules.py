@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from ..backoff import Backoff, delay_after
+from ..limits import MAX_DELAY
 from ..stores import Claim
 
 __all__ = [
@@ -137,13 +138,21 @@ def before_run(claim: Claim, options: JobOptions, now: datetime | None = None,
 
         why = f"\n\n{claim.last_error}" if claim.last_error else ""
         return Decision(Action.FAIL, f"{reason(True)}{why}")
+    if not is_lost(claim):
+        return None
     if (
-        is_lost(claim)
-        and options.tries
+        options.tries
         and claim.tries_used > options.tries
         and not _in_window(claim, now or timezone.now())
     ):
         return Decision(Action.FAIL, f"{claim.last_error}; no tries left ({options.tries})")
+    if (
+        not options.tries
+        and claim.retry_until is not None
+        and not _in_window(claim, now or timezone.now())
+    ):  # tries=0: as many as the retry window allows, and it has passed
+        return Decision(Action.FAIL, f"{claim.last_error}; its retry window has passed "
+                                     f"({claim.retry_until.isoformat()})")
     return None
 
 
@@ -161,15 +170,19 @@ def after_attempt(
     if ending in (Ending.FAIL, Ending.UNRUNNABLE, Ending.CANCELLED):
         return Decision(Action.FAIL, attempt.error)
     # RAISED, RETRY, TIMED_OUT, LOST: a failed attempt, retried while allowed.
+    tries_left = (options.tries == 0 and claim.retry_until is None) or (
+        bool(options.tries) and claim.tries_used < options.tries
+    )
+    if not tries_left and claim.retry_until is None:
+        return Decision(Action.FAIL, attempt.error)  # no delay asked of the backoff
     try:
         delay = _delay(claim, options, attempt)
         next_at = now + timedelta(seconds=delay)
     except Exception as e:  # a backoff callable that raises, a delay out of range
         why = f"{type(e).__name__}: {e}"
-        return Decision(Action.FAIL, f"{attempt.error}\n\nNot retried: the backoff failed ({why})")
-    tries_left = (options.tries == 0 and claim.retry_until is None) or (
-        bool(options.tries) and claim.tries_used < options.tries
-    )
+        what = "its Retry delay was refused" if attempt.delay is not None else \
+            "the backoff failed"
+        return Decision(Action.FAIL, f"{attempt.error}\n\nNot retried: {what} ({why})")
     if tries_left or _in_window(claim, next_at):
         return Decision(Action.RELEASE, attempt.error, at=next_at, delay=delay)
     return Decision(Action.FAIL, attempt.error)
@@ -202,9 +215,6 @@ def _delay(claim: Claim, options: JobOptions, attempt: Attempt) -> float:
         raise ValueError(f"{source} of {delay:g} s is beyond {MAX_DELAY:g} s (10 years)")
     return float(delay)
 
-
-# No job waits longer than this for its next attempt; a longer delay is a mistake.
-MAX_DELAY = 10 * 365 * 24 * 3600.0
 
 
 def _in_window(claim: Claim, moment: datetime) -> bool:

@@ -86,8 +86,13 @@ def fail(error: str) -> Decision:
 
 
 def backoff_failed(error: str, why: str) -> Decision:
-    """Return the failure of a job whose next delay was refused, `why` naming the refusal."""
+    """Return the failure of a job whose backoff failed, `why` naming the refusal."""
     return fail(f"{error}\n\nNot retried: the backoff failed ({why})")
+
+
+def delay_refused(error: str, why: str) -> Decision:
+    """Return the failure of a job whose Retry delay was refused, `why` naming it."""
+    return fail(f"{error}\n\nNot retried: its Retry delay was refused ({why})")
 
 
 def row(id: str, *values: Any) -> Any:
@@ -140,26 +145,35 @@ AFTER_ATTEMPT = [
         Attempt(Ending.RAISED, RAISED), release(RAISED, 5.0)),
     row("raised-callable-backoff-gets-tries-used", JobOptions(backoff=lambda n: n * 7.0),
         claim(3, uncounted=1), Attempt(Ending.RAISED, RAISED), release(RAISED, 14.0)),
-    row("raised-callable-backoff-negative-is-zero", JobOptions(backoff=returning(-5)), claim(1),
-        Attempt(Ending.RAISED, RAISED), release(RAISED, 0.0)),
-    row("raised-callable-backoff-numeric-string-accepted", JobOptions(backoff=returning("5")),
-        claim(1), Attempt(Ending.RAISED, RAISED), release(RAISED, 5.0)),
-    row("raised-callable-backoff-true-is-1s", JobOptions(backoff=returning(True)), claim(1),
-        Attempt(Ending.RAISED, RAISED), release(RAISED, 1.0)),
-    row("raised-callable-backoff-nan-is-zero", JobOptions(backoff=returning(math.nan)), claim(1),
-        Attempt(Ending.RAISED, RAISED), release(RAISED, 0.0)),
+    # A callable's answer is refused as a Retry delay would be: not seconds, not taken.
+    row("raised-callable-backoff-negative-fails", JobOptions(backoff=returning(-5)), claim(1),
+        Attempt(Ending.RAISED, RAISED),
+        backoff_failed(RAISED, "ValueError: backoff must be >= 0 seconds, got -5")),
+    row("raised-callable-backoff-numeric-string-fails", JobOptions(backoff=returning("5")),
+        claim(1), Attempt(Ending.RAISED, RAISED),
+        backoff_failed(RAISED, "ValueError: backoff must be a finite number of seconds, "
+                               "got '5'")),
+    row("raised-callable-backoff-true-fails", JobOptions(backoff=returning(True)), claim(1),
+        Attempt(Ending.RAISED, RAISED),
+        backoff_failed(RAISED, "ValueError: backoff must be a finite number of seconds, "
+                               "got True")),
+    row("raised-callable-backoff-nan-fails", JobOptions(backoff=returning(math.nan)), claim(1),
+        Attempt(Ending.RAISED, RAISED),
+        backoff_failed(RAISED, "ValueError: backoff must be a finite number of seconds, "
+                               "got nan")),
     row("raised-callable-backoff-ten-years-accepted", JobOptions(backoff=returning(TEN_YEARS)),
         claim(1), Attempt(Ending.RAISED, RAISED), release(RAISED, TEN_YEARS)),
     # Backoffs that are refused: the job fails, saying why, tries left or not.
     row("raised-backoff-raises-fails", JobOptions(backoff=raising), claim(1),
         Attempt(Ending.RAISED, RAISED),
         backoff_failed(RAISED, "ZeroDivisionError: no delay for you")),
-    row("raised-backoff-raises-on-last-try-says-so", JobOptions(backoff=raising), claim(3),
-        Attempt(Ending.RAISED, RAISED),
-        backoff_failed(RAISED, "ZeroDivisionError: no delay for you")),
+    # On the last try with no window no delay is asked: nothing to say of the backoff.
+    row("raised-backoff-raises-on-last-try-not-asked", JobOptions(backoff=raising), claim(3),
+        Attempt(Ending.RAISED, RAISED), fail(RAISED)),
     row("raised-backoff-not-a-number-fails", JobOptions(backoff=returning("soon")), claim(1),
         Attempt(Ending.RAISED, RAISED),
-        backoff_failed(RAISED, "ValueError: could not convert string to float: 'soon'")),
+        backoff_failed(RAISED, "ValueError: backoff must be a finite number of seconds, "
+                               "got 'soon'")),
     row("raised-backoff-infinite-fails", JobOptions(backoff=returning(math.inf)), claim(1),
         Attempt(Ending.RAISED, RAISED),
         backoff_failed(RAISED, "ValueError: backoff must be a finite number of seconds, got inf")),
@@ -204,19 +218,19 @@ AFTER_ATTEMPT = [
         Attempt(Ending.RETRY, "Retry", delay=7200), fail("Retry")),
     row("retry-delay-negative-fails", JobOptions(), claim(1),
         Attempt(Ending.RETRY, "Retry", delay=-1),
-        backoff_failed("Retry", "ValueError: Retry delay must be >= 0 seconds, got -1")),
+        delay_refused("Retry", "ValueError: Retry delay must be >= 0 seconds, got -1")),
     row("retry-delay-bool-fails", JobOptions(), claim(1),
         Attempt(Ending.RETRY, "Retry", delay=True),
-        backoff_failed("Retry",
-                       "ValueError: Retry delay must be a finite number of seconds, got True")),
+        delay_refused("Retry",
+                      "ValueError: Retry delay must be a finite number of seconds, got True")),
     row("retry-delay-nan-fails", JobOptions(), claim(1),
         Attempt(Ending.RETRY, "Retry", delay=math.nan),
-        backoff_failed("Retry",
-                       "ValueError: Retry delay must be a finite number of seconds, got nan")),
+        delay_refused("Retry",
+                      "ValueError: Retry delay must be a finite number of seconds, got nan")),
     row("retry-delay-beyond-ten-years-fails", JobOptions(), claim(1),
         Attempt(Ending.RETRY, "Retry", delay=4e8),
-        backoff_failed("Retry",
-                       "ValueError: Retry delay of 4e+08 s is beyond 3.1536e+08 s (10 years)")),
+        delay_refused("Retry",
+                      "ValueError: Retry delay of 4e+08 s is beyond 3.1536e+08 s (10 years)")),
     # Fail(message): the failed list now, whatever tries or window remain.
     row("fail-with-tries-left-fails", JobOptions(tries=10), claim(1),
         Attempt(Ending.FAIL, "Fail: no"), fail("Fail: no")),
@@ -298,7 +312,10 @@ BEFORE_RUN = [
         JobOptions(), NOW, False, fail(f"{LOST_TEXT}; no tries left (3)")),
     row("lost-tries-0-runs", claim(50, last_error=LOST_TEXT), JobOptions(tries=0), NOW, False,
         None),
-    row("lost-tries-0-window-passed-runs", claim(50, retry_until=PASSED, last_error=LOST_TEXT),
+    row("lost-tries-0-window-passed-fails", claim(50, retry_until=PASSED, last_error=LOST_TEXT),
+        JobOptions(tries=0), NOW, False,
+        fail(f"{LOST_TEXT}; its retry window has passed ({PASSED.isoformat()})")),
+    row("lost-tries-0-window-open-runs", claim(50, retry_until=OPEN, last_error=LOST_TEXT),
         JobOptions(tries=0), NOW, False, None),
     row("lost-mentioned-not-first-runs", claim(9, last_error=f"ValueError: {LOST}"),
         JobOptions(), NOW, False, None),
