@@ -164,8 +164,9 @@ def test_metrics_address_chooses_the_address_listened_on(workers):
                  for c in psutil.Process(proc.pid).net_connections(kind="inet")
                  if c.status == psutil.CONN_LISTEN}
     assert listening == {("127.0.0.1", port)}
+    # Served from the start: a SIGTERM may come before the worker's handlers are set.
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+    proc.wait(timeout=30)
     assert f"Serving metrics on 127.0.0.1:{port}" in err.text()
 
 
