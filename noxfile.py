@@ -54,7 +54,7 @@ def _let_pyenv_answer(minors: list[str]) -> None:
     os.environ["PYENV_VERSION"] = ":".join(v for v in named if v)
 
 
-nox.options.sessions = ["lint", "package", "example", "tests"]
+nox.options.sessions = ["lint", "docs", "package", "example", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -105,6 +105,19 @@ def lint(session: nox.Session) -> None:
     session.run("python", "-m", "django", "check", "--fail-level", "WARNING", env=env)
     session.run("python", "-m", "django", "makemigrations", "--check", "--dry-run", env=env)
     session.run("python", "example_project/manage.py", "check", "--fail-level", "WARNING")
+
+
+@nox.session(python=["3.11"])
+def docs(session: nox.Session) -> None:
+    """Build the manual (docs/) as HTML, every warning an error and every reference
+    resolved (`-W -n`); nothing is fetched while building. The HTML lands in the
+    session's tmp folder, or in the folder given as the first argument."""
+    _, django, extras, _ = MATRIX[0]
+    # metrics: the reference lists the metrics from prometheus-client's own objects.
+    session.install("-e", ".[docs,metrics]", django, *extras)
+    out = Path(session.posargs[0]) if session.posargs else \
+        Path(session.create_tmp()).resolve() / "html"
+    session.run("sphinx-build", "-W", "-n", "--keep-going", "-b", "html", "docs", str(out))
 
 
 @nox.session(python=["3.11"])

@@ -1,6 +1,6 @@
-"""Draw docs/benchmarks.png from docs/benchmarks.json (runs in the `report` venv).
+"""Draw bench/results/benchmarks.png from bench/results/benchmarks.json (runs in the `report` venv).
 
-python -m bench.chart docs/benchmarks.json docs/benchmarks.png
+python -m bench.chart bench/results/benchmarks.json bench/results/benchmarks.png
 
 A run of the scale scenarios (bench/scenarios.py) is drawn by `draw_scale`: into
 the PNG itself when the run has none of the table's figures, otherwise into

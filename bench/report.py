@@ -420,7 +420,7 @@ def _how(meta):
     ]
 
 
-# The reports of the runs the table above does not hold (docs/), and what each measures.
+# The reports of the runs the table above does not hold (bench/results/), and what each measures.
 APART = [
     ("benchmarks-scale-churn.md", "dead tuples: drains after 10^6 jobs were cleared and after"
      " 10^6 ran through, no VACUUM in between, against the fresh table's (laterite alone)"),
@@ -442,10 +442,10 @@ APART = [
 
 
 def _apart(meta):
-    """Links to the reports of the runs this one does not hold, those present in docs/."""
+    """Links to the reports of the runs this one does not hold, those present in bench/results/."""
     from pathlib import Path
 
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parent / "results"
     own = meta.get("png_name", "benchmarks.png").removesuffix(".png") + ".md"
     found = [(name, what) for name, what in APART if name != own and (docs / name).exists()]
     if not found:
@@ -454,7 +454,7 @@ def _apart(meta):
         "## Measured apart",
         "",
         "Runs of `bench/run.py --scenarios ...` and of the profilers (`bench/README.md`),"
-        " each with its own date, machine, figures and chart, in docs/:",
+        " each with its own date, machine, figures and chart, in bench/results/:",
         "",
         *(f"- [{name}]({name}): {what}" for name, what in found),
         "",

@@ -4,10 +4,10 @@
     python bench/run.py --quick              # N=500, 1 repetition, 30 latency samples
     python bench/run.py --only huey,laterite_redis --merge
     python bench/run.py --only laterite_pg,floor_pg --ref 2d1d5a0   # laterite at 2d1d5a0 beside it
-    python bench/run.py --report-only        # redraw docs/ from docs/benchmarks.json
-    python bench/run.py --scenarios scale --out docs/benchmarks-scale.md   # churn, backlog, idle
+    python bench/run.py --report-only     # redraw bench/results/ from its benchmarks.json
+    python bench/run.py --scenarios scale --out bench/results/benchmarks-scale.md  # churn, ...
 
-Writes docs/benchmarks.md, docs/benchmarks.png and docs/benchmarks.json.
+Writes bench/results/benchmarks.md, benchmarks.png and benchmarks.json.
 Needs PostgreSQL (trust auth) and Redis on 127.0.0.1; see bench/README.md.
 """
 
@@ -415,7 +415,7 @@ def parse_args(argv):
     p.add_argument(
         "--merge",
         action="store_true",
-        help="keep the other systems' figures from the last docs/benchmarks.json",
+        help="keep the other systems' figures from the last bench/results/benchmarks.json",
     )
     p.add_argument(
         "--laterite-args",
@@ -467,9 +467,9 @@ def parse_args(argv):
     p.add_argument(
         "--report-only",
         action="store_true",
-        help="redraw the Markdown and chart from docs/benchmarks.json",
+        help="redraw the Markdown and chart from bench/results/benchmarks.json",
     )
-    p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "benchmarks.md"))
     args = p.parse_args(argv)
     defaults = (500, 1, 30) if args.quick else (2000, 3, 100)
     for attr, default in zip(("n", "repeat", "latency_samples"), defaults, strict=True):

@@ -1,6 +1,6 @@
 """What a Redis failover loses, and what LATERITE_QUEUE_REDIS_WAIT costs.
 
-    python -m bench.hosts.failover     # docs/scale-failover.json, and its part of scale.md
+    python -m bench.hosts.failover     # bench/results/scale-failover.json, and its part of scale.md
 
 A primary, a replica and a Sentinel (bench/hosts/sentinel.py), PostgreSQL for the
 failed list (the machine's, database `laterite_hosts_failover`). Loss: four
@@ -173,11 +173,11 @@ def main() -> None:
                 for _ in range(2):
                     results.append(loss(wait, lag))
                     print(json.dumps(results[-1]), flush=True)
-        out = ROOT / "docs" / "scale"
+        out = ROOT / "bench" / "results" / "scale"
         (out.parent / "scale-failover.json").write_text(
             json.dumps({"started": started, "results": results}, indent=1))
         scale = out.with_suffix(".json")
-        if scale.exists():  # docs/scale.md shows both
+        if scale.exists():  # bench/results/scale.md shows both
             from .report import write
 
             data = json.loads(scale.read_text())

@@ -1,4 +1,4 @@
-"""docs/scale.md and its chart (an SVG drawn here, no plotting library needed) from the
+"""bench/results/scale.md and its chart (an SVG drawn here, no plotting library needed) from the
 results of `python -m bench.hosts`."""
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def write(out: Path, started: str, results: list[dict[str, Any]]) -> None:
     out.with_suffix(".md").write_text("\n".join(md) + "\n")
 
 
-if __name__ == "__main__":  # redraw from the JSON: python -m bench.hosts.report docs/scale
+if __name__ == "__main__":  # redraw from the JSON: python -m bench.hosts.report bench/results/scale
     base = Path(os.sys.argv[1])
     data = json.loads(base.with_suffix(".json").read_text())
     write(base, data["started"], data["results"])

@@ -1,6 +1,6 @@
 """The multi-host runs: 1 to 4 simulated hosts x 4 worker processes on one store.
 
-    python -m bench.hosts                      # everything: docs/scale.md, .svg, .json
+    python -m bench.hosts                      # everything: bench/results/scale.md, .svg, .json
     python -m bench.hosts --jobs 20000 --hosts 1,4 --stores redis --no-faults   # a part
 
 Needs root (network namespaces), PostgreSQL 15's binaries (/usr/lib/postgresql/15),
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-jobs", type=int, default=20_000)
     parser.add_argument("--no-faults", action="store_true")
     parser.add_argument("--no-slow", action="store_true")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "scale"))
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale"))
     args = parser.parse_args(argv)
     # A SIGTERM ends the run through its `finally` blocks: nothing left behind.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

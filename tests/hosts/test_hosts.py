@@ -2,7 +2,7 @@
 through PgBouncer in transaction pooling mode, idle workers listening on a direct
 connection: one host's link is cut for longer than retry_after. Its jobs come back and
 run on the other host; when the link returns, its late settles are refused by the claim
-token, and it works again. The long version: `python -m bench.hosts` (docs/scale.md)."""
+token, and it works again. The long version: `python -m bench.hosts` (bench/results/scale.md)."""
 
 from __future__ import annotations
 
