@@ -14,8 +14,67 @@ from .conf import DEFAULTS, message, problem, raw
 from .registry import registry
 from .stores.redis_alias import HINT, shared_alias_problem
 
-__all__ = ["check_jobs", "check_jobs_left_in_the_database", "check_listen", "check_schedules",
-           "check_settings"]
+__all__ = ["CHECK_IDS", "check_jobs", "check_jobs_left_in_the_database", "check_listen",
+           "check_schedules", "check_settings"]
+
+# Every id the package's system checks report, with its level and what it means: the
+# manual's list of checks is made from this (docs/_ext), and a test keeps it and the
+# ids in the code the same. The settings' ids are conf's rules' Problem codes.
+CHECK_IDS: dict[str, tuple[str, str]] = {
+    "laterite.E001": ("Error", "LATERITE_QUEUE_MODE is not 'external', 'worker' or 'inline'."),
+    "laterite.E002": ("Error", "LATERITE_QUEUE_STORE is not 'database' or 'redis'."),
+    "laterite.E003": ("Error", "LATERITE_QUEUE_DATABASE names no database in DATABASES."),
+    "laterite.E004": ("Error", "LATERITE_QUEUE_DATABASE's ENGINE is not PostgreSQL or SQLite."),
+    "laterite.E005": ("Error", "LATERITE_QUEUE_PREFIX is not a non-empty string."),
+    "laterite.E006": ("Error", "LATERITE_QUEUE_QUEUES is not a non-empty list of queue "
+                               "names, or lists one twice."),
+    "laterite.E007": ("Error", "LATERITE_QUEUE_RETRY_AFTER is not seconds > 0."),
+    "laterite.E008": ("Error", "LATERITE_QUEUE_POLL is not seconds > 0."),
+    "laterite.E009": ("Error", "LATERITE_QUEUE_WORKERS is not an integer >= 1."),
+    "laterite.E010": ("Error", "LATERITE_QUEUE_REDIS names no cache in CACHES (Redis store)."),
+    "laterite.E011": ("Error", "The store is Redis but django-redis is not installed."),
+    "laterite.E012": ("Error", "The cache LATERITE_QUEUE_REDIS names is not a django-redis "
+                               "cache on a single server."),
+    "laterite.E013": ("Error", "The cache LATERITE_QUEUE_REDIS names cannot be used (its "
+                               "LOCATION or OPTIONS)."),
+    "laterite.E014": ("Error", "The queue's cache is not its own: the site's or the "
+                               "sessions' cache, or on a Redis database another cache "
+                               "uses, where a cache.clear() (FLUSHDB) deletes every job."),
+    "laterite.E015": ("Error", "LATERITE_QUEUE_SHUTDOWN_GRACE is not seconds >= 0."),
+    "laterite.E020": ("Error", "LATERITE_QUEUE_SCHEDULES is not a dict, or a schedule's "
+                               "name or definition is malformed (unknown keys)."),
+    "laterite.E021": ("Error", "A schedule names no job or task, or one that is not "
+                               "registered (or has both)."),
+    "laterite.E022": ("Error", "A schedule's rule: not exactly one of cron and every, a bad "
+                               "cron rule, or every too short."),
+    "laterite.E023": ("Error", "A schedule's timezone is not an IANA zone."),
+    "laterite.E024": ("Error", "A schedule's args or kwargs: wrong shape, not JSON, or not "
+                               "what its job or task takes."),
+    "laterite.E025": ("Error", "A schedule's missed (or its limit) is not allowed."),
+    "laterite.E026": ("Error", "A schedule's overlap is not a bool, or its queue not a "
+                               "queue name."),
+    "laterite.E027": ("Error", "A schedule name is defined twice (in the settings and by "
+                               "@job(schedule=...))."),
+    "laterite.E030": ("Error", "LATERITE_QUEUE_LIMITS is malformed."),
+    "laterite.E040": ("Error", "LATERITE_QUEUE_LISTEN_DATABASE is not None or a PostgreSQL "
+                               "database's alias."),
+    "laterite.E041": ("Error", "LATERITE_QUEUE_REDIS_WAIT is not None or seconds > 0."),
+    "laterite.E042": ("Error", "LATERITE_QUEUE_REDIS_EPHEMERAL is not True or False."),
+    "laterite.W001": ("Warning", "A job's queue is not in LATERITE_QUEUE_QUEUES: a plain "
+                                 "`queue_work` never runs it."),
+    "laterite.W002": ("Warning", "A LATERITE_QUEUE_* setting that laterite does not know."),
+    "laterite.W003": ("Warning", "Jobs are left in the database store while "
+                                 "LATERITE_QUEUE_STORE is 'redis' (a database check)."),
+    "laterite.W040": ("Warning", "Idle workers cannot LISTEN: their PostgreSQL connection "
+                                 "goes through a pooler (a database check)."),
+    "laterite.E101": ("Error", "A TASKS backend is LateriteBackend but laterite_django is "
+                               "not in INSTALLED_APPS."),
+    "laterite.E102": ("Error", "LateriteBackend's OPTIONS is not a dict, or names an option "
+                               "it does not know."),
+    "laterite.E103": ("Error", "A LateriteBackend OPTIONS value is not allowed."),
+    "laterite.W101": ("Warning", "A LateriteBackend queue is not in LATERITE_QUEUE_QUEUES: "
+                                 "a plain `queue_work` never runs its tasks."),
+}
 
 
 def _setting(name: str) -> str:

@@ -22,8 +22,8 @@ from django.core.signals import setting_changed
 from .exceptions import LateriteConfigurationError
 
 __all__ = [
-    "DEFAULTS", "MODES", "STORES", "Problem", "message", "problem", "raw", "settings",
-    "validate_all",
+    "DEFAULTS", "DESCRIPTIONS", "MODES", "STORES", "Problem", "message", "problem", "raw",
+    "settings", "validate_all",
 ]
 
 MODES = ("external", "worker", "inline")
@@ -46,6 +46,45 @@ DEFAULTS: dict[str, Any] = {
     "LISTEN_DATABASE": None,
     "REDIS_WAIT": None,
     "REDIS_EPHEMERAL": False,
+}
+
+# What each setting is and the values it takes, one entry per DEFAULTS key: the manual's
+# settings reference is made from these (docs/_ext), and a test keeps the two aligned.
+DESCRIPTIONS: dict[str, str] = {
+    "MODE": "Where pushed jobs run: 'external' (stored; `queue_work` runs them), 'worker' "
+            "(stored; worker threads in the web process run them) or 'inline' (run at the "
+            "push, nothing stored; a failure raises).",
+    "STORE": "Where jobs are kept: 'database' (PostgreSQL or SQLite, through the Django "
+             "ORM's connection) or 'redis'.",
+    "DATABASE": "The alias in DATABASES of the database store's database; its ENGINE must "
+                "be PostgreSQL or SQLite.",
+    "REDIS": "The alias in CACHES of the Redis store's django-redis cache (one server), "
+             "the queue's own: not a cache that another cache's clear() would wipe.",
+    "PREFIX": "The prefix of every Redis key of the queue (a non-empty string).",
+    "QUEUES": "The queues a worker takes from, in priority order (a non-empty list of "
+              "distinct names).",
+    "RETRY_AFTER": "Seconds (> 0) after which a running job whose worker stopped sending "
+                   "heartbeats counts as abandoned, and runs again.",
+    "POLL": "Seconds (> 0) an idle worker waits before looking for jobs again, when no "
+            "push wakes it.",
+    "WORKERS": "Worker processes (`queue_work` without --processes) or threads (the "
+               "'worker' mode): an integer >= 1.",
+    "SHUTDOWN_GRACE": "Seconds (>= 0) the 'worker' mode's threads get to finish their jobs "
+                      "when the process ends; then the jobs go back to their queues, not "
+                      "counted as tries.",
+    "SCHEDULES": "Recurring schedules, by name: each a dict with a job (or a task), cron "
+                 "or every, and optionally timezone, args, kwargs, missed, overlap and "
+                 "queue.",
+    "LIMITS": "Flow control per queue: {queue: {'concurrency': N, 'rate': 'N/s|m|h'}}, "
+              "either or both.",
+    "LISTEN_DATABASE": "None, or the alias of a direct connection to the same PostgreSQL "
+                       "that idle workers LISTEN on, when LATERITE_QUEUE_DATABASE goes "
+                       "through a pooler such as PgBouncer.",
+    "REDIS_WAIT": "None (a push returns once the Redis primary has it), or seconds (> 0) a "
+                  "push waits for one replica to have it (WAIT 1), raising "
+                  "PushNotReplicated if none confirms in time.",
+    "REDIS_EPHEMERAL": "True if the queue's Redis is meant to keep nothing across a "
+                       "restart, so `queue_work` does not warn that it has no persistence.",
 }
 
 
