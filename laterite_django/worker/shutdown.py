@@ -15,8 +15,9 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 
-__all__ = ["FINISH", "SIGNALS", "STOP_NOW", "stop_signals"]
+__all__ = ["FINISH", "SIGNALS", "STOP_NOW", "EarlyStops", "early_stops", "stop_signals"]
 
 logger = logging.getLogger("laterite")
 
@@ -90,5 +91,39 @@ def stop_signals(
     finally:
         for timer in timers:
             timer.cancel()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class EarlyStops:
+    """The stop signals that came before a worker's or supervisor's own handlers were in
+    place (its metrics served, its store checked, its schedules read): recorded, then
+    replayed to those handlers, so that none kills the command or is lost."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+
+    def record(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+
+    def replay(self) -> None:
+        """Send each recorded signal again, in order, to the handlers now in place."""
+        while self.received:
+            signal.raise_signal(self.received.pop(0))
+
+
+@contextmanager
+def early_stops() -> Iterator[EarlyStops]:
+    """Record SIGTERM and SIGINT until the handlers of the work take over (see
+    EarlyStops); the previous handlers are back on exit. Off the main thread, where
+    Python cannot install handlers, nothing is recorded."""
+    early = EarlyStops()
+    if threading.current_thread() is not threading.main_thread():
+        yield early
+        return
+    previous = {sig: signal.signal(sig, early.record) for sig in SIGNALS}
+    try:
+        yield early
+    finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
@@ -103,10 +103,15 @@ class Supervisor:
 
     # -- the loop -------------------------------------------------------------------
 
-    def run(self) -> int:
-        """Supervise until stopped (or every worker is done); return the exit code, 0."""
+    def run(self, handlers_set: Callable[[], None] | None = None) -> int:
+        """Supervise until stopped (or every worker is done); return the exit code, 0.
+
+        `handlers_set` is called once this supervisor's signal handlers are in place
+        (queue_work replays there the stop signals that came before them)."""
         self._started = time.monotonic()
         previous = {sig: signal.signal(sig, self._on_signal) for sig in SIGNALS}
+        if handlers_set is not None:
+            handlers_set()
         logger.info(
             "Supervisor %s starting %d worker processes on queues %s",
             os.getpid(), self.processes, ", ".join(self.queues),

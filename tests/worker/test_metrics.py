@@ -170,6 +170,28 @@ def test_metrics_address_chooses_the_address_listened_on(workers):
     assert f"Serving metrics on 127.0.0.1:{port}" in err.text()
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_sigterm_as_soon_as_metrics_are_served_stops_cleanly(workers, processes):
+    """The metrics are served before the worker's own stop handlers are in place (before
+    the store is checked and the schedules read): a SIGTERM in between is taken up by
+    them once they are, never the default action that kills the command (-15)."""
+    for _ in range(3):
+        port = free_port()
+        proc = workers.start("--processes", processes, "--sleep", "0.1",
+                             "--metrics-port", str(port), env=INFO)
+        err = Stderr(proc)
+        wait_for(lambda port=port, proc=proc: _listening(port) or proc.poll() is not None,
+                 timeout=30, every=0.001)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, err.text()
+
+
+def _listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port` (no request sent)."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 @pytest.mark.parametrize("store_kind", ["database"], indirect=True)
 def test_a_bad_metrics_address_is_a_clear_error(workers):
     result = workers.run("--processes", "1", "--stop-when-empty", "--metrics-port", "0",

@@ -27,7 +27,7 @@ from ...metrics.totals import Totals
 from ...schedules.scheduler import Scheduler, SchedulerThread
 from ...worker.execute import stuck_threads
 from ...worker.loop import Worker, WorkerStopped
-from ...worker.shutdown import stop_signals
+from ...worker.shutdown import EarlyStops, early_stops, stop_signals
 from ...worker.supervisor import Supervisor
 from ..arguments import at_most, non_negative_float, positive_float, positive_int
 from ..console import add_console, banner, remove_console
@@ -128,12 +128,15 @@ class Command(StoreCommand):
         except LateriteConfigurationError as e:
             raise CommandError(str(e)) from e
         console = add_console(options["verbosity"], options.get("stderr"))
+        # From here a stop signal is recorded, not fatal, until the worker's or the
+        # supervisor's own handlers take it (replayed then).
         try:
-            self.work(options)
+            with early_stops() as early:
+                self.work(options, early)
         finally:
             remove_console(console)
 
-    def work(self, options: dict) -> None:
+    def work(self, options: dict, early: EarlyStops) -> None:
         keep_connections_open()
         queues = options["queues"] or list(settings.QUEUES)
         processes = options["processes"] or settings.WORKERS
@@ -185,10 +188,11 @@ class Command(StoreCommand):
                 processes, queues, name=options["name"], grace=options["grace"],
                 max_seconds=options["max_seconds"], scheduler=scheduler, totals=totals,
                 **worker_options,
-            ).run()
+            ).run(handlers_set=early.replay)
             return
         with stop_signals(worker.stop, worker.stop_now, grace=options["grace"]), \
                 scheduler_thread(scheduler):
+            early.replay()
             try:
                 worker.run()
             except WorkerStopped:  # pragma: no cover - the loop catches it
