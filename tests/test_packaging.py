@@ -94,7 +94,7 @@ def test_the_long_description_has_no_link_or_image_that_breaks_off_the_repositor
     assert "\nDescription-Content-Type: text/markdown\n" in metadata
     assert re.findall(r"\]\((?!https?://|#)[^)]*\)", description) == []
     assert "Background jobs for Django" in description
-    assert "`docs/deploy.md`" in description and "in a clone of its repository" in description
+    assert "`docs/howto/deploy.md`" in description and "in a clone of its repository" in description
 
 
 def test_twine_check_passes(dist):
