@@ -48,6 +48,9 @@ myst_heading_anchors = 3
 html_theme = "furo"
 html_title = f"laterite_django {release}"
 html_static_path = ["_static"]
+html_css_files = ["laterite.css"]
+# Flags stay as typed: no "--processes" turned into an en dash, no curly 'quotes'.
+smartquotes = False
 
 # autodoc: the signature shows the names, the description the types. The package's
 # docstrings are plain text with `code spans`, not reST: the extension reads them so.

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_the_reference_pages_show_every_item_as_a_linkable_row(site: Path) -> No
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Any]:
     """One headless Chromium for the module (skipped without it, failing in CI)."""
     chromium, driver = _browser_paths()
     from selenium import webdriver
@@ -79,11 +80,11 @@ def browser() -> Iterator[object]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def _screenshot(browser: object, path: Path) -> None:
+def _screenshot(browser: Any, path: Path) -> None:
     """Save the whole page, beyond the window, as PNG at `path`, and into
     $LATERITE_DOCS_SHOTS when it names a folder."""
-    size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]  # type: ignore[attr-defined]
-    shot = browser.execute_cdp_cmd("Page.captureScreenshot", {  # type: ignore[attr-defined]
+    size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    shot = browser.execute_cdp_cmd("Page.captureScreenshot", {
         "format": "png", "captureBeyondViewport": True,
         "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 4000),
                  "scale": 1},
@@ -97,22 +98,22 @@ def _screenshot(browser: object, path: Path) -> None:
         (shots / path.name).write_bytes(data)
 
 
-def test_the_front_page_and_the_settings_page_in_a_browser(site: Path, browser: object,
+def test_the_front_page_and_the_settings_page_in_a_browser(site: Path, browser: Any,
                                                             tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
-    browser.get((site / "index.html").as_uri())  # type: ignore[attr-defined]
-    assert browser.title.startswith("laterite_django")  # type: ignore[attr-defined]
-    headings = browser.find_element(By.CSS_SELECTOR, "article h1").text  # type: ignore[attr-defined]
+    browser.get((site / "index.html").as_uri())
+    assert browser.title.startswith("laterite_django")
+    headings = browser.find_element(By.CSS_SELECTOR, "article h1").text
     assert headings.startswith("laterite_django")
-    sidebar = browser.find_element(By.CSS_SELECTOR, ".sidebar-tree").text  # type: ignore[attr-defined]
+    sidebar = browser.find_element(By.CSS_SELECTOR, ".sidebar-tree").text
     for section in ("Tutorial", "How-to guides", "Reference", "Explanation"):
         assert section in sidebar
     _screenshot(browser, tmp_path / "docs-index.png")
 
-    browser.get((site / "reference" / "settings.html").as_uri())  # type: ignore[attr-defined]
-    assert browser.title.startswith("Settings")  # type: ignore[attr-defined]
-    row = browser.find_element(By.ID, "setting-laterite-queue-retry-after")  # type: ignore[attr-defined]
+    browser.get((site / "reference" / "settings.html").as_uri())
+    assert browser.title.startswith("Settings")
+    row = browser.find_element(By.ID, "setting-laterite-queue-retry-after")
     cells = [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
     assert cells[0] == "LATERITE_QUEUE_RETRY_AFTER" and cells[1] == "90", cells
     assert cells[3] == "laterite.E007", cells
