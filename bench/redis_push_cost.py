@@ -28,8 +28,8 @@ if __package__ in (None, ""):  # `python bench/redis_push_cost.py`
     sys.path.insert(0, str(ROOT))
 
 from bench.profile_push import schedstat_ns  # noqa: E402
-from laterite_django.stores.redis_scripts import WAKE_CAP  # noqa: E402
-from laterite_django.stores.redis_scripts_push_claim import PUSH_ONE, SENT_TTL  # noqa: E402
+from laterite_django.stores.redis.keys import WAKE_CAP  # noqa: E402
+from laterite_django.stores.redis.lua_push_claim import PUSH_ONE, SENT_TTL  # noqa: E402
 
 # Each call of PUSH_ONE, as its source has it, and what stands in for it when dropped.
 CALLS = {

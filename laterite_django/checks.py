@@ -12,7 +12,7 @@ from django.utils.connection import ConnectionDoesNotExist
 
 from .conf import DEFAULTS, message, problem, raw
 from .registry import registry
-from .stores.redis_alias import HINT, shared_alias_problem
+from .stores.redis.alias import HINT, shared_alias_problem
 
 __all__ = ["CHECK_IDS", "check_jobs", "check_jobs_left_in_the_database", "check_listen",
            "check_schedules", "check_settings"]

@@ -116,7 +116,7 @@ def _send_outbox(store: Store) -> None:
     from .stores.redis import RedisStore
 
     if isinstance(store, RedisStore):
-        from .stores import redis_outbox
+        from .stores.redis import outbox as redis_outbox
 
         redis_outbox.move(store)
 

@@ -107,7 +107,7 @@ def test_an_unconfirmed_push_from_the_outbox_is_not_pushed_again(redis_set, tran
     from django.db import transaction
 
     from laterite_django.models import OutboxJob
-    from laterite_django.stores import redis_outbox
+    from laterite_django.stores.redis import outbox as redis_outbox
 
     with override_settings(LATERITE_QUEUE_REDIS_WAIT=0.2):
         reset_store()

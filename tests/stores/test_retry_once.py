@@ -15,7 +15,7 @@ from django.utils import timezone
 from laterite_django.crash_points import ENV
 from laterite_django.models import FailedJob, OutboxJob
 from laterite_django.stores import NewJob
-from tests.stores.test_redis_failed import sweep
+from tests.stores.redis.test_failed import sweep
 
 __all__: list[str] = []
 

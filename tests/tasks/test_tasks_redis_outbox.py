@@ -15,7 +15,7 @@ from django.db import transaction
 
 from laterite_django.models import OutboxJob, TaskResultRecord
 from laterite_django.tasks.compat import TaskResultStatus
-from tests.stores.test_redis_outbox import redis_down, store_kind  # noqa: F401 -- fixtures
+from tests.stores.redis.test_outbox import redis_down, store_kind  # noqa: F401 -- fixtures
 from tests.testapp import task_functions as tasks
 from tests.testapp.models import Record
 

@@ -15,7 +15,7 @@ import pytest
 
 from laterite_django.stores import get_store
 from tests.conftest import Stderr, redis_store_only, wait_for
-from tests.stores.test_redis_round_trips import commands
+from tests.stores.redis.test_round_trips import commands
 from tests.testapp import jobs
 from tests.testapp.models import Record
 from tests.worker.test_redis_worker import QUICK, own_redis

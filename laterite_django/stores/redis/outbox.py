@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from ..crash_points import crash_point
-from ..exceptions import PushNotReplicated
-from .base import NewJob
-from .values import with_limit
+from ...crash_points import crash_point
+from ...exceptions import PushNotReplicated
+from ..base import NewJob
+from ..values import with_limit
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 __all__ = ["hold", "move", "sweep"]
 
@@ -49,7 +49,7 @@ BATCH = 500
 
 
 def _rows(store: RedisStore):
-    from ..models import OutboxJob
+    from ...models import OutboxJob
 
     return OutboxJob.objects.using(store.database)
 
@@ -61,7 +61,7 @@ def hold(store: RedisStore, jobs: Sequence[NewJob],
     `then`, if given, is called after that move with the jobs' ids in Redis, in order
     (None for one not stored, or moved by someone else); it must not raise.
     """
-    from ..models import OutboxJob
+    from ...models import OutboxJob
 
     created = _rows(store).bulk_create(
         [

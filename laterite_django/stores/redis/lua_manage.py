@@ -4,7 +4,7 @@ running (CLEAR). The shared helpers are in redis_scripts."""
 
 from __future__ import annotations
 
-from .redis_scripts import _COMMON
+from .keys import _COMMON
 
 __all__ = ["CLEAR", "MAKE_DUE"]
 

@@ -9,13 +9,14 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..flow.limits import any_job_limited, queue_limits
-from ..workflows.ending import any_marked
-from . import redis_ends, redis_limits
-from .base import Claim
-from .errors import guarded
-from .redis_calls import ScriptRunner, run_claim
-from .redis_values import claims as claims_from_rows
+from ...flow.limits import any_job_limited, queue_limits
+from ...workflows.ending import any_marked
+from ..base import Claim
+from ..errors import guarded
+from . import limits as redis_limits
+from . import workflows as redis_ends
+from .scripts import ScriptRunner, run_claim
+from .values import claims as claims_from_rows
 
 __all__ = ["AGAIN_WITHIN", "RedisClaiming"]
 

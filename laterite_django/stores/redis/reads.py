@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ..minutes import Minute
-from . import redis_minutes, redis_progress
-from .base import QueueCounts, Running, job_ids
-from .errors import guarded
-from .redis_values import EPOCH, text, us
+from ...minutes import Minute
+from ..base import QueueCounts, Running, job_ids
+from ..errors import guarded
+from . import minutes as redis_minutes
+from . import progress as redis_progress
+from .values import EPOCH, text, us
 
 if TYPE_CHECKING:
     from redis import Redis

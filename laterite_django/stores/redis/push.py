@@ -12,13 +12,15 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..conf import settings
-from . import redis_calls as calls
-from . import redis_limits, redis_outbox, redis_replicated
-from .base import NewJob
-from .errors import guarded
-from .redis_calls import ScriptRunner
-from .redis_values import PUSH_CHUNK, job_fields, push_packed, us
+from ...conf import settings
+from ..base import NewJob
+from ..errors import guarded
+from . import limits as redis_limits
+from . import outbox as redis_outbox
+from . import replication as redis_replicated
+from . import scripts as calls
+from .scripts import ScriptRunner
+from .values import PUSH_CHUNK, job_fields, push_packed, us
 
 __all__ = ["RedisPushing"]
 

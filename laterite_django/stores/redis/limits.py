@@ -23,11 +23,11 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..flow.limits import QueueLimit
-from .base import NewJob
-from .redis_scripts_push_claim import CLAIM_HEAD, PUSH
-from .redis_scripts_settle import FINISH
-from .redis_values import job_fields, pack
+from ...flow.limits import QueueLimit
+from ..base import NewJob
+from .lua_push_claim import CLAIM_HEAD, PUSH
+from .lua_settle import FINISH
+from .values import job_fields, pack
 
 if TYPE_CHECKING:
     from redis import Redis

@@ -15,9 +15,9 @@ from django.db import connections
 from django.utils import timezone
 
 from laterite_django.models import OutboxJob
-from laterite_django.stores import redis_quiet as quiet
 from laterite_django.stores.redis import RedisStore
-from laterite_django.stores.redis_values import us
+from laterite_django.stores.redis import idle as quiet
+from laterite_django.stores.redis.values import us
 from tests.conftest import redis_store_only
 from tests.testapp import jobs
 

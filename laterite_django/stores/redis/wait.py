@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from . import redis_calls as calls
-from . import redis_quiet
-from .base import Claim
-from .errors import guarded
-from .redis_values import claims as claims_from_rows
-from .redis_values import us
+from ..base import Claim
+from ..errors import guarded
+from . import idle as redis_quiet
+from . import scripts as calls
+from .values import claims as claims_from_rows
+from .values import us
 
 try:
     from redis.exceptions import ConnectionError as RedisConnectionError

@@ -104,7 +104,7 @@ def move_twice(store: RedisStore, push: Callable[[], object]) -> None:
     """`push` in a transaction, then a move of its rows whose commit is lost (the mover
     dies between the push to Redis and the commit of the rows' deletion): the rows
     come back, and the transaction's commit moves them again."""
-    from laterite_django.stores import redis_outbox
+    from laterite_django.stores.redis import outbox as redis_outbox
 
     with transaction.atomic():
         push()

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from laterite_django.stores import NewJob, get_store
-from laterite_django.stores.redis_scripts import WAKE_CAP
+from laterite_django.stores.redis.keys import WAKE_CAP
 from tests.conftest import redis_store_only
 
 PREFIX = f"laterite-test-push-one-{os.getpid()}"

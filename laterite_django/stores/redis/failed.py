@@ -16,11 +16,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..crash_points import crash_point
-from . import redis_outbox
+from ...crash_points import crash_point
+from . import outbox as redis_outbox
 
 if TYPE_CHECKING:
-    from .base import Claim, NewJob
+    from ..base import Claim, NewJob
 
 __all__ = ["after_removals", "claim_token", "failed_row", "link_retried", "marked_claims",
            "push_retried", "retried_link", "row_exists", "write_row"]
@@ -52,7 +52,7 @@ def claim_token(claim: Claim) -> str:
 
 def _fit(field: str, value: str | None, notes: list[str]) -> str | None:
     """Cut `value` to the column's length, saying so in `notes` (with the whole value)."""
-    from ..models import FailedJob
+    from ...models import FailedJob
 
     limit = getattr(FailedJob._meta.get_field(field), "max_length", None)
     if value is None or limit is None or len(value) <= limit:

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..minutes import KEEP, Minute, minute_start
-from .redis_values import text
+from ...minutes import KEEP, Minute, minute_start
+from .values import text
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 __all__ = ["add", "read"]
 

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from ..crash_points import crash_point
-from ..flow.cancel import Outcome, reason
-from . import redis_ends
-from .base import Claim, job_ids
-from .redis_failed import claim_token, failed_row, retried_link
-from .redis_scripts import _COMMON
-from .redis_values import dt, text, us
+from ...crash_points import crash_point
+from ...flow.cancel import Outcome, reason
+from ..base import Claim, job_ids
+from . import workflows as redis_ends
+from .failed import claim_token, failed_row, retried_link
+from .keys import _COMMON
+from .values import dt, text, us
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 __all__ = ["CANCEL", "CANCEL_TOKEN", "RESUME", "cancel", "cancel_requested", "finish_cancel",
            "pause", "paused_queues", "resume"]
@@ -124,7 +124,7 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
                 fields.update(retried_from_id=int(link_id), retried_from_error=text(link_error))
             failed.append(fields)
     if failed:
-        from ..models import FailedJob
+        from ...models import FailedJob
 
         # The rows first (one statement), then the jobs leave Redis: see the docstring.
         with transaction.atomic(using=store.database):

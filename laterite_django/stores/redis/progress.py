@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..progress import Progress
-from . import redis_calls as calls
-from .base import Claim, Running
-from .redis_values import text
+from ...progress import Progress
+from ..base import Claim, Running
+from . import scripts as calls
+from .values import text
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 __all__ = ["running", "save"]
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..exceptions import PushNotReplicated
-from . import redis_calls as calls
-from . import redis_limits
-from .base import NewJob
-from .errors import describe_redis
-from .redis_values import PUSH_CHUNK, push_packed
+from ...exceptions import PushNotReplicated
+from ..base import NewJob
+from ..errors import describe_redis
+from . import limits as redis_limits
+from . import scripts as calls
+from .values import PUSH_CHUNK, push_packed
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 __all__ = ["push"]
 

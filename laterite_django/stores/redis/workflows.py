@@ -28,18 +28,20 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.utils import timezone
 
-from ..crash_points import crash_point
-from ..workflows.counts import count_ends, finish_settled
-from ..workflows.ending import End, any_marked, ends_of_payloads, next_links
-from ..workflows.marks import marks_of
-from . import redis_calls, redis_limits, redis_outbox
-from .redis_failed import write_row
-from .redis_scripts import _COMMON
-from .redis_values import pack, us
+from ...crash_points import crash_point
+from ...workflows.counts import count_ends, finish_settled
+from ...workflows.ending import End, any_marked, ends_of_payloads, next_links
+from ...workflows.marks import marks_of
+from . import limits as redis_limits
+from . import outbox as redis_outbox
+from . import scripts as redis_calls
+from .failed import write_row
+from .keys import _COMMON
+from .values import pack, us
 
 if TYPE_CHECKING:
-    from .base import Claim, NewJob
-    from .redis import RedisStore
+    from ..base import Claim, NewJob
+    from .store import RedisStore
 
 __all__ = ["DROP_BATCH", "FORGET_EMPTY", "TAKE_ENDS", "Counter", "apply", "apply_all",
            "apply_own", "apply_pending", "count_failed", "drop_batch", "finish",
@@ -122,7 +124,7 @@ def own_list(store: RedisStore) -> str:
 def finish_step(store: RedisStore, claims: Sequence[Claim]) -> tuple[str | None, list[Any], bool]:
     """The FINISH call for finished jobs, some of a workflow: (script name, or None for
     FINISH_LIMITED; its arguments after the prefix; whether it lists batch ends)."""
-    from .redis_values import job_fields
+    from .values import job_fields
 
     now = str(us(timezone.now()))
     found: list[tuple[Claim, str, list[NewJob]]] = []

@@ -302,7 +302,7 @@ def test_calls_sent_together_and_stopped_before_their_answers_leave_none_behind(
 def test_an_error_answer_among_calls_sent_together_is_raised_after_all_are_read(private):
     from redis.exceptions import ResponseError
 
-    from laterite_django.stores import redis_calls
+    from laterite_django.stores.redis import scripts as redis_calls
 
     store, _ = private
     store.push([new("a")])

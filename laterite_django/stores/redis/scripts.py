@@ -31,13 +31,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import (
-    redis_limits,
-    redis_resend,
-    redis_scripts_manage,
-    redis_scripts_push_claim,
-    redis_scripts_settle,
-)
+from . import limits as redis_limits
+from . import lua_manage as redis_scripts_manage
+from . import lua_push_claim as redis_scripts_push_claim
+from . import lua_settle as redis_scripts_settle
+from . import resend as redis_resend
 
 if TYPE_CHECKING:
     from redis import Redis

@@ -12,7 +12,7 @@ from django.utils import timezone
 from redis.exceptions import DataError
 
 from laterite_django.stores import NewJob, get_store
-from laterite_django.stores.redis_calls import _packed, borrow
+from laterite_django.stores.redis.scripts import _packed, borrow
 from tests.conftest import redis_store_only
 from tests.settings import REDIS_URL
 
@@ -89,7 +89,7 @@ def test_a_pushed_job_keeps_every_character_of_its_fields(transactional_db):
 def test_calls_sent_together_go_in_one_buffer(connection, monkeypatch):
     from redis.connection import Connection
 
-    from laterite_django.stores.redis_calls import together
+    from laterite_django.stores.redis.scripts import together
 
     client = redis.Redis.from_url(REDIS_URL)
     client.ping()  # connected first: the handshake's own commands are not counted

@@ -18,12 +18,13 @@ from django.utils import timezone
 from laterite_django import job
 from laterite_django.exceptions import PushNotReplicated
 from laterite_django.registry import registry
-from laterite_django.stores import get_store, redis_quiet, reset_store
+from laterite_django.stores import get_store, reset_store
 from laterite_django.stores.redis import RedisStore
-from laterite_django.stores.redis_resend import next_push
-from laterite_django.stores.redis_values import PUSH_CHUNK, us
+from laterite_django.stores.redis import idle as redis_quiet
+from laterite_django.stores.redis.resend import next_push
+from laterite_django.stores.redis.values import PUSH_CHUNK, us
 from tests.conftest import redis_store_only
-from tests.stores.redis_proxy import AnswerDropper
+from tests.stores.redis.proxy import AnswerDropper
 from tests.testapp import jobs
 
 PREFIX = f"laterite-test-lost-{os.getpid()}"

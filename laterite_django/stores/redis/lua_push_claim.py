@@ -5,7 +5,7 @@ server; the key layout and the shared helpers are in redis_scripts."""
 
 from __future__ import annotations
 
-from .redis_scripts import _COMMON, WAKE_CAP
+from .keys import _COMMON, WAKE_CAP
 
 __all__ = ["CLAIM", "PUSH", "PUSH_ONE"]
 

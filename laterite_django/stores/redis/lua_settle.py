@@ -5,8 +5,8 @@ Each acts only while the claim's token is current; the shared helpers are in red
 
 from __future__ import annotations
 
-from .redis_scripts import _COMMON
-from .redis_scripts_push_claim import _PUSH_JOBS
+from .keys import _COMMON
+from .lua_push_claim import _PUSH_JOBS
 
 __all__ = ["DELETE", "FINISH", "HEARTBEAT", "MARK_FAILING", "RELEASE", "REQUEUE_ABANDONED"]
 

@@ -16,13 +16,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import redis_calls as calls
-from .redis_scripts import _COMMON
-from .redis_values import dt, push_args, text, us
-from .schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
+from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
+from . import scripts as calls
+from .keys import _COMMON
+from .values import dt, push_args, text, us
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 __all__ = ["DEFINE", "FIRE", "PAUSE", "REMOVE", "add", "define", "fire", "pause", "remove",
            "states"]

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from . import redis_calls as calls
-from .base import QUIET_LONGEST
-from .redis_scripts import _COMMON, QUIET_TOKEN_TTL
+from ..base import QUIET_LONGEST
+from . import scripts as calls
+from .keys import _COMMON, QUIET_TOKEN_TTL
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 __all__ = ["QUIET", "QuietState", "database_busy", "look", "own_key", "wake_own"]
 

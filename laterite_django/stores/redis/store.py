@@ -23,31 +23,29 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ..crash_points import crash_point
-from ..exceptions import LateriteConfigurationError, StoreUnavailable
-from ..minutes import Minute
-from ..workflows.ending import any_marked
-from . import (
-    redis_alias,
-    redis_ends,
-    redis_failed,
-    redis_flow,
-    redis_minutes,
-    redis_outbox,
-    redis_progress,
-    redis_quiet,
-    redis_schedules,
-)
-from . import redis_calls as calls
-from .base import Claim, NewJob, Store, job_ids
-from .errors import database_outage, describe_redis, guarded, redis_outage
-from .redis_claim import RedisClaiming
-from .redis_persistence import persistence_warning
-from .redis_push import RedisPushing
-from .redis_reads import RedisReads
-from .redis_values import dt, text, us
-from .redis_wait import RedisWaiting
-from .schedule_state import Fired, ScheduleFire, ScheduleState
+from ...crash_points import crash_point
+from ...exceptions import LateriteConfigurationError, StoreUnavailable
+from ...minutes import Minute
+from ...workflows.ending import any_marked
+from ..base import Claim, NewJob, Store, job_ids
+from ..errors import database_outage, describe_redis, guarded, redis_outage
+from ..schedule_state import Fired, ScheduleFire, ScheduleState
+from . import alias as redis_alias
+from . import failed as redis_failed
+from . import flow as redis_flow
+from . import idle as redis_quiet
+from . import minutes as redis_minutes
+from . import outbox as redis_outbox
+from . import progress as redis_progress
+from . import schedules as redis_schedules
+from . import scripts as calls
+from . import workflows as redis_ends
+from .claim import RedisClaiming
+from .persistence import persistence_warning
+from .push import RedisPushing
+from .reads import RedisReads
+from .values import dt, text, us
+from .wait import RedisWaiting
 
 if TYPE_CHECKING:
 
