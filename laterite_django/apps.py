@@ -7,6 +7,10 @@ from django.apps import AppConfig
 from django.core.signals import request_started, setting_changed
 from django.utils.module_loading import autodiscover_modules
 
+from . import context, inline
+from .worker.execute import run_here
+from .workflows.batches import add_to_batch
+
 
 class LateriteConfig(AppConfig):
     name = "laterite_django"
@@ -19,6 +23,10 @@ class LateriteConfig(AppConfig):
         from .stores import on_setting_changed
         from .worker.serving import on_request_started
 
+        # The layers below call up through these: the inline mode runs a job as the worker
+        # would, a running job adds calls to its batch.
+        inline.set_runner(run_here)
+        context.set_batch_adder(add_to_batch)
         setting_changed.connect(on_setting_changed, dispatch_uid="laterite_reset_store")
         # The `worker` mode: a process that serves requests runs its worker threads.
         request_started.connect(on_request_started, dispatch_uid="laterite_worker_threads")

@@ -7,10 +7,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from .exceptions import Cancelled
+from .progress import check as check_progress
+
 if TYPE_CHECKING:
     from .flow.cancel import CancelWatch
 
-__all__ = ["JobContext", "Pushed"]
+__all__ = ["JobContext", "Pushed", "set_batch_adder"]
+
+# Adds calls to a batch and returns how many: the workflows', which sit above the job's
+# context, set at start-up (apps.ready).
+_add_to_batch: Callable[[int, Any], int] | None = None
+
+
+def set_batch_adder(add: Callable[[int, Any], int]) -> None:
+    """Register how `JobContext.add_to_batch` adds calls to a batch (called by ready())."""
+    global _add_to_batch
+    _add_to_batch = add
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +46,7 @@ class JobContext:
         """Say how far the job is: `done` of `total` (None if not known), with a short
         note. Cheap: the worker's heartbeat thread stores the latest value at most once a
         second; the admin and `queue_status` show it while the job runs."""
-        from .progress import check
-
-        reported = check(done, total, note)
+        reported = check_progress(done, total, note)
         if self.report_progress is not None:
             self.report_progress(reported)
     # Set by the worker: tells the job a cancel was asked (flow.cancel).
@@ -51,15 +62,13 @@ class JobContext:
         for them too. Return how many were added."""
         if self.batch_id is None:
             raise ValueError(f"Job {self.name!r} #{self.id} is not part of a batch.")
-        from .workflows.batches import add_to_batch
-
-        return add_to_batch(self.batch_id, calls)
+        if _add_to_batch is None:
+            raise RuntimeError("laterite_django is not ready: is it in INSTALLED_APPS?")
+        return _add_to_batch(self.batch_id, calls)
 
     def check(self) -> None:
         """Raise Cancelled if this job was cancelled; call it where stopping is safe."""
         if self.cancelled:
-            from .exceptions import Cancelled
-
             raise Cancelled("cancelled")
 
 

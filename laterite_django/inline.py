@@ -7,6 +7,7 @@ connection and transaction, as the sync job's do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -18,7 +19,17 @@ if TYPE_CHECKING:
     from .jobs import JobFunction
     from .stores import NewJob
 
-__all__ = ["arun", "run"]
+__all__ = ["arun", "run", "set_runner"]
+
+# Runs a job's function here, with its arguments and context, and returns its result:
+# the worker's (worker.execute), which sits above the push, set at start-up (apps.ready).
+_run_here: Callable[[JobFunction, list[Any], dict[str, Any], JobContext], Any] | None = None
+
+
+def set_runner(run: Callable[[JobFunction, list[Any], dict[str, Any], JobContext], Any]) -> None:
+    """Register how `run` calls a job's function from sync code (called by ready())."""
+    global _run_here
+    _run_here = run
 
 
 def _call(job: JobFunction, new: NewJob) -> tuple[list[Any], dict[str, Any], JobContext]:
@@ -29,10 +40,9 @@ def _call(job: JobFunction, new: NewJob) -> tuple[list[Any], dict[str, Any], Job
 
 def run(job: JobFunction, new: NewJob) -> Pushed:
     """Run `new` now (from sync code)."""
-    from .worker.execute import call_job, in_this_thread
-
-    with in_this_thread():
-        return Pushed("ran", result=call_job(job, *_call(job, new)))
+    if _run_here is None:
+        raise RuntimeError("laterite_django is not ready: is it in INSTALLED_APPS?")
+    return Pushed("ran", result=_run_here(job, *_call(job, new)))
 
 
 async def arun(job: JobFunction, new: NewJob) -> Pushed:

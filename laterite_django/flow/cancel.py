@@ -68,8 +68,11 @@ class CancelWatch:
 class Lookout:
     """The heartbeat's look for cancels of the running job (see the module docstring)."""
 
-    def __init__(self, store: Store, on_ask: Callable[[Claim], None] | None = None) -> None:
+    def __init__(self, store: Store, on_ask: Callable[[Claim], None] | None = None, *,
+                 interrupt: Callable[[CancelWatch], None]) -> None:
         self.store = store
+        # Raises Cancelled in a job past its grace: the worker's (worker.execute.interrupt).
+        self.interrupt = interrupt
         # Told of each job found cancelled (the supervisor, through the worker's pipe:
         # it kills a worker whose job never returns to Python, past the grace).
         self.on_ask = on_ask
@@ -101,6 +104,4 @@ class Lookout:
             if self.on_ask is not None:
                 self.on_ask(claim)
         if watch.overdue() and watch.running and self.current is current:
-            from ..worker.execute import interrupt
-
-            interrupt(watch)
+            self.interrupt(watch)

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from ..jobs import JobFunction
 
 __all__ = [
-    "JobTimeout", "Ran", "call_job", "in_this_thread", "interrupt", "run_job", "time_limit_passed",
+    "JobTimeout", "Ran", "call_job", "in_this_thread", "interrupt", "run_here", "run_job",
+    "time_limit_passed",
 ]
 
 
@@ -90,6 +91,15 @@ def call_job(
             _loops.runner = None
             _left_behind.append(job.name)
         raise
+
+
+def run_here(
+    job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any], cx: JobContext
+) -> Any:
+    """Run `job` now in this thread, its async ORM calls back on this thread's connection:
+    the inline mode's run (registered by ready())."""
+    with in_this_thread():
+        return call_job(job, args, kwargs, cx)
 
 
 # Jobs whose threads were left running past their timeout (see `stuck_threads`).

@@ -30,6 +30,7 @@ from ..progress import ProgressDesk
 from ..signals import job_succeeded
 from ..stores import Claim, Store, get_store
 from .attempt import WorkerStopped, run_claim
+from .execute import interrupt
 from .hand import Hand
 from .heartbeat import Heartbeat
 from .held import HeldJobs
@@ -122,7 +123,7 @@ class Worker(HeldJobs, IdleWaiting):
                                stop_now=lambda: self._stop_now,
                                on_unavailable=lambda: drop_connections(self.store))
         # Cancels of the running job, looked for by the heartbeat (flow.cancel).
-        self.lookout = Lookout(self.store, on_ask=self.monitor.cancel)
+        self.lookout = Lookout(self.store, on_ask=self.monitor.cancel, interrupt=interrupt)
         self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
                                    slow_after=FLUSH_AFTER, relieve=self._relieve,
                                    progress=self.progress, lookout=self.lookout)
