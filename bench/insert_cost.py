@@ -77,12 +77,12 @@ def measure(args: argparse.Namespace) -> None:
     from django.core.management import call_command
     from django.db import connections
 
-    from laterite_django.stores.sql import TABLE
-    from laterite_django.stores.sql_postgres_push import _PUSH_ONE
+    from laterite_django.stores.database.postgres import PUSH_ONE
+    from laterite_django.stores.database.sql import TABLE
 
-    # The statement without its notify check (sql_postgres_push.MUST_NOTIFY): `RETURNING id`.
-    no_check = _PUSH_ONE.partition(", CASE WHEN")[0]
-    assert no_check != _PUSH_ONE and no_check.endswith("RETURNING id"), no_check
+    # The statement without its notify check (postgres.MUST_NOTIFY): `RETURNING id`.
+    no_check = PUSH_ONE.partition(", CASE WHEN")[0]
+    assert no_check != PUSH_ONE and no_check.endswith("RETURNING id"), no_check
     call_command("migrate", verbosity=0)
     connections.close_all()
     conn = psycopg.connect(f"host=127.0.0.1 user=postgres dbname={NAME}", autocommit=True)
@@ -96,10 +96,10 @@ def measure(args: argparse.Namespace) -> None:
     rows = {
         "floor (bare INSERT)": ("INSERT INTO floor_job (payload) VALUES (%s)",
                                 lambda i: [json.dumps({"i": i})]),
-        "job table as migrated": (_PUSH_ONE, job),
-        "with the 4 CHECKs": (_PUSH_ONE.replace(TABLE, "job_checked", 1), job),
-        "primary key and due index only": (_PUSH_ONE.replace(TABLE, "job_due_only", 1), job),
-        "primary key only": (_PUSH_ONE.replace(TABLE, "job_pk_only", 1), job),
+        "job table as migrated": (PUSH_ONE, job),
+        "with the 4 CHECKs": (PUSH_ONE.replace(TABLE, "job_checked", 1), job),
+        "primary key and due index only": (PUSH_ONE.replace(TABLE, "job_due_only", 1), job),
+        "primary key only": (PUSH_ONE.replace(TABLE, "job_pk_only", 1), job),
         "no notify check": (no_check, job),
         "primary key only, no notify check": (no_check.replace(TABLE, "job_pk_only", 1), job),
     }

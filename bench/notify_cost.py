@@ -1,5 +1,5 @@
 """What a push's NOTIFY costs PostgreSQL when pushes run side by side, and what
-laterite's rule (notify only while a worker waits: `sql_postgres_push.MUST_NOTIFY`)
+laterite's rule (notify only while a worker waits: `stores/database/postgres.MUST_NOTIFY`)
 saves when none waits.
 
     python bench/notify_cost.py [--processes 4] [--n 1000] [--rounds 4]
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # `python bench/notify_cost.py`
     sys.path.insert(0, str(ROOT))
 
-from laterite_django.stores.sql_postgres_push import MUST_NOTIFY  # noqa: E402
+from laterite_django.stores.database.postgres import MUST_NOTIFY  # noqa: E402
 
 DSN = "host=127.0.0.1 user=postgres dbname={}"
 NAME = "bench_notify_cost"

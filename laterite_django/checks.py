@@ -263,8 +263,8 @@ def check_listen(app_configs: Any = None, databases: Any = None, **kwargs: Any) 
         return []  # reported by check_settings
     if connections[alias].vendor != "postgresql":
         return []
-    from .stores.database_wait import LISTEN_HINT
-    from .stores.pooler import behind_pooler
+    from .stores.database.pgbouncer import behind_pooler
+    from .stores.database.wait import LISTEN_HINT
 
     try:
         import psycopg

@@ -25,7 +25,7 @@ from ..conf import settings
 from ..models import FailedJob, Job
 from ..progress import Progress
 from ..stores import get_store
-from ..stores.database_workflows import delete_jobs
+from ..stores.database.workflows import delete_jobs
 from .actions import (
     cancel_selected,
     forget,

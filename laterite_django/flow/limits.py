@@ -1,7 +1,7 @@
 """Limits on how many jobs run at once and how fast they start (LATERITE_QUEUE_LIMITS,
 `@job(concurrency=...)`): their rules and their parsed form.
 
-The limits are enforced inside the store's claim (see `stores/sql_limits.py`), so
+The limits are enforced inside the store's claim (DatabaseStore._claim_limited), so
 two workers racing can never together exceed one. This module only reads them:
 
     LATERITE_QUEUE_LIMITS = {"mail": {"concurrency": 5, "rate": "100/m"}}

@@ -12,7 +12,7 @@ class ScheduleRecord(models.Model):
     it in Redis): its cursor, its last job, and whether it is paused.
 
     A scheduler moves `last_tick` forward and pushes the tick's job in one transaction
-    (stores/database_schedules.py), so each tick fires once however many run.
+    (stores/database/store.py), so each tick fires once however many run.
     """
 
     name = models.CharField(max_length=200, primary_key=True)

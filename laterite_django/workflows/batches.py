@@ -1,5 +1,5 @@
 """`batch(calls, then=, catch=, finally_=, allow_failures=, name=)`: jobs run together,
-then callbacks, each pushed exactly once (see workflows.counts); adding calls to a
+then callbacks, each pushed exactly once (see stores/database/workflows.py); adding calls to a
 running batch (`cx.add_to_batch`); cancelling one (`queue_batches --cancel`).
 
 The `Batch` row and its jobs are written in one transaction: the database store's
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
-from django.db import connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from .. import capture
@@ -106,11 +106,10 @@ class BatchPlan:
             if jobs:
                 _store(jobs)
             else:  # nothing to wait for: the callbacks go now
-                from .counts import finished_jobs
+                from ..stores.database.workflows import empty_batch_callbacks
 
-                with connections[using].cursor() as cursor:
-                    row_values = (0, 0, row.allow_failures, None, None, *self.callbacks)
-                    callbacks = finished_jobs(cursor, row.pk, row_values, 0)
+                callbacks = empty_batch_callbacks(using, row.pk, row.allow_failures,
+                                                  self.callbacks)
                 if callbacks:
                     _store(callbacks)
                 row.refresh_from_db(using=using)
@@ -186,13 +185,11 @@ def add_to_batch(batch_id: int, calls: Sequence[JobCall]) -> int:
     if not calls:
         return 0
     using = settings.DATABASE
-    with transaction.atomic(using=using), connections[using].cursor() as cursor:
-        cursor.execute(
-            "UPDATE laterite_batch SET total = total + %s, pending = pending + %s "
-            "WHERE id = %s AND finished_at IS NULL AND cancelled_at IS NULL RETURNING total",
-            [len(calls), len(calls), batch_id])
-        row = cursor.fetchone()
-        if row is None:
+    from ..stores.database.workflows import add_to_batch as count_added
+
+    with transaction.atomic(using=using):
+        total = count_added(using, batch_id, len(calls))
+        if total is None:
             from ..models import Batch
 
             found = Batch.objects.using(using).filter(pk=batch_id).first()
@@ -200,7 +197,7 @@ def add_to_batch(batch_id: int, calls: Sequence[JobCall]) -> int:
                 return 0  # a job of a cancelled batch still running: nothing to add
             raise ValueError(f"Batch {batch_id} has finished (or does not exist): "
                              f"nothing can be added to it.")
-        start = int(row[0]) - len(calls)
+        start = total - len(calls)
         _store([call.new_job(batch=(batch_id, start + i)) for i, call in enumerate(calls)])
     return len(calls)
 

@@ -18,7 +18,7 @@ from django.utils.formats import date_format
 from django.utils.http import urlencode
 
 from laterite_django.models import FailedJob, Job
-from laterite_django.stores.sql import IDLE_LOCK
+from laterite_django.stores.database.sql import IDLE_LOCK
 from tests.conftest import wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record

@@ -76,7 +76,7 @@ def vacuum() -> str:
     from django.utils import timezone
 
     from laterite_django.stores import NewJob, get_store
-    from laterite_django.stores import vacuum as vacuum_module
+    from laterite_django.stores.database import vacuum as vacuum_module
 
     store = get_store()
 

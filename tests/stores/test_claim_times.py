@@ -1,6 +1,6 @@
 """A claim hands back the times its job was pushed with, exactly and time-zone aware,
 on every store (PostgreSQL's claim reads them with psycopg's own loader, not Django's:
-stores/pg_hot.py)."""
+stores/database/postgres.py)."""
 
 from __future__ import annotations
 

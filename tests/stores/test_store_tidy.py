@@ -11,8 +11,8 @@ from django.db import connection
 from django.utils import timezone
 
 from laterite_django.stores import NewJob, reset_store
-from laterite_django.stores import vacuum as vacuum_module
 from laterite_django.stores.database import DatabaseStore
+from laterite_django.stores.database import vacuum as vacuum_module
 from tests.conftest import wait_for
 
 __all__: list[str] = []

@@ -111,7 +111,7 @@ def test_a_key_at_its_limit_does_not_hold_up_other_keys(store, workers):
 
 
 # With FLOW the workers register jobs with a concurrency limit, and on PostgreSQL make
-# the keyed claim; without, the queue-only one (stores/sql_queue_limits_postgres.py).
+# the keyed claim; without, the queue-only one (postgres.queue_limited_claim).
 CLAIMS = pytest.mark.parametrize("flow", [FLOW, {}], ids=["keyed-claim", "queue-only-claim"])
 
 

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from laterite_django.stores import get_store
-from laterite_django.stores.sql import CHANNEL, IDLE_LOCK
+from laterite_django.stores.database.sql import CHANNEL, IDLE_LOCK
 from tests.conftest import Stderr, wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record

@@ -12,8 +12,8 @@ from laterite_django import batch, cancel_batch, chain
 from laterite_django.exceptions import InvalidPayload
 from laterite_django.models import Batch, BatchEnd, FailedJob
 from laterite_django.stores import get_store
+from laterite_django.stores.database.workflows import finish_settled
 from laterite_django.testing import run_jobs
-from laterite_django.workflows.counts import finish_settled
 from tests.conftest import job_hashes
 from tests.testapp.jobs import grow, mail, record, step
 from tests.testapp.models import Record

@@ -309,7 +309,7 @@ def test_an_error_answer_among_calls_sent_together_is_raised_after_all_are_read(
     with pytest.raises(ResponseError, match="WRONGTYPE"):
         redis_calls.finish(store.client, redis_calls.together(store.client, [
             ("SET", f"{PREFIX}:plain", "x"), ("LPUSH", f"{PREFIX}:plain", "y"),
-            ("EVALSHA", redis_calls.SHAS["CLAIM"], 0, "no-prefix")]), {})
+            ("EVALSHA", redis_calls.SHAS["claim"], 0, "no-prefix")]), {})
     # Every answer was read: the connection serves the next call.
     (claim,) = store.claim(["default"], "w")
     assert claim.payload == '{"args":["a"],"kwargs":{}}'

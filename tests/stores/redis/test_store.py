@@ -17,7 +17,7 @@ from django.utils import timezone
 from laterite_django.models import FailedJob
 from laterite_django.stores import NewJob, get_store
 from laterite_django.stores.redis import RedisStore
-from laterite_django.stores.redis.lua_push_claim import SENT_TTL
+from laterite_django.stores.redis.keys import SENT_TTL
 from tests.conftest import redis_store_only
 from tests.testapp import jobs
 

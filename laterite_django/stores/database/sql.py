@@ -1,13 +1,17 @@
 """The SQL of the database store that reads the same on PostgreSQL and SQLite.
 
 What differs between the two (push, claim, delete, make_due) lives in
-`sql_postgres` and `sql_sqlite`; both build on the names here.
+`postgres.py` and `sqlite.py`; both build on the names here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, overload
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 __all__ = [
     "ADD_MINUTE",
@@ -26,7 +30,9 @@ __all__ = [
     "KEEP_KEY",
     "MINUTES",
     "MINUTE_TABLE",
+    "NO_LIMIT",
     "OLDEST_WAITING",
+    "PAUSED_TABLE",
     "PING",
     "PRUNE_MINUTES",
     "PUSH_LOCK",
@@ -35,8 +41,12 @@ __all__ = [
     "ROW",
     "RUNNING",
     "SAVE_PROGRESS",
+    "SET_CONCURRENCY_KEY",
+    "STARTS",
     "TABLE",
     "abandoned",
+    "aware",
+    "candidates",
     "execute",
     "heartbeat",
     "next_due",
@@ -49,10 +59,10 @@ TABLE = "laterite_job"
 FAILED_TABLE = "laterite_failed_job"
 # The PostgreSQL NOTIFY channel that wakes idle workers.
 CHANNEL = "laterite"
-# The advisory locks of PostgreSQL's wake-ups (see sql_postgres, database_wait): idle
+# The advisory locks of PostgreSQL's wake-ups (see postgres.py, wait.py): idle
 # workers hold IDLE_LOCK ("laterite" in ASCII), shared, while they wait; pushes hold
 # PUSH_LOCK, shared, until their commit. Quiet workers hold QUIET_LOCK, shared; claims
-# that take jobs hold CLAIM_LOCK, shared, until their commit (see pg_quiet).
+# that take jobs hold CLAIM_LOCK, shared, until their commit (see postgres.py).
 IDLE_LOCK = 7809651207897183333
 PUSH_LOCK = IDLE_LOCK + 1
 QUIET_LOCK = IDLE_LOCK + 2
@@ -139,10 +149,15 @@ OLDEST_WAITING = (
     f"WHERE token IS NULL AND available_at <= %s GROUP BY queue"
 )
 CLEAR = f"DELETE FROM {TABLE}"
+# Params: concurrency key, concurrency limit, id (a pushed job's, in its push's transaction).
+SET_CONCURRENCY_KEY = (
+    f"UPDATE {TABLE} SET concurrency_key = %s, concurrency_limit = %s WHERE id = %s")
+# The paused queues (Store.pause).
+PAUSED_TABLE = "laterite_paused_queue"
 CLEAR_QUEUE = f"DELETE FROM {TABLE} WHERE queue = %s"
 # Whether a sweep would find work: a claimed job (its worker may die), or a batch
-# counted down to 0 whose callbacks wait (workflows.counts.finish_settled). An idle
-# worker asks it once before it goes quiet (database_wait). The first claimed job in
+# counted down to 0 whose callbacks wait (workflows.finish_settled). An idle
+# worker asks it once before it goes quiet (wait.py). The first claimed job in
 # the order of laterite_job_claimed, not EXISTS: whatever the statistics say, one step
 # into that index beats sorting the whole table. As EXISTS, a planner that believed
 # most jobs claimed (statistics from mid-drain, or from an empty table) read the table
@@ -152,8 +167,24 @@ BUSY = (
     f"IS NOT NULL "
     f"OR EXISTS (SELECT 1 FROM laterite_batch WHERE pending <= 0 AND finished_at IS NULL)"
 )
+# The starts of jobs of queues with a rate limit (LATERITE_QUEUE_LIMITS).
+STARTS = "laterite_flow_start"
+# Room that stands for "no limit".
+NO_LIMIT = 1_000_000
+# Candidates a limited claim looks at per queue (the jobs of keys at their limit are
+# skipped by the scan itself, so these are only for several jobs of one key in one
+# claim): CANDIDATES_PER_JOB for each job claimed, at least CANDIDATES_MIN, at most
+# CANDIDATES.
+CANDIDATES = 200
+CANDIDATES_PER_JOB = 4
+CANDIDATES_MIN = 50
 # Reaches the server and the table (so a database never migrated says so).
 PING = f"SELECT 1 FROM {TABLE} WHERE 1 = 0"
+
+
+def candidates(limit: int) -> int:
+    """How many waiting jobs a limited claim of up to `limit` jobs looks at per queue."""
+    return min(CANDIDATES, max(CANDIDATES_MIN, CANDIDATES_PER_JOB * limit))
 
 
 def returning(table: str = TABLE) -> str:
@@ -230,3 +261,18 @@ def execute(
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         return (cursor.fetchall() if fetch else []), cursor.rowcount
+
+
+@overload
+def aware(value: None) -> None: ...
+@overload
+def aware(value: datetime | str) -> datetime: ...
+def aware(value: datetime | str | None) -> datetime | None:
+    """Return a stored timestamp as an aware datetime (SQLite hands back text)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is not None and timezone.is_naive(value):
+        value = value.replace(tzinfo=UTC)
+    return value

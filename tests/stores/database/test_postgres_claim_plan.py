@@ -1,4 +1,4 @@
-"""A claim on PostgreSQL (stores/pg_hot.run_planned): outside a transaction its
+"""A claim on PostgreSQL (stores/database/postgres.run_planned): outside a transaction its
 statement runs by name after the claim's settings, in one round trip, so the server
 plans it once per connection instead of at every claim; that plan reaches the job
 table through its indexes even when made on an empty table; the settings end with
@@ -17,14 +17,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from laterite_django.flow import limits
-from laterite_django.stores import (
-    NewJob,
-    sql_limits_postgres,
-    sql_postgres,
-    sql_queue_limits_postgres,
-)
-from laterite_django.stores.pg_hot import Prepared
-from laterite_django.stores.sql_postgres import SETTINGS
+from laterite_django.stores import NewJob
+from laterite_django.stores.database import postgres
+from laterite_django.stores.database.postgres import SETTINGS, Prepared
 from tests.testapp import jobs
 
 __all__: list[str] = []
@@ -94,14 +89,14 @@ def test_the_claims_settings_end_with_its_transaction(pg_store):
 
 @pytest.fixture(params=["queue", "key"])
 def limited(request):
-    """The claim a limit makes: of a limited queue alone (sql_queue_limits_postgres), or
-    with a job whose concurrency is limited defined in this process (sql_limits_postgres,
+    """The claim a limit makes: of a limited queue alone (postgres.queue_limited_claim), or
+    with a job whose concurrency is limited defined in this process (postgres.limited_claim,
     which counts running jobs per key); the texts of its statements."""
     if request.param == "key":
         limits.note_limited_task("tests.stores.keyed")
-        statements = sql_limits_postgres.statements((), "t", "w", ["default"], 2, {}, 8)
+        statements = postgres.limited_claim((), "t", "w", ["default"], 2, {}, 8)
     else:
-        statements = sql_queue_limits_postgres.statements((), "t", "w", ["default"], 2, {})
+        statements = postgres.queue_limited_claim((), "t", "w", ["default"], 2, {})
     with override_settings(LATERITE_QUEUE_LIMITS={"default": {"concurrency": 3, "rate": "50/m"}}):
         yield [Prepared(b"", sql, None).numbered.decode() for sql, _ in statements]
     limits.limited_tasks.discard("tests.stores.keyed")
@@ -109,7 +104,7 @@ def limited(request):
 
 def test_a_limited_claim_runs_its_statements_by_name(pg_store, limited):
     # Each prepared once per connection under a name of laterite's and run by it, all
-    # in one round trip (pg_hot.run_planned_all), as the plain claim is; with a rate,
+    # in one round trip (postgres.run_planned_all), as the plain claim is; with a rate,
     # its values include a period (a float) and a list with NULLs, written as text.
     jobs.noop.push_many([(i,) for i in range(6)])
     claims = pg_store.claim(["default"], "w", 2)
@@ -187,9 +182,9 @@ def test_a_deletion_of_finished_jobs_reads_only_their_rows_whatever_the_statisti
     jobs.noop.push_many([(i,) for i in range(3000)])
     claims = pg_store.claim(["default"], "w", 3000)
     ids, tokens = [c.id for c in claims[:20]], [c.token for c in claims[:20]]
-    plan = plain_plan(sql_postgres.DELETE, [ids, tokens])
+    plan = plain_plan(postgres.DELETE, [ids, tokens])
     assert "laterite_job_pkey" in plan and "Seq Scan" not in plan, plan
-    settle = sql_postgres.claim(claims[:20], "t", timezone.now(), "w", ["default"], 1)
+    settle = postgres.claim(claims[:20], "t", timezone.now(), "w", ["default"], 1)
     [(statement, params)] = settle
     plan = plain_plan(statement, params)
     assert "laterite_job_pkey" in plan and "Seq Scan on laterite_job" not in plan, plan

@@ -1,4 +1,4 @@
-"""A push on PostgreSQL (stores/pg_hot.py): outside a transaction its statement runs by
+"""A push on PostgreSQL (stores/database/postgres.py): outside a transaction its statement runs by
 name through libpq; it must still run when that prepared statement was dropped, join
 the caller's transaction inside `atomic()`, and store every value as psycopg would."""
 

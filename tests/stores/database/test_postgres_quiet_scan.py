@@ -15,8 +15,9 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from laterite_django.stores import NewJob, sql
-from tests.stores.test_pg_claim_scan import scans
+from laterite_django.stores import NewJob
+from laterite_django.stores.database import sql
+from tests.stores.database.test_postgres_claim_scan import scans
 
 __all__: list[str] = []
 
@@ -71,12 +72,12 @@ def test_the_look_before_quiet_never_reads_the_whole_table(pg_store, analyzed):
 
 @pytest.mark.parametrize("analyzed", ["empty", "all-claimed"])
 def test_a_workers_periodic_statements_never_read_the_whole_table(pg_store, analyzed):
-    from laterite_django.stores import sql_postgres
+    from laterite_django.stores.database import postgres
 
     stale_statistics(pg_store, 100 if analyzed == "all-claimed" else 0, queue="backlog")
     statements = {
-        "heartbeat": (sql.heartbeat(2, 1, sql_postgres.NOW), [1, 2, "a" * 32]),
-        "requeue": sql_postgres.requeue_abandoned("lost", 90.0),
+        "heartbeat": (sql.heartbeat(2, 1, postgres.NOW), [1, 2, "a" * 32]),
+        "requeue": postgres.requeue_abandoned("lost", 90.0),
         "next_due": (sql.next_due(1), ["default"]),
     }
     found = {}
@@ -94,10 +95,10 @@ def test_a_limited_claim_is_never_compiled_by_jit(pg_store):
     # claim's generic plan was costed past jit_above_cost, and PostgreSQL compiled it at
     # every claim (about 30 ms of a claim that runs in under 1).
     from laterite_django.flow.limits import QueueLimit
-    from laterite_django.stores import sql_queue_limits_postgres
+    from laterite_django.stores.database import postgres
 
     stale_statistics(pg_store, 50, queue="default")
-    (settings, params), (claim, claim_params) = sql_queue_limits_postgres.statements(
+    (settings, params), (claim, claim_params) = postgres.queue_limited_claim(
         [], "t", "w", ["default"], 100, {"default": QueueLimit(concurrency=50)})
     # The plan the claim runs with: generic (SETTINGS), from a prepared statement.
     with transaction.atomic():

@@ -1,5 +1,5 @@
 """A forked child (a pre-forking server's worker process) closes the SQLite waiters of
-its parent's threads (stores/sql_sqlite.py), even one whose thread was reading at
+its parent's threads (stores/database/wait.py), even one whose thread was reading at
 the fork: left open, its connection shares SQLite's per-process lock records with
 the child's own, and a commit of the child could be lost."""
 
@@ -11,7 +11,7 @@ import sqlite3
 import threading
 import time
 
-from laterite_django.stores import sql_sqlite
+from laterite_django.stores.database.wait import Waiter
 
 __all__: list[str] = []
 
@@ -27,7 +27,7 @@ def open_files() -> list[str]:
 def test_a_waiter_reading_at_the_fork_is_closed_in_the_child(tmp_path):
     name = str(tmp_path / "waited.sqlite3")
     sqlite3.connect(name).close()
-    waiter = sql_sqlite.Waiter(name, uri=False)
+    waiter = Waiter(name, uri=False)
     assert waiter.changed()
     reading = threading.Event()
 

@@ -107,7 +107,7 @@ def scans(plan: dict) -> set[tuple[str, str]]:
 
 @pytest.mark.parametrize("finished", [False, True], ids=["claim", "settle-and-claim"])
 def test_a_claim_never_reads_the_whole_table_whatever_its_statistics_say(pg_store, finished):
-    from laterite_django.stores import sql_postgres
+    from laterite_django.stores.database import postgres
 
     # The statistics say the table is empty (as after a clear, or on a new table), and
     # a drain has left 10,000 dead rows that no VACUUM has removed yet: joined to the
@@ -120,7 +120,7 @@ def test_a_claim_never_reads_the_whole_table_whatever_its_statistics_say(pg_stor
         pg_store.delete(claims)
     pg_store.push([new(now, value=value) for value in ("a", "b", "c")])
     done = pg_store.claim(["default"], "w", 1) if finished else []
-    ((statement, params),) = sql_postgres.claim(done, "t", now, "w", ["default"], 5)
+    ((statement, params),) = postgres.claim(done, "t", now, "w", ["default"], 5)
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (FORMAT JSON) " + statement, params)
         (plan,) = cursor.fetchone()[0]

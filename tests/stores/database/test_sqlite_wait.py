@@ -16,8 +16,9 @@ from django.db import connection, connections
 from django.test import override_settings
 from django.utils import timezone
 
-from laterite_django.stores import get_store, reset_store, sql_sqlite
+from laterite_django.stores import get_store, reset_store
 from laterite_django.stores.database import DatabaseStore
+from laterite_django.stores.database import wait as database_wait
 from tests.conftest import Workers
 from tests.testapp import jobs
 
@@ -29,7 +30,7 @@ def sqlite_store(request, transactional_db: None, monkeypatch) -> Iterator[Datab
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's wake-up (LATERITE_TEST_DB=sqlite)")
     if request.param == "polled":  # as where the kernel cannot tell of writes
-        monkeypatch.setattr(sql_sqlite, "open_watch", lambda path: None)
+        monkeypatch.setattr(database_wait, "open_watch", lambda path: None)
     with override_settings(LATERITE_QUEUE_STORE="database"):
         reset_store()
         store = get_store()

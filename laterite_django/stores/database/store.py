@@ -1,0 +1,848 @@
+"""Jobs kept in the `Job` table through the Django connection (PostgreSQL or SQLite).
+
+The claim and push path speaks SQL on the connection Django already holds: a claim is
+one statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL; SQLite takes its write lock
+for the statement, so claims are serialized), finished jobs are deleted in the
+same statement as the next claim, and no model is instantiated. On PostgreSQL
+a push notifies the `laterite` channel, so idle workers wake at once; on SQLite
+an idle worker watches the file's data_version (wait.py).
+
+This module holds the flow, the same on both databases; the statements that differ
+are in `postgres.py` and `sqlite.py` (the dialect), the shared ones in `sql.py`.
+
+Words: an *idle* worker waits on LISTEN (PostgreSQL) or the file (SQLite); a *quiet*
+one (Store.quiet) is idle and asks the database nothing until woken. A claim's
+*token* says which claim holds (leases) a job. A job of a chain or batch carries a
+workflow mark in its payload (workflows.marks): deleting it settles its end.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from operator import attrgetter
+from types import ModuleType
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from ...crash_points import crash_point
+from ...flow.cancel import Outcome, reason
+from ...flow.limits import QueueLimit, any_job_limited, queue_limits
+from ...minutes import KEEP, Minute, minute_start
+from ...progress import Progress
+from ...workflows.ending import End, any_marked, ends_of, ends_of_payloads, next_links
+from ...workflows.marks import marks_of
+from ..base import Claim, NewJob, QueueCounts, Running, Store, job_ids
+from ..errors import guarded
+from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
+from . import postgres, sql, sqlite
+from .postgres import keeps_callers_settings
+from .sql import TABLE, aware
+from .vacuum import Vacuum
+from .wait import Waiting
+from .workflows import batch_ends, batch_pattern, count_ends, finish_settled, finished_jobs
+
+__all__ = ["CHANNEL", "DatabaseStore"]
+
+CHANNEL = sql.CHANNEL
+
+
+def _claim_from_row(row: Sequence) -> Claim:
+    """A claim from a row of `sql.COLUMNS`."""
+    return Claim(
+        id=row[0],
+        name=row[1],
+        queue=row[2],
+        payload=row[3],
+        attempts=row[4],
+        pushed_at=aware(row[5]),
+        token=row[6],
+        retry_until=aware(row[7]),
+        unique_key=row[8],
+        priority=row[9],
+        last_error=row[10] or "",
+        available_at=aware(row[11]),
+        position=row[12],
+        uncounted=row[13],
+        cancel_requested=row[14] is not None,
+    )
+
+
+def _schedule_state(row: Any) -> ScheduleState:
+    return ScheduleState(name=row.name, last_tick=row.last_tick, fired_at=row.fired_at,
+                         job_id=row.job_id, paused=row.paused,
+                         rule_hash=row.rule_hash or None)
+
+
+class DatabaseStore(Store):
+    """The `database` store: PostgreSQL or SQLite, on LATERITE_QUEUE_DATABASE."""
+
+    transactional_push = True
+
+    def __init__(self, *, database: str = "default") -> None:
+        super().__init__(database=database)
+        self._waiting = Waiting(database, self.next_due)
+        # Per thread: the idle worker's listener and locks (wait.py), callbacks pushed.
+        self._local = self._waiting.local
+        self._dialect: ModuleType | None = None
+        self._vacuum = Vacuum()
+        self._pruned_before: datetime | None = None  # add_minutes: old counts removed
+
+    def __repr__(self) -> str:
+        return f"<DatabaseStore database={self.database!r}>"
+
+    # -- plumbing ---------------------------------------------------------------
+
+    @property
+    def connection(self):
+        return connections[self.database]
+
+    @property
+    def postgres(self) -> bool:
+        return self.connection.vendor == "postgresql"
+
+    @property
+    def dialect(self) -> ModuleType:
+        """The module of statements for this database: `postgres` or `sqlite`."""
+        if self._dialect is None:
+            self._dialect = postgres if self.postgres else sqlite
+        return self._dialect
+
+    def _ts(self, value: datetime | None) -> Any:
+        return None if value is None else self.connection.ops.adapt_datetimefield_value(value)
+
+    def _execute(self, statement: str, params: Sequence[Any], fetch: bool = False
+                 ) -> tuple[list, int]:
+        """Run one statement on Django's connection; return (rows, rowcount)."""
+        return sql.execute(self.connection, statement, params, fetch)
+
+    def _execute_prepared(self, statement: str, params: Sequence[Any], fetch: bool = False
+                          ) -> tuple[list, int]:
+        """Run a statement of the claim and push path (prepared on PostgreSQL)."""
+        return self.dialect.execute_prepared(self.connection, statement, params, fetch)
+
+    def _run_all(self, statements: Sequence[tuple[str, list]]) -> list:
+        """Run statements in one transaction (one commit); return the rows of all."""
+        if len(statements) == 1:
+            return self._execute_prepared(*statements[0], fetch=True)[0]
+        rows: list = []
+        with transaction.atomic(using=self.database):
+            for statement, params in statements:
+                rows += self._execute_prepared(statement, params, fetch=True)[0]
+        return rows
+
+    # -- push -------------------------------------------------------------------
+
+    @guarded
+    def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
+        if not jobs:
+            return []
+        if len(jobs) == 1 and not jobs[0].concurrency_limit:
+            # The push most code makes: one statement, no bookkeeping of keys.
+            dialect = self._dialect or self.dialect
+            return [dialect.push_one(connections[self.database], jobs[0], self._ts)]
+        if any(job.concurrency_limit for job in jobs):
+            # Jobs with a concurrency limit carry its key, set in the same transaction,
+            # so no worker sees them without it.
+            with transaction.atomic(using=self.database):
+                ids = self._push(jobs)
+                self._set_concurrency_keys(jobs, ids)
+            return ids
+        return self._push(jobs)
+
+    def _push(self, jobs: Sequence[NewJob]) -> list[int | None]:
+        # Within one batch the first job with a key wins, as if pushed one by one.
+        seen: set[str] = set()
+        keep: list[bool] = []
+        for job in jobs:
+            keep.append(job.unique_key is None or job.unique_key not in seen)
+            if job.unique_key is not None:
+                seen.add(job.unique_key)
+        rows = [job for job, fresh in zip(jobs, keep, strict=True) if fresh]
+        returned = [row[:2] for row in self._run_all(self.dialect.push(rows, self._ts))]
+        # Ids follow the VALUES order; a keyed row missing from them was a duplicate
+        # of a job already waiting.
+        returned.sort()
+        inserted_keys = {key for _, key in returned if key is not None}
+        ids = iter(row_id for row_id, _ in returned)
+        result: list[int | None] = []
+        for job, fresh in zip(jobs, keep, strict=True):
+            if fresh and (job.unique_key is None or job.unique_key in inserted_keys):
+                result.append(next(ids))
+            else:
+                result.append(None)
+        return result
+
+    # -- claim --------------------------------------------------------------------
+
+    @guarded
+    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
+        return self.settle_and_claim((), queues, worker, limit)
+
+    @guarded
+    @keeps_callers_settings
+    def settle_and_claim(
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
+    ) -> list[Claim]:
+        return self._settle_and_claim(finished, queues, worker, limit)
+
+    def _settle_and_claim(
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int
+    ) -> list[Claim]:
+        """settle_and_claim's work, also run inside the store's own transaction (a
+        workflow's settle, _settle_and_claim_marked), where the claim's settings stay."""
+        if not queues or limit < 1:
+            self.delete(finished)
+            return []
+        # A queue listed twice is read once. Read again in the same statement, its rows
+        # (locked by that statement, so not skipped) would be picked twice.
+        queues = list(dict.fromkeys(queues))
+        if finished and any_marked(finished):
+            return self._settle_and_claim_marked(finished, queues, worker, limit)
+        limits = queue_limits(queues)
+        keys = any_job_limited()
+        if limits or keys:
+            # A limit may apply: the limited claim; else the plain one below.
+            rows = self._claim_limited(finished, uuid.uuid4().hex, timezone.now(), worker,
+                                       queues, limit, limits, keys)
+            return sorted(map(_claim_from_row, rows), key=attrgetter("position"))
+        token = uuid.uuid4().hex
+        dialect = self.dialect
+        found: Sequence[Sequence[Any]] | None = None
+        now = None  # PostgreSQL's clock dates its claims (postgres.NOW)
+        if dialect is postgres:
+            found = postgres.run_claim(self.connection, finished, token, worker,
+                                           queues, limit)
+        else:
+            now = self._ts(timezone.now())
+        if found is None:
+            found = self._run_all(dialect.claim(finished, token, now, worker, queues, limit))
+        claims = [_claim_from_row(row) for row in found]
+        claims.sort(key=attrgetter("position"))
+        return claims
+
+    # The limited claim: LATERITE_QUEUE_LIMITS and `@job(concurrency=...)` enforced inside
+    # the claim itself (see flow/limits.py for what the limits mean).
+    #
+    # The database store's limited claim: LATERITE_QUEUE_LIMITS and `@job(concurrency=...)`
+    # enforced inside the claim itself (see flow/limits.py for what the limits mean).
+    #
+    # Used only when a limit may apply to the claim (a limited queue among the worker's,
+    # or a registered job with `concurrency`); otherwise the claim is the plain one of
+    # postgres.py / sqlite.py, untouched.
+    #
+    # On PostgreSQL a worker whose process registers no job with `concurrency` makes the
+    # queue-only claim (`postgres.queue_limited_claim`: two statements, concurrency keys not
+    # looked at, as its plain claim does not look at them); any other, the keyed one
+    # (`postgres.limited_claim`: four). Both take the same queue locks in the same order and
+    # count alike, so the two may race.
+    #
+    # Why racing workers can never together exceed a limit:
+    #
+    # - PostgreSQL: each limited queue and each concurrency key has a transaction-level
+    # advisory lock of its own. A claim takes jobs of a limited queue only while it
+    # holds that queue's lock, and jobs of a key only while it holds that key's lock;
+    # it counts (running jobs of the queue or key, the queue's recent starts) in a
+    # statement whose snapshot is taken after those locks were granted (READ
+    # COMMITTED: one snapshot per statement), and its own claims and starts commit
+    # before the locks are let go (at its commit). So every claim that took jobs of
+    # that queue or key before is committed and counted, and no other claim of it
+    # runs meanwhile: the counts can only be too high (a job finished but not yet
+    # deleted still counts as running), never too low. (The queue-only claim deletes
+    # its worker's finished jobs in the counting statement, whose snapshot still sees
+    # them running, and gives back exactly those it deleted: each was taken by that
+    # worker's previous claim, committed before, so each is in the count.) Claims of
+    # different queues and keys do not wait for each other. Queue locks are waited
+    # for, in the order of their ids (no two claims wait for each other in a circle);
+    # a key lock is only tried (`pg_try_advisory_xact_lock`): a key another claim
+    # holds is skipped this time, its jobs keep waiting. A job of neither (an
+    # unlimited queue, no key) needs no lock: `FOR UPDATE SKIP LOCKED` keeps two
+    # claims from taking it both. The statements and the commit go in one round
+    # trip, so a lock is held for the server's work alone.
+    # - SQLite: one claim statement (after the deletion of finished jobs, in the same
+    # transaction) reads and writes under the database's single write lock, so
+    # claims are serialized by SQLite itself.
+    #
+    # In both, a job held back by a limit is simply not picked: it keeps waiting, no
+    # attempt is counted, and the claim takes the other jobs allowed (the jobs of a
+    # key at its limit are skipped, not waited behind; on PostgreSQL among the first 1000
+    # waiting jobs of each queue, so that a claim costs the same however many jobs of full
+    # keys are first in line). A rate counts the starts
+    # recorded in `laterite_flow_start` over the last period (any window of that
+    # length), written by the same transaction as the claim.
+    def _claim_limited(
+        self, finished: Sequence[Claim], token: str, now: datetime, worker: str,
+        queues: Sequence[str], limit: int, limits: dict[str, QueueLimit], keys: bool = True,
+    ) -> list[Sequence[Any]]:
+        """Delete `finished` and claim up to `limit` jobs within the limits, in one
+        transaction; return the claimed rows (in `sql.COLUMNS` order). `keys`: whether
+        concurrency keys may apply (a job registered here declares `concurrency`); without,
+        PostgreSQL takes the queue-only claim."""
+        if self.postgres and not keys:
+            statements = postgres.queue_limited_claim(
+                finished, token, worker, queues, limit, limits)
+            return postgres.execute_pipeline(self.connection, statements)[-1]
+        if self.postgres:
+            rows: list[Sequence[Any]] = []
+            for deleting in (finished, ()):
+                statements = postgres.limited_claim(
+                    deleting, token, worker, queues, limit, limits, sql.candidates(limit))
+                results = postgres.execute_pipeline(self.connection, statements)
+                rows = results[-1]
+                if rows or not postgres.limited_claim_locked_keys(results):
+                    break
+                # It locked keys but took no job of theirs: between its two snapshots another
+                # claim took the jobs it had found for them. Once more at once, rather than
+                # leave the worker idle until LATERITE_QUEUE_POLL while jobs wait.
+            return rows
+        rated = [(q, lim) for q, lim in limits.items() if lim.rate is not None]
+        with transaction.atomic(using=self.database):
+            if finished:
+                self._execute_prepared(*self.dialect.delete(finished))
+            for queue, lim in rated:
+                assert lim.period is not None
+                self._execute(sqlite.LIMITED_CLAIM_PRUNE,
+                              [queue, self._ts(now - timedelta(seconds=lim.period))])
+            rows = self._execute(*sqlite.limited_claim(self._ts, token, now, worker, queues, limit,
+                                                       limits), fetch=True)[0]
+            names = {lim_queue for lim_queue, _ in rated}
+            for row in rows:
+                if row[2] in names:
+                    self._execute(sqlite.LIMITED_CLAIM_START, [row[2], self._ts(now)])
+            return rows
+
+    def _set_concurrency_keys(self, jobs: Sequence[NewJob], ids: Sequence[int | None]) -> None:
+        """Write the concurrency key and limit of the pushed jobs that have one (in the
+        push's transaction)."""
+        for job, job_id in zip(jobs, ids, strict=True):
+            if job_id is not None and job.concurrency_limit:
+                self._execute(sql.SET_CONCURRENCY_KEY,
+                              [job.concurrency_key, job.concurrency_limit, job_id])
+
+
+    def flush(self) -> bool:
+        pushed = getattr(self._local, "callbacks_pushed", False)
+        self._local.callbacks_pushed = False
+        return pushed
+
+    @guarded
+    def requeue_abandoned(self, retry_after: float, reason: str) -> int:
+        statement, params = self.dialect.requeue_abandoned(reason, float(retry_after))
+        self._finish_orphans()  # batches a dead worker counted to 0
+        crash_point("sweep.after_orphans")
+        limit, total = self.dialect.SWEEP_BATCH, 0
+        while True:
+            try:
+                count = self._execute(statement, params)[1]
+            except IntegrityError:
+                # A job with the same key was pushed meanwhile: requeue without the key.
+                count = self._execute(sql.without_key(statement), params)[1]
+            total += count
+            if limit is None or count < limit:
+                crash_point("sweep.after_requeue")
+                return total
+
+    @guarded
+    def next_due(self, queues: Sequence[str]) -> datetime | None:
+        if not queues:
+            return None
+        rows, _ = self._execute(sql.next_due(len(queues)), list(queues), fetch=True)
+        return aware(rows[0][0])
+
+    @guarded
+    def make_due(self, ids: Iterable[int]) -> int:
+        wanted = job_ids(ids)
+        if not wanted:
+            return 0
+        statements = self.dialect.make_due(wanted, self._ts(timezone.now()))
+        return len(self._run_all(statements))
+
+    @guarded
+    def heartbeat(self, claims: Sequence[Claim]) -> int:
+        if not claims:
+            return 0
+        ids = sorted({c.id for c in claims})
+        tokens = sorted({c.token for c in claims})
+        return self._execute(sql.heartbeat(len(ids), len(tokens), self.dialect.NOW),
+                             [*ids, *tokens])[1]
+
+    # -- settle -----------------------------------------------------------------
+
+    @guarded
+    @keeps_callers_settings
+    def delete(self, claims: Sequence[Claim]) -> int:
+        if not claims:
+            return 0
+        if any_marked(claims):
+            return self._delete_marked(claims)
+        if self.dialect is postgres:
+            deleted = postgres.run_delete(self.connection, claims)
+            if deleted is not None:
+                return deleted
+        return self._execute_prepared(*self.dialect.delete(claims))[1]
+
+    @guarded
+    def release(
+        self, claim: Claim, available_at: datetime | timedelta, error: str = "", *,
+        uncharged: bool = False, started: bool = True,
+    ) -> bool:
+        value: Any
+        due, value = "%s", available_at
+        if isinstance(available_at, timedelta):
+            if self.dialect is postgres:  # counted by the server's clock
+                due, value = postgres.AFTER_NOW, available_at.total_seconds()
+            else:  # SQLite: one host, whose clock is the store's
+                value = timezone.now() + available_at
+        if isinstance(value, datetime):
+            value = self._ts(value)
+        statement, params = self.dialect.waking(
+            sql.release(uncharged, started, due), [value, error, claim.id, claim.token])
+        try:
+            return self._execute_prepared(statement, params)[1] == 1
+        except IntegrityError:
+            # Another job with this key was pushed between the check and the write.
+            return self._execute_prepared(sql.without_key(statement), params)[1] == 1
+
+    @guarded
+    def fail(self, claim: Claim, error: str) -> int | None:
+        now = self._ts(timezone.now())
+        with transaction.atomic(using=self.database):
+            rows, _ = self._execute(sql.FAIL_DELETE, [claim.id, claim.token], fetch=True)
+            if not rows:
+                return None
+            failed, _ = self._execute(sql.FAIL_INSERT, [*rows[0], now, error], fetch=True)
+            if any_marked([claim]):
+                self._fail_counted(claim)
+            crash_point("fail.before_commit")  # dies: rolled back, the claim still held
+            return failed[0][0]
+
+    # -- schedules: the `laterite_schedule` table (ScheduleRecord) ------------------
+    #
+    # Firing a tick is one transaction: a compare-and-set that moves the schedule's
+    # cursor forward to the tick (`UPDATE ... WHERE last_tick < tick`), then the
+    # push of its job, then the record of that job. On PostgreSQL a second scheduler's
+    # UPDATE waits on the row lock and, once the first commits, finds the cursor at
+    # the tick and changes nothing; SQLite serializes the transactions (IMMEDIATE).
+    # A scheduler that dies mid-transaction leaves it rolled back: neither the cursor
+    # nor the job moved, and the next scheduler fires the tick.
+    #
+    # A schedule whose rule changed (`rule_hash`) restarts with a compare-and-set of
+    # that column, which moves the cursor forward to the moment of the change.
+
+    def _schedule_rows(self) -> Any:
+        from ...models import ScheduleRecord
+
+        return ScheduleRecord._default_manager.using(self.database)
+
+    @guarded
+    def schedule_states(self, names: Sequence[str]) -> dict[str, ScheduleState]:
+        rows = self._schedule_rows().filter(name__in=list(names))
+        return {row.name: _schedule_state(row) for row in rows}
+
+    @guarded
+    def add_schedules(self, names: Sequence[str], since: datetime) -> int:
+        from ...models import ScheduleRecord
+
+        rows = self._schedule_rows()
+        missing = set(names) - set(rows.filter(name__in=list(names)).values_list("name", flat=True))
+        if not missing:
+            return 0
+        before = rows.filter(name__in=missing).count()
+        rows.bulk_create([ScheduleRecord(name=name, last_tick=since) for name in sorted(missing)],
+                         ignore_conflicts=True)
+        return rows.filter(name__in=missing).count() - before
+
+    @guarded
+    def define_schedules(self, rules: Mapping[str, str], now: datetime) -> list[str]:
+        rows = self._schedule_rows()
+        restarted = []
+        kept = rows.filter(name__in=list(rules)).values_list("name", "rule_hash")
+        for name, kept_hash in [(n, h) for n, h in kept if h != rules[n]]:
+            with transaction.atomic(using=self.database):
+                # The compare-and-set: a scheduler that raced this one finds the new rule.
+                changed = rows.filter(name=name, rule_hash=kept_hash).update(rule_hash=rules[name])
+                if not changed or not kept_hash:  # none kept (an older version's): adopted
+                    continue
+                rows.filter(Q(name=name) & (Q(last_tick__isnull=True) | Q(last_tick__lt=now))
+                            ).update(last_tick=now)
+                restarted.append(name)
+        return restarted
+
+    @guarded
+    def remove_schedules(self, keep: Sequence[str]) -> int:
+        gone = self._schedule_rows().exclude(name__in=list(keep)).exclude(rule_hash=REMOVED)
+        if not gone.exists():  # read first: most starts find nothing gone, and write nothing
+            return 0
+        return gone.update(rule_hash=REMOVED)
+
+    @guarded
+    def fire_schedule(self, fire: ScheduleFire) -> Fired:
+        from ...models import Job
+
+        rows = self._schedule_rows()
+        with transaction.atomic(using=self.database):
+            if fire.tick is not None:
+                moved = rows.filter(
+                    Q(name=fire.name, paused=False)
+                    & (Q(last_tick__isnull=True) | Q(last_tick__lt=fire.tick))
+                ).update(last_tick=fire.tick)
+                if not moved:
+                    paused = rows.filter(name=fire.name, paused=True).exists()
+                    return Fired("paused" if paused else "lost")
+                if fire.job is None:
+                    return Fired("advanced")
+                if fire.skip_if_running:
+                    previous = rows.filter(name=fire.name).values_list("job_id", flat=True).first()
+                    if previous is not None and Job.objects.using(self.database).filter(
+                            pk=previous).exists():
+                        return Fired("overlap")
+            elif fire.job is None:
+                raise ValueError("A ScheduleFire needs a tick, a job, or both.")
+            else:
+                self.add_schedules([fire.name], fire.job.pushed_at)
+            assert fire.job is not None
+            (job_id,) = self.push([fire.job])
+            crash_point("schedule.fire.after_push")  # dies: rolled back, the tick fires again
+            rows.filter(name=fire.name).update(
+                fired_at=fire.tick or fire.job.pushed_at, job_id=job_id)
+        return Fired("pushed", job_id)
+
+    @guarded
+    def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
+        rows = self._schedule_rows()
+        with transaction.atomic(using=self.database):
+            self.add_schedules([name], now)
+            rows.filter(name=name).update(paused=paused)
+            if not paused:
+                # Ticks that passed while it was paused do not fire.
+                rows.filter(Q(name=name) & (Q(last_tick__isnull=True) | Q(last_tick__lt=now))
+                            ).update(last_tick=now)
+            return _schedule_state(rows.get(name=name))
+
+    # -- inspect and manage -------------------------------------------------------
+
+    @guarded
+    def counts(self) -> dict[str, QueueCounts]:
+        now = self._ts(timezone.now())
+        rows, _ = self._execute(sql.COUNTS, [now, now], fetch=True)
+        return self._with_failed({
+            queue: QueueCounts(waiting=int(p or 0), delayed=int(d or 0), running=int(r or 0))
+            for queue, p, d, r in rows
+        })
+
+    @guarded
+    def running(self, limit: int = 100) -> list[Running]:
+        rows, _ = self._execute(sql.RUNNING, [limit], fetch=True)
+        return [
+            Running(id=id_, name=name, queue=queue, attempts=attempts,
+                    claimed_by=claimed_by or "", progress=Progress.parse(progress, token))
+            for id_, name, queue, attempts, claimed_by, progress, token in rows
+        ]
+
+    @guarded
+    def minutes(self, since: datetime) -> list[Minute]:
+        rows, _ = self._execute(sql.MINUTES, [self._ts(minute_start(since))], fetch=True)
+        return [Minute(queue, aware(minute), int(s), int(f)) for queue, minute, s, f in rows]
+
+    @guarded
+    def oldest_waiting(self) -> dict[str, datetime]:
+        rows, _ = self._execute(sql.OLDEST_WAITING, [self._ts(timezone.now())], fetch=True)
+        return {queue: aware(oldest) for queue, oldest in rows if oldest is not None}
+
+    @guarded
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        from ...models import Job
+
+        wanted = job_ids(ids)
+        states: dict[int, str] = {}
+        now = timezone.now()
+        rows = Job.objects.using(self.database).filter(pk__in=wanted)
+        for job_id, token, available_at in rows.values_list("id", "token", "available_at"):
+            states[job_id] = ("running" if token is not None else
+                              "delayed" if available_at > now else "waiting")
+        states.update(self._failed_states(wanted))
+        return states
+
+
+    @guarded
+    def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
+        saved = 0
+        with transaction.atomic(using=self.database):
+            for claim, text in items:
+                saved += self._execute(sql.SAVE_PROGRESS, [text, claim.id, claim.token])[1]
+        return saved
+
+    @guarded
+    def add_minutes(self, minutes: Sequence[Minute]) -> None:
+        if not minutes:
+            return
+        first = min(m.minute for m in minutes)
+        with transaction.atomic(using=self.database):
+            for m in minutes:
+                self._execute(sql.ADD_MINUTE,
+                              [m.queue, self._ts(m.minute), m.succeeded, m.failed])
+            if self._pruned_before is None or first > self._pruned_before:
+                # Once a minute per worker: let the old minutes go.
+                self._pruned_before = first
+                self._execute(sql.PRUNE_MINUTES, [self._ts(first - KEEP)])
+
+    @guarded
+    def clear(self, queue: str | None = None) -> int:
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
+        deleted = self._clear(queue)
+        self._vacuum.after_clear(self.connection, deleted)
+        return deleted
+
+    @guarded
+    def tidy(self) -> int:
+        if not self.postgres:
+            return 0  # SQLite reuses the space of deleted rows: nothing piles up
+        return self._vacuum.maybe(self.connection)
+
+    @guarded
+    def ping(self) -> None:
+        self._execute(sql.PING, [])
+
+    # -- flow control: paused queues, cancels (see flow/) ---------------------------
+    #
+    # Pauses are rows of `laterite_paused_queue`; a resume on PostgreSQL notifies the
+    # workers' channel as a push does (on SQLite the waiting workers read the paused
+    # set again within LATERITE_QUEUE_POLL). A cancel marks each job it names
+    # (`cancel_requested_at`, which a running job's heartbeat reads), then deletes the
+    # waiting ones into the failed list, in one transaction.
+
+    @guarded
+    def pause(self, queues: Sequence[str]) -> None:
+        now = self._ts(timezone.now())
+        for queue in dict.fromkeys(queues):
+            self._execute(
+                f"INSERT INTO {sql.PAUSED_TABLE} (queue, paused_at) VALUES (%s, %s) "
+                f"ON CONFLICT (queue) DO NOTHING", [queue, now])
+
+    @guarded
+    def resume(self, queues: Sequence[str]) -> None:
+        if not queues:
+            return
+        marks = ", ".join(["%s"] * len(queues))
+        self._execute(f"DELETE FROM {sql.PAUSED_TABLE} WHERE queue IN ({marks})", list(queues))
+        if self.postgres:
+            # Wake the idle workers as a push would (delivered at commit).
+            for queue in dict.fromkeys(queues):
+                self._execute("SELECT pg_notify(%s, %s)", [sql.CHANNEL, queue])
+
+    @guarded
+    def paused_queues(self) -> set[str]:
+        rows, _ = self._execute(f"SELECT queue FROM {sql.PAUSED_TABLE}", [], fetch=True)
+        return {row[0] for row in rows}
+
+    @guarded
+    def cancel(self, ids: Iterable[int]) -> dict[int, str]:
+        wanted = list(dict.fromkeys(job_ids(ids)))
+        result = dict.fromkeys(wanted, Outcome.FINISHED)
+        if not wanted:
+            return result
+        marks = ", ".join(["%s"] * len(wanted))
+        now = self._ts(timezone.now())
+        with transaction.atomic(using=self.database):
+            # Marked first, waiting or running: the mark holds each row (its lock on
+            # PostgreSQL, the write lock on SQLite) until the commit, so the delete below
+            # sees the jobs as the mark found them, and a release that comes after finds
+            # the mark (the job's next claim fails it, rules.before_run). Deleted then
+            # marked, each statement with its own snapshot, a release committed between
+            # the two escaped both: "finished", and the job retried.
+            marked, _ = self._execute(
+                f"UPDATE {sql.TABLE} SET cancel_requested_at = %s WHERE id IN ({marks}) "
+                f"RETURNING id",
+                [now, *wanted], fetch=True,
+            )
+            for (job_id,) in marked:
+                result[job_id] = Outcome.ASKED
+            rows, _ = self._execute(
+                f"DELETE FROM {sql.TABLE} WHERE token IS NULL AND id IN ({marks}) "
+                f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at, "
+                f"retried_from_id, retried_from_error",
+                wanted, fetch=True,
+            )
+            for row in rows:
+                self._execute(sql.FAIL_INSERT, [*row, now, reason(False)])
+                result[row[0]] = Outcome.CANCELLED
+            self._failed_payloads([row[3] for row in rows])
+            crash_point("cancel.before_commit")  # dies: rolled back, nothing cancelled
+        return result
+
+    @guarded
+    def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
+        if not claims:
+            return set()
+        pairs = " OR ".join(["(id = %s AND token = %s)"] * len(claims))
+        rows, _ = self._execute(
+            f"SELECT id FROM {sql.TABLE} WHERE cancel_requested_at IS NOT NULL AND ({pairs})",
+            [value for c in claims for value in (c.id, c.token)], fetch=True,
+        )
+        return {row[0] for row in rows}
+
+    def wait(
+        self, queues: Sequence[str], timeout: float, stop: Any, *,
+        longest: float | None = None,
+    ) -> None:
+        self._waiting.wait(queues, timeout, stop, longest=longest)
+
+    def quiet(self) -> bool:
+        return self._waiting.quiet()
+
+    def _waiter(self) -> Any:
+        """This thread's SQLite waiter (wait.Waiter) on the store's database file."""
+        return self._waiting.waiter()
+
+    # -- chains and batches (workflows.py holds the batch counts) ------------------
+
+    def _delete_marked(self, claims: Sequence[Claim]) -> int:
+        """Delete finished jobs whose claims are still held, some of a workflow: push the
+        next links and count the batch ends of those deleted, in one transaction."""
+        if self.postgres and not any('"chain":' in c.payload for c in claims):
+            return self._delete_counted(claims)
+        if self.postgres:
+            # As the plain deletion: committed without waiting for the WAL flush (see
+            # postgres.py). A crash of the server that loses the commit loses the next
+            # link and the count with the deletion, so the job runs again, and they
+            # come with it then: never one without the other.
+            statement = f"{postgres.DELETE} RETURNING {TABLE}.id"
+            params: list = [[c.id for c in claims], [c.token for c in claims]]
+        else:
+            pairs = ", ".join(["(%s, %s)"] * len(claims))
+            statement = f"DELETE FROM {TABLE} WHERE (id, token) IN (VALUES {pairs}) RETURNING id"
+            params = [v for c in claims for v in (c.id, c.token)]
+        with transaction.atomic(using=self.database):
+            rows, _ = self._execute(statement, params, fetch=True)
+            deleted = {row[0] for row in rows}
+            done = [c for c in claims if c.id in deleted]
+            links: list[NewJob] = [new for c in done for new in next_links(c)]
+            if links:
+                self.push(links)
+                crash_point("chain.next.after_push")  # dies: rolled back, the job runs again
+            ends = ends_of(done)
+            count_ends(self.database, ends, self.push)
+            if ends:
+                crash_point("batch.count.before_commit")  # dies: rolled back, as above
+        return len(deleted)
+
+    def _settle_and_claim_marked(self, finished: Sequence[Claim], queues: Sequence[str],
+                                 worker: str, limit: int) -> list[Claim]:
+        """Finished jobs, some of a chain or batch: their deletion with what their end brings
+        (the next link: claimable by this very claim), then the claim, in one transaction
+        (one commit). On PostgreSQL, with no chain link due and no limit on the claim, one
+        statement (`_counted_claim`)."""
+        if (self.postgres and not self.connection.in_atomic_block
+                and not any('"chain":' in c.payload for c in finished)
+                and not queue_limits(queues) and not any_job_limited()):
+            return self._counted_claim(finished, queues, worker, limit)
+        with transaction.atomic(using=self.database):
+            self._delete_marked(finished)
+            return self._settle_and_claim((), queues, worker, limit)
+
+    def _fail_counted(self, claim: Claim) -> None:
+        """Count a job of a batch moved to the failed list (in fail()'s transaction)."""
+        count_ends(self.database, ends_of([claim], failed=True), self.push)
+
+    def _clear(self, queue: str | None) -> int:
+        """Delete every job (of `queue`), waiting or running; return how many. A deleted job
+        of a batch counts as failed on it (it never runs, as one cancelled through
+        queue_cancel), in the same transaction, so its batch still ends."""
+        where, params = ("", []) if queue is None else (" AND queue = %s", [queue])
+        with transaction.atomic(using=self.database):
+            marked, _ = self._execute(
+                f"DELETE FROM {TABLE} WHERE payload LIKE %s{where} RETURNING payload",
+                ['%"batch":[%', *params], fetch=True)
+            count = self._execute(sql.CLEAR if queue is None else sql.CLEAR_QUEUE, params)[1]
+            self._failed_payloads([text for (text,) in marked])
+        return count + len(marked)
+
+    @guarded
+    def drop_batch(self, batch_id: int) -> int:
+        """Delete the jobs of a cancelled batch that have not started, counting each as
+        ended (not failed); return how many."""
+        lock = " FOR UPDATE SKIP LOCKED" if self.postgres else ""
+        with transaction.atomic(using=self.database):
+            rows, _ = self._execute(
+                f"SELECT id, payload FROM {TABLE} WHERE token IS NULL AND payload LIKE %s{lock}",
+                [batch_pattern(batch_id)], fetch=True)
+            # The pattern also matches a job whose arguments hold such a list: only the
+            # jobs whose own mark names this batch are removed.
+            rows = [row for row in rows if (marks_of(row[1]).batch or (None,))[0] == batch_id]
+            ends: list[End] = []
+            removed = 0
+            for chunk in range(0, len(rows), 500):
+                ids = [row[0] for row in rows[chunk:chunk + 500]]
+                marks = ", ".join(["%s"] * len(ids))
+                gone, _ = self._execute(
+                    f"DELETE FROM {TABLE} WHERE id IN ({marks}) AND token IS NULL "
+                    f"RETURNING id, payload", ids, fetch=True)
+                removed += len(gone)
+                ends += ends_of_payloads([text for _, text in gone])
+            count_ends(self.database, ends, self.push)
+        return removed
+
+    def _failed_payloads(self, payloads: Sequence[str]) -> None:
+        """Count the jobs of these payloads, moved to the failed list, on their batches."""
+        count_ends(self.database, ends_of_payloads(payloads, failed=True), self.push)
+
+    def _counted_claim(self, finished: Sequence[Claim], queues: Sequence[str],
+                       worker: str, limit: int) -> list[Claim]:
+        """PostgreSQL, finished jobs of batches (no chain link due, no limit on the claim):
+        their deletion and count with the plain claim, in one statement (COUNTED_CLAIM: one
+        round trip, as the plain drain's claim). The callbacks of a batch it counted down
+        to 0 are pushed just after, by `finish_settled` (exactly once: it marks the batch
+        finished in the transaction that pushes them); a worker that dies in between
+        leaves the batch to the sweep (`finish_orphans`)."""
+        params = postgres.counted_claim_params(
+            finished, batch_ends(finished),
+            postgres.claim_params(uuid.uuid4().hex, worker, queues, limit))
+        rows, _ = self._execute_prepared(postgres.COUNTED_CLAIM, params, fetch=True)
+        settled = rows[0][-1] if rows else None
+        if settled:
+            crash_point("batch.count.after_decrement")  # committed; callbacks: the sweep's
+        if settled and finish_settled(self.database, settled, self.push):
+            # Pushed after this claim was made: the worker's flush() says so, so that a
+            # worker about to stop for an empty queue claims once more.
+            self._local.callbacks_pushed = True
+        claims = [_claim_from_row(row) for row in rows if row[0] is not None]
+        return sorted(claims, key=lambda c: c.position)
+
+    def _finish_orphans(self) -> int:
+        """The sweep's part: push the callbacks of batches counted down to 0 by a worker
+        that died before it pushed them (see `_counted_claim`)."""
+        return finish_settled(self.database, None, self.push)
+
+    def _delete_counted(self, claims: Sequence[Claim]) -> int:
+        """PostgreSQL, jobs of batches and plain ones: the deletion and the counts in one
+        statement (postgres.COUNTED_DELETE), the callbacks of a batch it finished pushed
+        before the commit."""
+        with transaction.atomic(using=self.database):
+            rows, _ = self._execute_prepared(postgres.COUNTED_DELETE,
+                                 postgres.counted_delete_params(claims, batch_ends(claims)),
+                                 fetch=True)
+            self._finish_batches(rows)
+            crash_point("batch.count.before_commit")
+        return int(rows[0][0]) if rows else 0
+
+    def _finish_batches(self, rows: Sequence[Sequence]) -> None:
+        """Push the callbacks of the batches COUNTED_DELETE took to 0 (in its transaction)."""
+        done = [row for row in rows if row[1] is not None and row[2] <= 0]
+        if not done:
+            return
+        jobs: list[NewJob] = []
+        with self.connection.cursor() as cursor:
+            for row in done:
+                jobs += finished_jobs(cursor, row[1], row[2:], 0)
+        if jobs:
+            self.push(jobs)
+
+    @guarded
+    def close(self) -> None:
+        self._waiting.close()
+        self.connection.close()
