@@ -2,7 +2,7 @@
 
     python bench/redis_push_cost.py [--n 4000] [--rounds 9]
 
-Runs laterite's lean push script (`redis_scripts_push_claim.PUSH_ONE`) by EVALSHA,
+Runs laterite's lean push script (`lua/push_one.lua`) by EVALSHA,
 one job per round trip, and beside it, in alternating rounds on db 6 of
 $BENCH_REDIS_URL's server (flushed before each round and at the end): a bare
 `LPUSH` of the same payload (the one call Huey's push makes), an empty script
@@ -28,8 +28,10 @@ if __package__ in (None, ""):  # `python bench/redis_push_cost.py`
     sys.path.insert(0, str(ROOT))
 
 from bench.profile_push import schedstat_ns  # noqa: E402
-from laterite_django.stores.redis.keys import WAKE_CAP  # noqa: E402
-from laterite_django.stores.redis.lua_push_claim import PUSH_ONE, SENT_TTL  # noqa: E402
+from laterite_django.stores.redis.keys import SENT_TTL, WAKE_CAP  # noqa: E402
+from laterite_django.stores.redis.scripts import SOURCES  # noqa: E402
+
+PUSH_ONE = SOURCES["push_one"]
 
 # Each call of PUSH_ONE, as its source has it, and what stands in for it when dropped.
 CALLS = {

@@ -40,7 +40,7 @@ class RedisClaiming(ScriptRunner):
         if self._limited(queues):
             return self.settle_and_claim((), queues, worker, limit)
         token = uuid.uuid4().hex
-        rows = run_claim(self.client, "CLAIM", [
+        rows = run_claim(self.client, "claim", [
             self.prefix, *self._claim_args(token, queues, worker, limit)])
         return claims_from_rows(rows, token)
 
@@ -55,7 +55,7 @@ class RedisClaiming(ScriptRunner):
             if finished:
                 self.delete(finished)
             token = uuid.uuid4().hex
-            rows = run_claim(self.client, "CLAIM_LIMITED", [
+            rows = run_claim(self.client, "claim_limited", [
                 self.prefix,
                 *redis_limits.claim_args(AGAIN_WITHIN, token, worker, limit, queues, limits)])
             return claims_from_rows(rows, token)
@@ -63,13 +63,13 @@ class RedisClaiming(ScriptRunner):
             # Jobs of a chain or batch: deleted with what their end brings (FINISH),
             # then the claim, in one round trip.
             name, args, ended = redis_ends.finish_step(self, finished)  # type: ignore[arg-type]
-            if name is None:
+            if name == "finish_limited":  # not pipelined: run alone, then the claim
                 self.delete(finished)
                 return self.claim(queues, worker, limit)
             token = uuid.uuid4().hex
             ran_late: list[int] = []
             _, rows = self._pipeline([
-                (name, args), ("CLAIM", self._claim_args(token, queues, worker, limit))],
+                (name, args), ("claim", self._claim_args(token, queues, worker, limit))],
                 ran_late)
             if ended:
                 redis_ends.listed(self)  # type: ignore[arg-type]
@@ -87,8 +87,8 @@ class RedisClaiming(ScriptRunner):
             return []
         token = uuid.uuid4().hex
         _, rows = self._pipeline([
-            ("DELETE", [value for c in finished for value in (c.id, c.token)]),
-            ("CLAIM", self._claim_args(token, queues, worker, limit)),
+            ("delete", [value for c in finished for value in (c.id, c.token)]),
+            ("claim", self._claim_args(token, queues, worker, limit)),
         ])
         return claims_from_rows(rows, token)
 
@@ -107,4 +107,4 @@ class RedisClaiming(ScriptRunner):
         if not claims:
             return 0
         pairs = [value for c in claims for value in (c.id, c.token)]
-        return int(self._run("HEARTBEAT", pairs))
+        return int(self._run("heartbeat", pairs))

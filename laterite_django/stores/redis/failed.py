@@ -30,18 +30,6 @@ logger = logging.getLogger("laterite")
 # Claims per call of the DELETE script when retry() or forget() finishes removals.
 _CHUNK = 1000
 
-# ARGV: prefix, then per retried job: its id, the failed job's id, that one's error.
-# Sets the link on each job still stored (one that already ran and left is not revived).
-_LINK = """
-local P = ARGV[1]
-for i = 2, #ARGV, 3 do
-  local k = P .. ':job:' .. ARGV[i]
-  if redis.call('EXISTS', k) == 1 then
-    redis.call('HSET', k, 'retried_from_id', ARGV[i + 1], 'retried_from_error', ARGV[i + 2])
-  end
-end
-return 0
-"""
 _LINK_FIELDS = ("retried_from_id", "retried_from_error")
 
 
@@ -67,11 +55,10 @@ def _fit(field: str, value: str | None, notes: list[str]) -> str | None:
 def link_retried(store: Any, links: Sequence[tuple[int, Any]]) -> None:
     """Record in each retried job's data (its new id, its FailedJob) the failed job it
     came from and that one's error, so a failure of the retry shows where it came from."""
-    script = store.client.register_script(_LINK)
     for start in range(0, len(links), _CHUNK):
         args = [value for job_id, failed in links[start : start + _CHUNK]
                 for value in (job_id, failed.pk, failed.error_summary)]
-        script(keys=[], args=[store.prefix, *args])
+        store._run("link_retried", args)
 
 
 def push_retried(store: Any, jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[int | None]:
@@ -179,6 +166,6 @@ def after_removals(store: Any, ids: Iterable[int] | None, handle: Callable[[Any]
     ids = None if ids is None else list(ids)
     with transaction.atomic(using=store.database):
         for pairs in marked_claims(store._failed_rows(ids).select_for_update()):
-            store._run("DELETE", pairs)
+            store._run("delete", pairs)
         crash_point("failed.after_removals")  # dies: the rows stay, their jobs gone
         return handle(ids)

@@ -1,7 +1,5 @@
 """The Redis store's flow control: paused queues, cancels (see flow/).
 
-These run rarely (an operator's command), so their scripts go by EVAL.
-
 Under the prefix `P`: `P:paused` is the set of paused queue names; a running
 job's hash gets `cancel_requested` when a cancel is asked, which its worker's
 heartbeat reads.
@@ -31,60 +29,17 @@ from ...flow.cancel import Outcome, reason
 from ..base import Claim, job_ids
 from . import workflows as redis_ends
 from .failed import claim_token, failed_row, retried_link
-from .keys import _COMMON
 from .values import dt, text, us
 
 if TYPE_CHECKING:
     from .store import RedisStore
 
-__all__ = ["CANCEL", "CANCEL_TOKEN", "RESUME", "cancel", "cancel_requested", "finish_cancel",
+__all__ = ["CANCEL_TOKEN", "cancel", "cancel_requested", "finish_cancel",
            "pause", "paused_queues", "resume"]
 
 # The first characters of the token a cancel holds a waiting job under (a worker's
 # claim token is a bare uuid4 hex, so the two never meet).
 CANCEL_TOKEN = "cancel-"
-
-# ARGV: prefix, then queue names. Unpauses them and wakes their idle workers.
-RESUME = _COMMON + """
-for i = 2, #ARGV do
-  redis.call('SREM', P .. ':paused', ARGV[i])
-  wake(ARGV[i], 32)
-end
-return 1
-"""
-
-# ARGV: prefix, now, token, then job ids. Per id: {id, 'asked'} for a running job
-# (marked), {id, 'cancelled', name, queue, payload, priority, unique_key, attempts,
-# pushed_at, retried_from_id, retried_from_error} for a waiting or delayed one (out of
-# its queue, held under `token` and marked failing), or {id, 'finished'} for none.
-CANCEL = _COMMON + """
-local now, token = ARGV[2], ARGV[3]
-local out = {}
-for i = 4, #ARGV do
-  local id = ARGV[i]
-  local k = jkey(id)
-  if redis.call('EXISTS', k) == 0 then
-    out[#out + 1] = {id, 'finished'}
-  elseif redis.call('HEXISTS', k, 'token') == 1 then
-    redis.call('HSET', k, 'cancel_requested', now)
-    out[#out + 1] = {id, 'asked'}
-  else
-    local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'priority', 'unique_key',
-      'attempts', 'pushed_at', 'retried_from_id', 'retried_from_error', 'member')
-    local q = f[2]
-    if f[10] then redis.call('ZREM', qkey(q, 'ready'), f[10]) end
-    redis.call('ZREM', qkey(q, 'delayed'), id)
-    drop_key(k, id)
-    redis.call('HSET', k, 'token', token, 'claimed_at', now, 'claimed_by', 'cancel',
-      'failing', '1')
-    redis.call('ZADD', qkey(q, 'claimed'), now, id)
-    wake_quiet()  -- claimed until the failed list has it: a sweep may have to finish it
-    out[#out + 1] = {id, 'cancelled', f[1], f[2], f[3], f[4], f[5] or '', f[6], f[7],
-      f[8] or '', f[9] or ''}
-  end
-end
-return out
-"""
 
 
 def pause(store: RedisStore, queues: Sequence[str]) -> None:
@@ -94,7 +49,7 @@ def pause(store: RedisStore, queues: Sequence[str]) -> None:
 
 def resume(store: RedisStore, queues: Sequence[str]) -> None:
     if queues:
-        store.client.eval(RESUME, 0, store.prefix, *queues)
+        store._run("resume", queues)
 
 
 def paused_queues(store: RedisStore) -> set[str]:
@@ -106,7 +61,7 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
     if not wanted:
         return {}
     token = f"{CANCEL_TOKEN}{uuid.uuid4().hex}"
-    rows = store.client.eval(CANCEL, 0, store.prefix, us(store_now()), token, *wanted)
+    rows = store._run("cancel", [us(store_now()), token, *wanted])
     crash_point("cancel.after_hold")  # held under the cancel's claim, no row yet
     result: dict[int, str] = {}
     failed: list[Any] = []
@@ -132,7 +87,7 @@ def cancel(store: RedisStore, ids: Iterable[int]) -> dict[int, str]:
                 [FailedJob(**fields) for fields in failed])
             redis_ends.count_failed(store, [fields["payload"] for fields in failed])
         crash_point("cancel.after_rows")  # the rows written, the jobs still held
-        store._run("DELETE", [value for fields in failed
+        store._run("delete", [value for fields in failed
                               for value in (fields["job_id"], token)])
     return result
 
@@ -151,7 +106,7 @@ def finish_cancel(store: RedisStore, job_id: int, token: str) -> None:
                   attempts=int(attempts or 0), pushed_at=dt(pushed_at) or store_now(),
                   token=token, unique_key=key or None, priority=int(priority or 0))
     redis_ends.write_row_counted(store, claim, reason(False), retried_link(store, job_id))
-    store._run("DELETE", [job_id, token])
+    store._run("delete", [job_id, token])
 
 
 def cancel_requested(store: RedisStore, claims: Sequence[Claim]) -> set[int]:

@@ -25,38 +25,12 @@ from django.db import connections
 
 from ..base import QUIET_LONGEST
 from . import scripts as calls
-from .keys import _COMMON, QUIET_TOKEN_TTL
+from .keys import IDLE_TOKEN_TTL
 
 if TYPE_CHECKING:
     from .store import RedisStore
 
-__all__ = ["QUIET", "QuietState", "database_busy", "look", "own_key", "wake_own"]
-
-# ARGV: prefix, now, the worker's own wake-up list, then its queues. Returns
-# {1, earliest delayed job of its queues ('' for none)} when the worker is quiet, having
-# entered its list in P:quiet (emptied of the tokens of earlier wake-ups), else {0, ''}.
-QUIET = _COMMON + """
-local now, own = tonumber(ARGV[2]), ARGV[3]
-local earliest = nil
-for i = 4, #ARGV do
-  local q = ARGV[i]
-  if redis.call('ZCARD', qkey(q, 'ready')) > 0 then return {0, ''} end
-  local first = redis.call('ZRANGE', qkey(q, 'delayed'), 0, 0, 'WITHSCORES')
-  if first[2] then
-    local at = tonumber(first[2])
-    if at <= now then return {0, ''} end
-    if not earliest or at < earliest then earliest = at end
-  end
-end
-for _, q in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
-  if redis.call('ZCARD', qkey(q, 'claimed')) > 0 then return {0, ''} end
-end
-if redis.call('EXISTS', P .. ':ended-lists') == 1 then return {0, ''} end
-redis.call('DEL', own)
-redis.call('SADD', P .. ':quiet', own)
-return {1, earliest and string.format('%.0f', earliest) or ''}
-"""
-calls.register("QUIET", QUIET)
+__all__ = ["QuietState", "database_busy", "look", "own_key", "wake_own"]
 
 # What the database holds that a Redis store's sweep would act on: outbox rows that
 # could not reach Redis at their commit, batches counted to 0 with callbacks unpushed.
@@ -107,7 +81,7 @@ def look(store: RedisStore, queues: Sequence[str], worker: str, now_us: int) -> 
     """Look once whether this thread's worker is quiet (the module docstring); if so,
     begin its quiet spell, until its next delayed job or QUIET_LONGEST from now."""
     quiet, earliest = calls.run(
-        store.client, "QUIET", [store.prefix, now_us, own_key(store, worker), *queues])
+        store.client, "look_idle", [store.prefix, now_us, own_key(store, worker), *queues])
     if not int(quiet) or database_busy(store):
         return False
     until = time.time() + QUIET_LONGEST
@@ -129,5 +103,5 @@ def wake_own(store: RedisStore, worker: str) -> None:
     key = own_key(store, worker)
     pipe = store.client.pipeline(transaction=False)
     pipe.rpush(key, "stop")
-    pipe.expire(key, QUIET_TOKEN_TTL)
+    pipe.expire(key, IDLE_TOKEN_TTL)
     pipe.execute()

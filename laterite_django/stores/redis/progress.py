@@ -20,22 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["running", "save"]
 
-# ARGV: prefix, then per job: id, token, progress text. Returns how many were stored.
-SAVE = """
-local P = ARGV[1]
-local count = 0
-for i = 2, #ARGV, 3 do
-  local k = P .. ':job:' .. ARGV[i]
-  if redis.call('HGET', k, 'token') == ARGV[i + 1] then
-    redis.call('HSET', k, 'progress', ARGV[i + 2])
-    count = count + 1
-  end
-end
-return count
-"""
-
-calls.register("PROGRESS_SAVE", SAVE)
-
 _FIELDS = ("name", "queue", "attempts", "claimed_by", "progress", "token")
 
 
@@ -45,7 +29,7 @@ def save(store: RedisStore, items: Sequence[tuple[Claim, str]]) -> int:
     args: list[Any] = [store.prefix]
     for claim, stored in items:
         args += [claim.id, claim.token, stored]
-    return int(calls.run(store.client, "PROGRESS_SAVE", args))
+    return int(calls.run(store.client, "save_progress", args))
 
 
 def running(store: RedisStore, limit: int) -> list[Running]:

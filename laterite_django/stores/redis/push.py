@@ -42,14 +42,14 @@ class RedisPushing(ScriptRunner):
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key (redis_limits).
             return [int(i) or None for i in self._push(
-                "PUSH_LIMITED", redis_limits.push_limited_args(now, jobs, once))]
+                "push_limited", redis_limits.push_limited_args(now, jobs, once))]
         if len(jobs) == 1 and once is None and jobs[0].unique_key is None:
             # The push most code makes, by the lean script (redis_scripts_push_claim).
-            return [int(self._push("PUSH_ONE", (now, *job_fields(jobs[0])[:7]))[0])]
+            return [int(self._push("push_one", (now, *job_fields(jobs[0])[:7]))[0])]
         # One chunk at a time: a chunk sent again (its answer lost) is known by its
         # number as its sender's last push (redis_resend).
         return [int(i) or None for start in range(0, len(jobs), PUSH_CHUNK)
-                for i in self._push("PUSH", push_packed(
+                for i in self._push("push", push_packed(
                     now, jobs[start : start + PUSH_CHUNK],
                     None if once is None else once[start : start + PUSH_CHUNK]))]
 

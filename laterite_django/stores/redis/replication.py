@@ -28,9 +28,9 @@ def push(store: RedisStore, now: str, jobs: Sequence[NewJob], wait: float,
     confirmed it in time (the jobs are on the primary all the same).
     """
     if any(job.concurrency_limit for job in jobs):
-        steps = [("PUSH_LIMITED", redis_limits.push_limited_args(now, jobs, once))]
+        steps = [("push_limited", redis_limits.push_limited_args(now, jobs, once))]
     else:
-        steps = [("PUSH", push_packed(now, jobs[i : i + PUSH_CHUNK],
+        steps = [("push", push_packed(now, jobs[i : i + PUSH_CHUNK],
                                       None if once is None else once[i : i + PUSH_CHUNK]))
                  for i in range(0, len(jobs), PUSH_CHUNK)]
     ids: list[int | None] = []

@@ -1,4 +1,12 @@
-"""Running the Redis store's Lua scripts by their SHA, alone or several together.
+"""The one runner of the Redis store's Lua scripts: each loaded by name from lua/, run
+by its SHA, alone or several together.
+
+A script is the file lua/<name>.lua, called by that name (`run(client, "claim", ...)`,
+or the store's `self.scripts.run("claim", ...)`). A line `--!include _<piece>.lua`
+puts that shared piece in its place (once per script: the key helpers of
+_common.lua, the push of _push_jobs.lua, the claim of _claim.lua...), and `${NAME}`
+stands for the constant CONSTANTS[NAME]. Every script takes the key prefix as
+ARGV[1] (see keys.py) and no KEYS.
 
 Each script call is one `EVALSHA`: one round trip. A script is loaded only when
 Redis answers NOSCRIPT (its first use on that server, a restart, SCRIPT FLUSH),
@@ -18,7 +26,7 @@ the same way (`_packed`): redis-py's own packing passes each argument through
 its encoder first, about 10 us for a push's twelve arguments, against 1.5.
 A connection lost on the way is handed back to `execute_command` (or a
 pipeline), which retries as it always does; a push is then sent again saying so,
-and stores nothing twice (`run_push`, redis_resend), and a claim sent again says
+and stores nothing twice (`run_push`, resend.py), and a claim sent again says
 so too, and answers with the jobs its first run took (`run_claim`, `claim_again`)
 rather than take more and leave those held until their claim is found abandoned.
 """
@@ -27,15 +35,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from . import limits as redis_limits
-from . import lua_manage as redis_scripts_manage
-from . import lua_push_claim as redis_scripts_push_claim
-from . import lua_settle as redis_scripts_settle
-from . import resend as redis_resend
+from ..schedule_state import REMOVED
+from . import resend
+from .keys import CANDIDATES, IDLE_TOKEN_TTL, ONCE_TTL, SENT_TTL, WAKE_CAP
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -59,20 +67,45 @@ except ImportError:  # pragma: no cover - hiredis is in the `redis` extra
 
 
 __all__ = ["SHAS", "SOURCES", "ScriptRunner", "borrow", "claim_again", "evalsha", "finish",
-           "load_and_run", "register", "run", "run_claim", "run_claim_again", "run_push",
+           "load_and_run", "run", "run_claim", "run_claim_again", "run_push",
            "run_push_replicated", "together"]
 
-# Script name -> Lua source, and -> the SHA1 that EVALSHA names it by.
-SOURCES: dict[str, str] = {
-    name: getattr(scripts, name)
-    for scripts in (redis_scripts_push_claim, redis_scripts_settle, redis_scripts_manage)
-    for name in scripts.__all__
+# What a script's `${NAME}` stands for (see the module docstring).
+CONSTANTS = {
+    "WAKE_CAP": WAKE_CAP, "IDLE_TOKEN_TTL": IDLE_TOKEN_TTL, "ONCE_TTL": ONCE_TTL,
+    "SENT_TTL": SENT_TTL, "CANDIDATES": CANDIDATES, "REMOVED": REMOVED,
 }
-SOURCES["PUSH_LIMITED"] = redis_limits.PUSH_LIMITED
-SOURCES["CLAIM_LIMITED"] = redis_limits.CLAIM_LIMITED
+_INCLUDE = re.compile(r"^--!include (\S+)\n", re.M)
+_CONSTANT = re.compile(r"\$\{(\w+)\}")
+
+
+def _read(name: str, included: set[str]) -> str:
+    """The text of lua/`name`, its includes in place (each piece once per script)."""
+    def include(match: re.Match[str]) -> str:
+        piece = match.group(1)
+        if piece in included:
+            return ""
+        included.add(piece)
+        return _read(piece, included)
+
+    return _INCLUDE.sub(include, (_LUA / name).read_text(encoding="utf-8"))
+
+
+def source(name: str) -> str:
+    """The Lua source of script `name` (lua/<name>.lua), as sent to Redis."""
+    return _CONSTANT.sub(lambda m: str(CONSTANTS[m.group(1)]), _read(f"{name}.lua", set()))
+
+
+_LUA = resources.files(__package__) / "lua"
+# Script name -> Lua source, and -> the SHA1 that EVALSHA names it by: every script
+# of lua/ (a file whose name starts with _ is a piece that scripts include).
+SOURCES: dict[str, str] = {
+    entry.name[:-4]: source(entry.name[:-4]) for entry in _LUA.iterdir()
+    if entry.name.endswith(".lua") and not entry.name.startswith("_")
+}
 SHAS: dict[str, str] = {
-    name: hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-    for name, source in SOURCES.items()
+    name: hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+    for name, text in SOURCES.items()
 }
 
 
@@ -95,12 +128,6 @@ class ScriptRunner:
                       ran_late: list[int] | None = None) -> list[Any]: ...
 
 
-def register(name: str, source: str) -> None:
-    """Add a script kept outside redis_scripts_* (the schedules' own) under `name`."""
-    SOURCES[name] = source
-    SHAS[name] = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-
-
 def evalsha(name: str, args: Sequence[Any]) -> tuple[Any, ...]:
     """The call of script `name` with `args` (the prefix first), as sent."""
     return ("EVALSHA", SHAS[name], 0, *args)
@@ -116,9 +143,9 @@ def run(client: Redis, name: str, args: Sequence[Any]) -> Any:
 
 def run_push(client: Redis, name: str, args: Sequence[Any]) -> Any:
     """Run push script `name` (PUSH, PUSH_ONE, PUSH_LIMITED) with `args` (the prefix
-    first) and its sender's (redis_resend): if the answer is lost, the push is sent
+    first) and its sender's (resend.py): if the answer is lost, the push is sent
     again saying so, and answers with the ids it stored the first time."""
-    sender, number = redis_resend.next_push()
+    sender, number = resend.next_push()
     command = ("EVALSHA", SHAS[name], 0, *args, sender, number, "0")
     again = (*command[:-1], "1")
     try:
@@ -128,7 +155,7 @@ def run_push(client: Redis, name: str, args: Sequence[Any]) -> Any:
 
 
 # Where a claim script (CLAIM, CLAIM_LIMITED) takes its `again` flag among its
-# arguments, the prefix first (see redis_scripts_push_claim.CLAIM_HEAD).
+# arguments, the prefix first (see lua/_claim.lua).
 _AGAIN = 5
 
 
@@ -154,7 +181,7 @@ def run_claim(client: Redis, name: str, args: Sequence[Any]) -> Any:
 
 def run_claim_again(client: Redis, name: str, args: Sequence[Any]) -> Any:
     """Send claim script `name` with `args` again, its first answer lost on a
-    connection of its own (a quiet worker's long pop, redis_wait): the jobs its first
+    connection of its own (an idle worker's long pop, wait.py): the jobs its first
     run took, or a claim made now if it never ran."""
     again = claim_again(args)
     try:
@@ -183,7 +210,7 @@ def together(client: Redis, commands: Sequence[tuple[Any, ...]],
     """Send `commands` in one packet and return their answers in order, an error
     answer as its exception, as `pipe.execute(raise_on_error=False)` would: on the
     connection `_send` uses, without the pipeline's per-call wrapping. It is the
-    path from a woken pop to its claim (redis_wait). A client of a single
+    path from a woken pop to its claim (wait.py). A client of a single
     connection, or a connection lost on the way, goes through a pipeline, which
     retries as it always does, with `again` (by default `commands`)."""
     answers = _talk(client, lambda connection: (
@@ -316,9 +343,9 @@ def run_push_replicated(client: Redis, name: str, args: Sequence[Any], timeout: 
     WAIT counts the replicas that have every write made on its own connection, so
     the script and the WAIT go in one pipeline. The pipeline may be sent twice (its
     answer lost; the script unknown to Redis, then sent with its source), so the
-    push always says it may have run before (redis_resend).
+    push always says it may have run before (resend.py).
     """
-    sender, number = redis_resend.next_push()
+    sender, number = resend.next_push()
     tail = (*args, sender, number, "1")
     result, replicas = _with_wait(client, ("EVALSHA", SHAS[name], 0, *tail), timeout)
     if isinstance(result, NoScriptError):

@@ -127,8 +127,9 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         )
 
     def _run(self, name: str, args: Sequence[Any]) -> Any:
-        """Run Lua script `name` (redis_scripts_*) with the prefix and `args`: one round trip."""
-        return calls.run(self.client, name, [self.prefix, *args])
+        """Run script `name` (lua/<name>.lua, the name in any case) with the prefix and
+        `args`: one round trip."""
+        return calls.run(self.client, name.lower(), [self.prefix, *args])
 
     def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
                   ran_late: list[int] | None = None) -> list[Any]:
@@ -138,7 +139,7 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         queued = {i: (name, [self.prefix, *args]) for i, (name, args) in enumerate(steps)}
         # Sent again (an answer lost), a claim says so (redis_calls.claim_again); the
         # other scripts of a pipeline (DELETE, FINISH) do nothing more when run twice.
-        again = {i: (name, calls.claim_again(args) if name == "CLAIM" else args)
+        again = {i: (name, calls.claim_again(args) if name == "claim" else args)
                  for i, (name, args) in queued.items()}
         answers = calls.together(self.client, [calls.evalsha(*step) for step in queued.values()],
                                  [calls.evalsha(*step) for step in again.values()])
@@ -152,7 +153,7 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
 
     @guarded
     def requeue_abandoned(self, retry_after: float, reason: str) -> int:
-        count, marked = self._run("REQUEUE_ABANDONED", [round(retry_after * 1_000_000), reason])
+        count, marked = self._run("requeue_abandoned", [round(retry_after * 1_000_000), reason])
         now = us(timezone.now())  # the marked claims below go back due now
         count = int(count)
         crash_point("sweep.after_requeue")
@@ -162,10 +163,10 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
             if redis_failed.row_exists(
                 self._failed_rows(None), token, claim_id, text(name), text(queue), dt(pushed_at)
             ):
-                self._run("DELETE", [claim_id, token])
+                self._run("delete", [claim_id, token])
             elif token.startswith(redis_flow.CANCEL_TOKEN):
                 redis_flow.finish_cancel(self, claim_id, token)  # cancelled: never runs again
-            elif self._run("RELEASE", [now, claim_id, token, now, reason, "0"]):
+            elif self._run("release", [now, claim_id, token, now, reason, "0"]):
                 count += 1
         crash_point("sweep.after_marked")
         # Jobs pushed in transactions that committed while Redis was away.
@@ -193,7 +194,7 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         wanted = job_ids(ids)
         if not wanted:
             return 0
-        return int(self._run("MAKE_DUE", [us(timezone.now()), *wanted]))
+        return int(self._run("make_due", [us(timezone.now()), *wanted]))
 
     # -- settle -----------------------------------------------------------------
 
@@ -204,7 +205,7 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         if any_marked(claims):
             return sum(1 for code in redis_ends.finish(self, claims) if code == 1)
         pairs = [value for c in claims for value in (c.id, c.token)]
-        return sum(1 for code in self._run("DELETE", pairs) if int(code) == 1)
+        return sum(1 for code in self._run("delete", pairs) if int(code) == 1)
 
     @guarded
     def release(
@@ -219,7 +220,7 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         else:
             due = us(available_at)
         args = [now, claim.id, claim.token, due, error, how]
-        return bool(self._run("RELEASE", args))
+        return bool(self._run("release", args))
 
     @guarded
     def fail(self, claim: Claim, error: str) -> int | None:
@@ -230,13 +231,13 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         row and returns the first. See the module docstring for a crash between
         the row and the removal.
         """
-        if not self._run("MARK_FAILING", [claim.id, claim.token]):
+        if not self._run("mark_failing", [claim.id, claim.token]):
             return None  # the claim was lost, or the job has left already
         crash_point("fail.after_mark")
         link = redis_failed.retried_link(self, claim.id)
         row = redis_ends.write_row_counted(self, claim, error, link)
         crash_point("fail.after_failed_row")
-        (code,) = self._run("DELETE", [claim.id, claim.token])
+        (code,) = self._run("delete", [claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
             # will run again, so it is not failed after all.
@@ -284,7 +285,7 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
     def clear(self, queue: str | None = None) -> int:
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
-        count = int(self._run("CLEAR", [queue or "", redis_ends.own_list(self)]))
+        count = int(self._run("clear", [queue or "", redis_ends.own_list(self)]))
         redis_ends.apply_own(self)  # its batch jobs, counted as failed
         return count
 

@@ -215,7 +215,7 @@ class RedisWaiting:
         connection = calls.borrow(pool)
         try:
             connection.send_packed_command(connection.pack_commands([
-                ("BLPOP", *keys, block), ("EVALSHA", calls.SHAS["CLAIM"], 0, *args)]))
+                ("BLPOP", *keys, block), ("EVALSHA", calls.SHAS["claim"], 0, *args)]))
             # Past this, the server is taken for gone (a connection that broke silently).
             give_up = time.monotonic() + block + _ANSWER_LATE
             asked_to_stop = False
@@ -229,7 +229,7 @@ class RedisWaiting:
             try:
                 rows = connection.read_response()
             except NoScriptError:  # it did not run; sent once more, it says it may have
-                rows = calls.load_and_run(self.client, "CLAIM", calls.claim_again(args))
+                rows = calls.load_and_run(self.client, "claim", calls.claim_again(args))
         except (RedisConnectionError, RedisTimeoutError):
             connection.disconnect()
             popped = lost = True
@@ -241,7 +241,7 @@ class RedisWaiting:
         finally:
             pool.release(connection)
         if lost:
-            rows = calls.run_claim_again(self.client, "CLAIM", args)
+            rows = calls.run_claim_again(self.client, "claim", args)
         return popped is not None, claims_from_rows(rows, token)
 
     def _pop_and_claim(
@@ -253,7 +253,7 @@ class RedisWaiting:
         args = [self.prefix, *self._claim_args(token, queues, worker, limit)]
         again = calls.claim_again(args)  # its answer lost, the claim is sent again so
         answers = calls.together(self.client, *(
-            [("BLPOP", *keys, timeout), calls.evalsha("CLAIM", claim)]
+            [("BLPOP", *keys, timeout), calls.evalsha("claim", claim)]
             for claim in (args, again)))
-        popped, rows = calls.finish(self.client, answers, {1: ("CLAIM", again)})
+        popped, rows = calls.finish(self.client, answers, {1: ("claim", again)})
         return popped is not None, claims_from_rows(rows, token)

@@ -32,20 +32,29 @@ from ...crash_points import crash_point
 from ...workflows.counts import count_ends, finish_settled
 from ...workflows.ending import End, any_marked, ends_of_payloads, next_links
 from ...workflows.marks import marks_of
-from . import limits as redis_limits
 from . import outbox as redis_outbox
-from . import scripts as redis_calls
 from .failed import write_row
-from .keys import _COMMON
 from .values import pack, us
 
 if TYPE_CHECKING:
     from ..base import Claim, NewJob
     from .store import RedisStore
 
-__all__ = ["DROP_BATCH", "FORGET_EMPTY", "TAKE_ENDS", "Counter", "apply", "apply_all",
-           "apply_own", "apply_pending", "count_failed", "drop_batch", "finish",
-           "finish_orphans", "finish_step", "listed", "own_list", "write_row_counted"]
+__all__ = [
+    "Counter",
+    "apply",
+    "apply_all",
+    "apply_own",
+    "apply_pending",
+    "count_failed",
+    "drop_batch",
+    "finish",
+    "finish_orphans",
+    "finish_step",
+    "listed",
+    "own_list",
+    "write_row_counted",
+]
 
 logger = logging.getLogger("laterite")
 
@@ -57,62 +66,6 @@ CHUNK = 500
 # Seconds between a busy worker's counts of the ends it listed.
 APPLY_EVERY = 0.5
 
-# ARGV: prefix, batch id, queue, 'ready' or 'delayed', start, count, the caller's list
-# of ends. Looks at `count` jobs of that set from index `start` and removes those of
-# the batch (not claimed: a claimed job is in neither set), listing each one's end
-# as FINISH does. Returns {removed, looked at}.
-DROP_BATCH = _COMMON + """
-local batch, q, kind = ARGV[2], ARGV[3], ARGV[4]
-local start, count, ended = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local set = qkey(q, kind)
-local members = redis.call('ZRANGE', set, start, start + count - 1)
-local removed = 0
-for _, m in ipairs(members) do
-  local id = m
-  if kind == 'ready' then id = member_id(m) end
-  local k = jkey(id)
-  local payload = redis.call('HGET', k, 'payload')
-  local b, pos = nil, nil
-  -- The mark is the payload's last key (workflows.marks): a list in the arguments
-  -- that looks like it is not taken for it.
-  if payload then b, pos = string.match(payload, '"batch":%[(%d+),(%d+)%]}$') end
-  if b == batch then
-    drop_key(k, id)
-    redis.call('ZREM', set, m)
-    redis.call('DEL', k)
-    redis.call('RPUSH', ended, '[' .. b .. ',' .. pos .. ']')
-    redis.call('SADD', P .. ':ended-lists', ended)
-    removed = removed + 1
-  end
-end
-return {removed, #members}
-"""
-# ARGV: prefix, then lists of ends. Forgets each that is empty (atomic with FINISH's
-# RPUSH and SADD: a list is never forgotten with an end in it).
-FORGET_EMPTY = """
-local P = ARGV[1]
-for i = 2, #ARGV do
-  if redis.call('LLEN', ARGV[i]) == 0 then redis.call('SREM', P .. ':ended-lists', ARGV[i]) end
-end
-return 0
-"""
-redis_calls.register("DROP_BATCH", DROP_BATCH)
-redis_calls.register("FORGET_EMPTY", FORGET_EMPTY)
-# ARGV: prefix, a list of ends, the ends read from its head (joined by newlines).
-# Takes them off: at once if the head is still those, else each by value.
-TAKE_ENDS = """
-local key, read = ARGV[2], ARGV[3]
-local wanted = {}
-for v in string.gmatch(read, '[^\\n]+') do wanted[#wanted + 1] = v end
-local head = redis.call('LRANGE', key, 0, #wanted - 1)
-if table.concat(head, '\\n') == read then
-  redis.call('LTRIM', key, #wanted, -1)
-else
-  for _, v in ipairs(wanted) do redis.call('LREM', key, 1, v) end
-end
-return #wanted
-"""
-redis_calls.register("TAKE_ENDS", TAKE_ENDS)
 
 
 def own_list(store: RedisStore) -> str:
@@ -121,9 +74,10 @@ def own_list(store: RedisStore) -> str:
     return store.key("ended", socket.gethostname(), str(os.getpid()))
 
 
-def finish_step(store: RedisStore, claims: Sequence[Claim]) -> tuple[str | None, list[Any], bool]:
-    """The FINISH call for finished jobs, some of a workflow: (script name, or None for
-    FINISH_LIMITED; its arguments after the prefix; whether it lists batch ends)."""
+def finish_step(store: RedisStore, claims: Sequence[Claim]) -> tuple[str, list[Any], bool]:
+    """The call of finish.lua for finished jobs, some of a workflow: (script name,
+    finish or finish_limited; its arguments after the prefix; whether it lists batch
+    completions)."""
     from .values import job_fields
 
     now = str(us(timezone.now()))
@@ -140,10 +94,10 @@ def finish_step(store: RedisStore, claims: Sequence[Claim]) -> tuple[str | None,
             *job_fields(job), job.concurrency_key or "",
             "" if job.concurrency_limit is None else str(job.concurrency_limit))]]
             for c, record, links in found]
-        return None, [now, own_list(store), pack(entries)], ended
+        return "finish_limited", [now, own_list(store), pack(entries)], ended
     entries = [[str(c.id), c.token, record, [value for job in links for value in job_fields(job)]]
                for c, record, links in found]
-    return "FINISH", [now, own_list(store), pack(entries)], ended
+    return "finish", [now, own_list(store), pack(entries)], ended
 
 
 def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
@@ -151,11 +105,7 @@ def finish(store: RedisStore, claims: Sequence[Claim]) -> list[int]:
     script call; return each one's DELETE code (1 deleted, 0 gone, -1 the claim was
     lost)."""
     name, args, ended = finish_step(store, claims)
-    if name is None:
-        codes = redis_limits.run(store.client, redis_limits.FINISH_LIMITED,
-                                 [store.prefix, *args])
-    else:
-        codes = store._run(name, args)
+    codes = store._run(name, args)
     if ended:
         listed(store)
     return [int(code) for code in codes]
@@ -254,7 +204,7 @@ def apply(store: RedisStore, key: str | None = None) -> int:
             crash_point("batch.count.after_count")  # counted, still listed
             # What was read is taken off; if another process (the sweep, counting a
             # live worker's list at the same moment) took some first, by value.
-            store._run("TAKE_ENDS", [key, b"\n".join(
+            store._run("take_completions", [key, b"\n".join(
                 r if isinstance(r, bytes) else str(r).encode() for r in records)])
             taken += len(records)
             if len(records) < ENDS_CHUNK:
@@ -278,7 +228,7 @@ def apply_all(store: RedisStore) -> int:
     taken = sum(apply(store, key) for key in keys)
     if keys:
         with contextlib.suppress(Exception):
-            store._run("FORGET_EMPTY", keys)
+            store._run("forget_empty_lists", keys)
     return taken
 
 
@@ -319,7 +269,7 @@ def drop_batch(store: RedisStore, batch_id: int) -> int:
         for kind in ("ready", "delayed"):
             start = 0
             while True:
-                gone, seen = store._run("DROP_BATCH", [int(batch_id), queue, kind, start, CHUNK,
+                gone, seen = store._run("drop_batch", [int(batch_id), queue, kind, start, CHUNK,
                                                        own_list(store)])
                 removed += int(gone)
                 if int(seen) < CHUNK:

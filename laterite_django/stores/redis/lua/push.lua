@@ -1,0 +1,11 @@
+-- ARGV: prefix, now (the pusher's, not read: the server's TIME says what is due), then
+-- one JSON array of strings (values.push_packed): per job name, queue, payload,
+-- priority, pushed_at, available_at (a moment, or '+<us>' from the server's now: see
+-- due_at), retry_until ('' for none), has_key ('1'/'0'), unique_key. One argument
+-- rather than nine per job: each argument costs the client more to send than the
+-- script to decode.
+-- ARGV[4]: one JSON array of marks, one per job (see push_jobs), or ''.
+-- ARGV[5..7]: the sender, the push's number, '1' if it is sent again (resend.py).
+-- Returns each job's id, 0 where it was dropped as a duplicate of a waiting job.
+--!include _push_jobs.lua
+return push_once(9)

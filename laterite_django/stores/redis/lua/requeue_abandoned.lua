@@ -1,0 +1,36 @@
+-- ARGV: prefix, retry_after (microseconds), reason. The claims not refreshed for
+-- retry_after by the server's clock (TIME: the clock that dated them, never a worker's,
+-- see CLAIM_HEAD) are abandoned. Each abandoned claim goes back to its queue
+-- keeping its available_at (first in line); one at position 0 of its batch is
+-- charged a try, a later one (that may never have started) is not. Returns
+-- {requeued, marked}: `marked` lists the abandoned claims that were being moved to
+-- the failed list (id, token, name, queue, pushed_at), left in place for the
+-- caller to settle against the database.
+--!include _common.lua
+local t = redis.call('TIME')
+local at = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = string.format('%.0f', at)
+local older, reason = string.format('%.0f', at - tonumber(ARGV[2])), ARGV[3]
+local count = 0
+local marked = {}
+for _, q in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
+  local claimed = qkey(q, 'claimed')
+  local woken = 0
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', claimed, '-inf', '(' .. older)) do
+    local k = jkey(id)
+    if redis.call('EXISTS', k) == 0 then
+      redis.call('ZREM', claimed, id)
+    elseif redis.call('HEXISTS', k, 'failing') == 1 then
+      local f = redis.call('HMGET', k, 'token', 'name', 'pushed_at')
+      marked[#marked + 1] = {tonumber(id), f[1], f[2], q, f[3]}
+    else
+      local f = redis.call('HMGET', k, 'available_at', 'position')
+      unclaim(k, q, id, f[1] or now, now, reason,
+        tonumber(f[2] or '0') > 0 and 'started' or '')
+      count = count + 1
+      woken = woken + 1
+    end
+  end
+  if woken > 0 then wake(q, woken) end
+end
+return {count, marked}
