@@ -7,7 +7,7 @@ from django.apps import AppConfig
 from django.core.signals import request_started, setting_changed
 from django.utils.module_loading import autodiscover_modules
 
-from . import context, inline
+from . import context, inline, jobs
 from .worker.execute import run_here
 from .workflows.batches import add_to_batch
 
@@ -19,14 +19,18 @@ class LateriteConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported once the models are: these import the stores, which import the models.
         from . import checks  # noqa: F401 -- registers the system checks
         from .stores import on_setting_changed
         from .worker.serving import on_request_started
+        from .worker.threads import ensure_started
 
         # The layers below call up through these: the inline mode runs a job as the worker
-        # would, a running job adds calls to its batch.
+        # would, a running job adds calls to its batch, a push in the `worker` mode starts
+        # the worker threads.
         inline.set_runner(run_here)
         context.set_batch_adder(add_to_batch)
+        jobs.set_thread_starter(ensure_started)
         setting_changed.connect(on_setting_changed, dispatch_uid="laterite_reset_store")
         # The `worker` mode: a process that serves requests runs its worker threads.
         request_started.connect(on_request_started, dispatch_uid="laterite_worker_threads")

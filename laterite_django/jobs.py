@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .worker.rules import Decision, JobOptions
     from .workflows.calls import JobCall
 
-__all__ = ["JobFunction", "job"]
+__all__ = ["JobFunction", "job", "set_thread_starter"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,9 +42,21 @@ _get_store: Callable[[], Store] | None = None
 
 def _import_stores() -> None:
     global _NewJob, _get_store
-    from .stores import NewJob, get_store
+    from .stores import NewJob, get_store  # the stores import the models: see above
 
     _NewJob, _get_store = NewJob, get_store
+
+
+# Starts the `worker` mode's threads in this process if they are not running: the
+# worker's (worker.threads), which sits above the push, set at start-up (apps.ready).
+_start_worker_threads: Callable[[], None] | None = None
+
+
+def set_thread_starter(start: Callable[[], None]) -> None:
+    """Register what a push in the `worker` mode calls to start the worker threads
+    (called by ready())."""
+    global _start_worker_threads
+    _start_worker_threads = start
 
 
 class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
@@ -125,7 +137,7 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     def call(self, *args: P.args, **kwargs: P.kwargs) -> JobCall:
         """A call of this job to push later, in a chain or a batch; checked and encoded
         as a push would be."""
-        from .workflows.calls import JobCall
+        from .workflows.calls import JobCall  # upward import, removed when the core moves down
 
         return JobCall.checked(self, args, kwargs)
 
@@ -264,10 +276,10 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             _import_stores()
         store = _get_store()  # type: ignore[misc]
         if settings.MODE == "worker":
-            from .worker.threads import ensure_started
-
             validate_all()  # no system check ran under a WSGI server: refuse bad settings
-            ensure_started()
+            if _start_worker_threads is None:
+                raise RuntimeError("laterite_django is not ready: is it in INSTALLED_APPS?")
+            _start_worker_threads()
         alias = settings.DATABASE
         if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
             # The store cannot join the caller's transaction: push once it commits.
@@ -284,6 +296,8 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         options = self._options
         if (options is None or options.tries != self.tries or options.backoff is not self.backoff
                 or options.timeout != self.timeout):
+            # The rule book imports the stores, hence the models, which this module,
+            # imported from settings, must not; it moves down with the core.
             from .worker.rules import JobOptions
 
             options = self._options = JobOptions(

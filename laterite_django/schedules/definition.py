@@ -22,6 +22,7 @@ from .. import payload
 from ..exceptions import InvalidPayload, LateriteConfigurationError
 from ..limits import NAME_MAX, QUEUE_MAX
 from ..registry import registry
+from .tasks import SCHEDULED_TASK, scheduled_task_job, task_problem
 from .ticks import CronTicks, EveryTicks, Ticks, cron_problem, expand_alias
 
 if TYPE_CHECKING:
@@ -176,8 +177,6 @@ def _check(name: Any, spec: Any) -> tuple[Schedule | None, list[ScheduleProblem]
     task = spec.get("task")
     job_name = spec.get("job")
     if task is not None:
-        from .tasks import SCHEDULED_TASK, scheduled_task_job
-
         if job_name is not None:
             bad(21, "it has both job and task; keep one")
         scheduled_task_job()
@@ -231,8 +230,6 @@ def _check(name: Any, spec: Any) -> tuple[Schedule | None, list[ScheduleProblem]
     elif not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
         bad(24, "kwargs must be a dict with str keys")
     elif task is not None:
-        from .tasks import task_problem
-
         task_found = task_problem(task, args, kwargs)
         if task_found is not None:
             bad(*task_found)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import inspect
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from django.conf import settings
+
+from ..jobs import JobFunction
 from ..registry import registry
-
-if TYPE_CHECKING:
-    from ..jobs import JobFunction
 
 __all__ = ["SCHEDULED_TASK", "register_if_configured", "scheduled_task_job", "task_problem"]
 
@@ -28,6 +28,8 @@ _lock = threading.Lock()
 
 def enqueue_task(task: str, args: list, kwargs: dict) -> str:
     """The `laterite.scheduled_task` job: enqueue the Task at `task`; return its result id."""
+    # Optional dependency: Django's Tasks framework (django.tasks, or the django_tasks
+    # backport), which tasks.results imports.
     from ..tasks.results import resolve_task
 
     return str(resolve_task(task).enqueue(*args, **kwargs).id)
@@ -36,8 +38,6 @@ def enqueue_task(task: str, args: list, kwargs: dict) -> str:
 def scheduled_task_job() -> JobFunction:
     """The `laterite.scheduled_task` job, registered in this process if not yet."""
     global _job
-    from ..jobs import JobFunction
-
     with _lock:
         if _job is None:
             _job = JobFunction(enqueue_task, name=SCHEDULED_TASK)
@@ -49,8 +49,6 @@ def scheduled_task_job() -> JobFunction:
 def register_if_configured() -> None:
     """At start-up (ready()): register the job if a configured schedule names a task, so a
     worker that runs no scheduler runs it too."""
-    from django.conf import settings
-
     configured = getattr(settings, "LATERITE_QUEUE_SCHEDULES", None)
     if isinstance(configured, dict) and any(
         isinstance(spec, dict) and "task" in spec for spec in configured.values()
@@ -62,7 +60,7 @@ def task_problem(path: Any, args: Any, kwargs: Any) -> tuple[int, str] | None:
     """What is wrong with scheduling the task at `path` with these arguments, if anything:
     (check code, text)."""
     try:
-        from ..tasks.results import resolve_task
+        from ..tasks.results import resolve_task  # optional dependency: see enqueue_task
     except ImportError as e:
         return 21, f"task {path!r} needs Django's Tasks framework ({e})"
     try:

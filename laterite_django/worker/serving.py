@@ -19,6 +19,10 @@ import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from django.db import connections
+
+from ..conf import settings
+
 __all__ = [
     "install_signal_hooks",
     "on_request_started",
@@ -38,23 +42,25 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT")
 
 
+def _threads() -> Any:
+    """The worker.threads module, imported at first use: it imports the stores, hence the
+    models, and this module is imported from gunicorn.conf.py, before the apps are ready."""
+    from . import threads
+
+    return threads
+
+
 def start_serving() -> None:
     """Start the worker threads if LATERITE_QUEUE_MODE is "worker" (once per process)."""
-    from ..conf import settings
-
     if settings.MODE != "worker":
         return
-    from .threads import ensure_started
-
-    ensure_started()
+    _threads().ensure_started()
     install_signal_hooks()
 
 
 def on_request_started(sender: object, **kwargs: object) -> None:
     """A request reached this process: it serves, so its worker threads run."""
-    from .threads import running_here
-
-    if running_here():
+    if _threads().running_here():
         return
     if getattr(sender, "__module__", "") == "django.test.client":
         return  # the test client: the test runner is no web server
@@ -72,9 +78,7 @@ def post_worker_init(worker: object) -> None:
 
 def worker_exit(server: object, worker: object) -> None:
     """gunicorn hook: stop the threads as a worker process leaves (exit does it too)."""
-    from .threads import stop_all
-
-    stop_all()
+    _threads().stop_all()
 
 
 # -- ASGI -------------------------------------------------------------------------------
@@ -119,12 +123,8 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 
 
 def _stop_in_thread() -> None:
-    from django.db import connections
-
-    from .threads import stop_all
-
     try:
-        stop_all()
+        _threads().stop_all()
     finally:
         connections.close_all()
 
@@ -156,8 +156,7 @@ def install_signal_hooks() -> None:
 
 def _on_stop_signal(signum: int, frame: Any) -> None:
     """Chained before the server's own handler (or the default action)."""
-    from .threads import begin_shutdown, stop_all
-
+    threads = _threads()
     previous = _previous.get(signum, signal.SIG_DFL)
     if previous is signal.default_int_handler:
         # Ctrl-C raises KeyboardInterrupt, which may be caught: if it ends the
@@ -166,10 +165,10 @@ def _on_stop_signal(signum: int, frame: Any) -> None:
     elif callable(previous):
         # The server's handler: it shuts down and the process exits. The threads
         # finish their jobs meanwhile; exit (or the lifespan) waits for them.
-        begin_shutdown(final=True)
+        threads.begin_shutdown(final=True)
         previous(signum, frame)
     else:
         # The default action ends the process at once: stop the threads first.
-        stop_all()
+        threads.stop_all()
         signal.signal(signum, signal.SIG_DFL)
         signal.raise_signal(signum)

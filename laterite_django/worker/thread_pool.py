@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING
 from django.db import connections
 
 from ..conf import settings
+from ..schedules.scheduler import SchedulerThread
 from ..stores import Claim
+from .loop import Worker, WorkerStopped, default_worker_name
 from .reports import Monitor
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from ..schedules.scheduler import SchedulerThread
-    from .loop import Worker
 
 __all__ = ["ThreadPool"]
 
@@ -100,8 +99,6 @@ class ThreadPool:
         self.scheduler: SchedulerThread | None = None
 
     def start(self) -> None:
-        from ..schedules.scheduler import SchedulerThread
-
         with self._lock:
             # The recurring schedules fire from this process too (a bad one raises here).
             self.scheduler = SchedulerThread().start()
@@ -112,8 +109,6 @@ class ThreadPool:
             self._watcher.start()
 
     def _spawn(self, slot: _Slot) -> None:
-        from .loop import Worker, default_worker_name
-
         slot.in_hand = _InHand()
         slot.worker = Worker(
             list(settings.QUEUES),
@@ -222,8 +217,6 @@ class ThreadPool:
 
 def _stop_now(slot: _Slot, grace: float) -> None:
     """Stop the thread's running job now: its worker gives it back, not counted."""
-    from .loop import WorkerStopped
-
     worker, thread = slot.worker, slot.thread
     if worker is None or thread is None or thread.ident is None:
         return
