@@ -23,10 +23,10 @@ from .compat import (
     Task,
     TaskResult,
     TaskResultDoesNotExist,
-    task_backends,
 )
 from .enqueue import enqueue_task
 from .limits import validate_limit
+from .lookup import laterite_backend
 from .options import DEFAULT_OPTIONS, option_problem
 from .results import aload_record, build_result, load_record
 from .runner import TASK_JOB, task_job
@@ -45,6 +45,8 @@ class LateriteBackend(BaseTaskBackend):
     """
 
     task_class = LateriteTask
+    # What laterite_backend() (tasks.lookup) knows a LateriteBackend by.
+    runs_laterite_tasks = True
 
     # run_after: the job waits in the queue until then.
     supports_defer = True
@@ -178,11 +180,3 @@ class LateriteBackend(BaseTaskBackend):
     def __repr__(self) -> str:
         return f"<LateriteBackend {self.alias!r} job={TASK_JOB!r}>"
 
-
-def laterite_backend(alias: str) -> LateriteBackend:
-    """Return the backend of TASKS[alias]; a `laterite.task` job runs only through a
-    LateriteBackend, so any other is a TypeError naming it."""
-    backend = task_backends[alias]
-    if not isinstance(backend, LateriteBackend):
-        raise TypeError(f"TASKS[{alias!r}] is a {type(backend).__name__}, not a LateriteBackend.")
-    return backend

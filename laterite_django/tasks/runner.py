@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.utils.module_loading import autodiscover_modules
 
+from .. import payload
 from ..context import JobContext
 from ..jobs import JobFunction
 from ..registry import registry
@@ -43,7 +44,9 @@ class TaskJob(JobFunction):
     """The `laterite.task` job: its options are those of the Task each call runs."""
 
     def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
-        from .backend import laterite_backend
+        # Optional dependency: Django's Tasks framework (django.tasks, or the django_tasks
+        # backport), which these import; this module is imported without it (ready()).
+        from .lookup import laterite_backend
         from .results import resolve_task
 
         call = _call_of(args, kwargs)
@@ -64,8 +67,6 @@ class TaskJob(JobFunction):
         return None
 
     def after_settle(self, claim: Claim, decision: Decision) -> None:
-        from .. import payload
-
         args, kwargs = payload.decode(claim.payload)
         call = _call_of(args, kwargs)
         TaskRun(call["task"], call["args"], call["kwargs"], call["backend"], call["result"],

@@ -14,15 +14,15 @@ from django.utils import timezone
 
 from ..context import JobContext
 from ..exceptions import Cancelled, Fail
+from ..worker.attempt import WorkerStopped
 from ..worker.execute import JobTimeout
+from ..worker.loop import default_worker_name
 from ..worker.rules import Action, Decision
 
 __all__ = ["TaskRun"]
 
 
 def _worker_id() -> str:
-    from ..worker.loop import default_worker_name
-
     thread = threading.current_thread()
     if thread is threading.main_thread():
         return default_worker_name()
@@ -133,7 +133,7 @@ class TaskRun:
         return len(record.errors) < self.cx.attempt
 
     def _backend(self) -> None:
-        from .backend import laterite_backend
+        from .lookup import laterite_backend  # optional dependency: the Tasks framework
 
         backend = laterite_backend(self.alias)
         self.sender = type(backend)
@@ -265,8 +265,6 @@ def _error_entry(error: BaseException) -> dict[str, str]:
 
 def _stopping(error: BaseException) -> bool:
     """Whether `error` stops the worker (the attempt is given back, not failed)."""
-    from ..worker.attempt import WorkerStopped
-
     return isinstance(error, KeyboardInterrupt | GeneratorExit | WorkerStopped)
 
 
