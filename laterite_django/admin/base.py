@@ -151,8 +151,6 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
     def pause_url(self, request: HttpRequest) -> str | None:
         """Return the URL that pauses and resumes queues (the Jobs admin's), or None if
         this user may not change jobs."""
-        from ..models import Job
-
         model_admin = self.admin_site._registry.get(Job)
         if model_admin is None or not model_admin.has_change_permission(request):
             return None

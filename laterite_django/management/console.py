@@ -20,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
+from .. import __version__
+from ..conf import settings
 from ..exceptions import StoreUnavailable
 from ..stores import Store
 from ..stores.errors import describe_database, describe_redis
@@ -128,8 +130,6 @@ def version() -> str:
     try:
         return importlib.metadata.version("laterite-django")
     except importlib.metadata.PackageNotFoundError:
-        from .. import __version__
-
         return __version__
 
 
@@ -137,8 +137,6 @@ def banner(store: Store, queues: Sequence[str], processes: int) -> str:
     """One line: the version, the store and where it is, the queues (a paused one said
     so, as its workers take nothing from it), the processes. A store that cannot be read
     leaves the pauses out: the wait for it that follows says why."""
-    from ..conf import settings
-
     try:
         paused = store.paused_queues()
     except StoreUnavailable:

@@ -25,6 +25,6 @@ def view(request: HttpRequest) -> HttpResponse:
     """The queue gauges (jobs per state, the oldest waiting job's age, paused or not) in
     Prometheus' text format, read from the store now. Route it and protect it as you
     would any operator's page: `path("metrics", laterite_django.metrics.view)`."""
-    from .view import metrics_view
+    from .view import metrics_view  # optional dependency: prometheus-client, which it imports
 
     return metrics_view(request)

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from ..backoff import Backoff, delay_after
+from ..flow.cancel import reason as cancel_reason
 from ..limits import MAX_DELAY
 from ..stores import Claim
 
@@ -134,10 +135,8 @@ def before_run(claim: Claim, options: JobOptions, now: datetime | None = None,
     if batch_cancelled:
         return Decision(Action.DELETE, "its batch was cancelled")
     if claim.cancel_requested:
-        from ..flow.cancel import reason
-
         why = f"\n\n{claim.last_error}" if claim.last_error else ""
-        return Decision(Action.FAIL, f"{reason(True)}{why}")
+        return Decision(Action.FAIL, f"{cancel_reason(True)}{why}")
     if not is_lost(claim):
         return None
     if (
@@ -192,11 +191,9 @@ def cancelled_instead(decision: Decision) -> Decision:
     """A job whose cancel was asked while it ran is never retried by itself: a release
     becomes a fail, as cancelled (asked of a decision to release, when the store says
     a cancel is pending: the job may have ended before the worker first looked)."""
-    from ..flow.cancel import reason
-
     if decision.action is not Action.RELEASE:
         return decision
-    return Decision(Action.FAIL, f"{reason(True)}\n\n{decision.error}")
+    return Decision(Action.FAIL, f"{cancel_reason(True)}\n\n{decision.error}")
 
 
 def _delay(claim: Claim, options: JobOptions, attempt: Attempt) -> float:

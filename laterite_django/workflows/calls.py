@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone
 
 from .. import payload
+from ..registry import registry
 from .marks import with_marks
 
 if TYPE_CHECKING:
@@ -56,7 +57,6 @@ class JobCall:
 def from_link(link: Mapping[str, Any]) -> JobCall:
     """The call a stored link stands for; raises if its job is not registered here or
     its arguments no longer fit."""
-    from ..registry import registry
 
     job = registry.get(str(link.get("job")))
     args, kwargs = link.get("args", []), link.get("kwargs", {})
@@ -72,7 +72,7 @@ def link_job(link: Mapping[str, Any], *, chain: list[dict[str, Any]] | None = No
     not know, arguments that no longer fit) is stored all the same, as written: the
     worker that claims it moves it to the failed list with the reason, so nothing of
     the workflow is lost."""
-    from ..stores import NewJob
+    from ..stores import NewJob  # the stores import the models: not at settings time
 
     try:
         new = from_link(link).new_job(chain=chain, batch=batch)

@@ -263,7 +263,7 @@ def serve_metrics(port: int | None, address: str | None = None) -> MetricsServer
     if port is None:
         return None
     try:
-        from ...metrics.server import MetricsServer
+        from ...metrics.server import MetricsServer  # optional dependency: prometheus-client
     except ImportError as e:
         raise CommandError("--metrics-port needs prometheus-client (the 'metrics' extra): "
                            f"{e}") from e
