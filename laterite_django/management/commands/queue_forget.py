@@ -2,33 +2,26 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
+from typing import Any
 
-from ...stores import get_store
-from ..arguments import confirm, failed_ids, positive_int
-from ..store_check import StoreCommand
+from ...stores import Store
+from ..arguments import confirm
+from ..failed_jobs import FailedJobsCommand
 from ..wording import count as counted
 
 
-class Command(StoreCommand):
+class Command(FailedJobsCommand):
     help = "Delete failed jobs for good."
+    all_help = "Forget every failed job."
+    nothing_done = "nothing forgotten."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("ids", nargs="*", type=positive_int, metavar="ID",
-                            help="Failed job ids, as queue_failed prints them.")
-        parser.add_argument("--all", action="store_true", help="Forget every failed job.")
+        super().add_arguments(parser)
         parser.add_argument("--no-input", "--noinput", action="store_false", dest="interactive",
                             help="Do not ask for confirmation.")
 
-    def handle(self, *args, **options) -> None:
-        ids = failed_ids(options)
-        store = get_store()
+    def act(self, store: Store, ids: list[int] | None, options: dict[str, Any]) -> None:
         if ids is not None:
-            missing = store.missing_failed(ids)
-            if missing:
-                raise CommandError(
-                    f"No failed job has id {', '.join(map(str, missing))}; nothing forgotten."
-                )
             what = counted(len(ids), "failed job")
         else:
             total = sum(store.failed_counts().values())

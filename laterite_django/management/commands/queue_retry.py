@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
+from typing import Any
 
-from ...stores import get_store
-from ..arguments import failed_ids, positive_int
-from ..store_check import StoreCommand
+from ...stores import Store
+from ..failed_jobs import FailedJobsCommand
 from ..wording import count as counted
 
 
-class Command(StoreCommand):
+class Command(FailedJobsCommand):
     help = "Put failed jobs back on their queues, due now, with their attempts afresh."
+    all_help = "Retry every failed job."
+    nothing_done = "nothing retried. See queue_failed for the ids."
 
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("ids", nargs="*", type=positive_int, metavar="ID",
-                            help="Failed job ids, as queue_failed prints them.")
-        parser.add_argument("--all", action="store_true", help="Retry every failed job.")
-
-    def handle(self, *args, **options) -> None:
-        ids = failed_ids(options)
-        store = get_store()
-        if ids is not None:
-            missing = store.missing_failed(ids)
-            if missing:
-                raise CommandError(
-                    f"No failed job has id {', '.join(map(str, missing))}; nothing retried. "
-                    f"See queue_failed for the ids."
-                )
+    def act(self, store: Store, ids: list[int] | None, options: dict[str, Any]) -> None:
         count = store.retry(ids)
         where = "its queue" if count == 1 else "their queues"
         self.stdout.write(f"{counted(count, 'job')} put back on {where}.")
