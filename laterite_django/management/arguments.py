@@ -25,23 +25,25 @@ def positive_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    value = _seconds(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
     return value
 
 
 def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    value = _seconds(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
     return value
+
+
+def _seconds(text: str) -> float:
+    """Read a number of seconds, any sign: the callers set the bound."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
 
 
 def at_most(limit: int) -> Callable[[str], str]:

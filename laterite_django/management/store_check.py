@@ -10,7 +10,6 @@ missing, but waits for a store that is down: a worker outlives an outage.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import threading
@@ -28,6 +27,7 @@ from ..backoff import Growing
 from ..exceptions import StoreNotMigrated, StoreUnavailable
 from ..stores import Store
 from ..stores.errors import database_outage, describe_database
+from ..worker.outage import drop_connections
 from .console import describe_store, version
 
 __all__ = ["StoreCommand", "check_store", "unapplied_migrations", "wait_for_store", "warn_of"]
@@ -156,7 +156,7 @@ def _wait_for(store: Store, stop: threading.Event, give_up_after: float | None) 
         logger.error("Store unavailable: %s; waiting for it to come back", str(e).rstrip(". "),
                      extra={"action": "store_unavailable"})
         error: StoreUnavailable = e
-        _drop_connections(store)
+        drop_connections(store)
     started = time.monotonic()
     waits = Growing(0.25, cap=WAIT_CAP)
     while True:
@@ -177,7 +177,7 @@ def _wait_for(store: Store, stop: threading.Event, give_up_after: float | None) 
             error = e
             logger.debug("Store still unavailable: %s", e,
                          extra={"action": "store_unavailable"})
-            _drop_connections(store)
+            drop_connections(store)
             continue
         logger.info("Store available again after %.1f s: %s", time.monotonic() - started,
                     describe_store(store), extra={"action": "store_back"})
@@ -197,11 +197,3 @@ def warn_of(store: Store) -> None:
     for warning in found:
         logger.warning(warning, extra={"action": "store_warning"})
 
-
-def _drop_connections(store: Store) -> None:
-    """Close what a failed look left open, so the next one connects afresh."""
-    for conn in connections.all(initialized_only=True):
-        with contextlib.suppress(Exception):
-            conn.close()
-    with contextlib.suppress(Exception):
-        store.close()

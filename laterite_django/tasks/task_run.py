@@ -176,32 +176,33 @@ class TaskRun:
     def _failed(
         self, error: BaseException, record_error: Callable[[Any], bool] = lambda record: True
     ) -> Callable[[Any], None]:
-        from .results import expiry
-
         entry = _error_entry(error)
-        ttl = self.ttl
 
-        def change(record: Any) -> None:
-            now = timezone.now()
-            record.status = "FAILED"
-            record.finished_at = now
-            record.expires_at = expiry(now, ttl)
+        def add_error(record: Any) -> None:
             if record_error(record):
                 record.errors = [*record.errors, entry]
 
-        return change
+        return self._ended("FAILED", add_error)
 
     def _succeeded(self, value: Any) -> Callable[[Any], None]:
+        def keep_value(record: Any) -> None:
+            record.return_value = value
+
+        return self._ended("SUCCESSFUL", keep_value)
+
+    def _ended(self, status: str, then: Callable[[Any], None]) -> Callable[[Any], None]:
+        """The change that ends a result with `status`, now, to expire after the task's
+        result lifetime; `then` adds what this ending keeps (its error, its value)."""
         from .results import expiry
 
         ttl = self.ttl
 
         def change(record: Any) -> None:
             now = timezone.now()
-            record.status = "SUCCESSFUL"
+            record.status = status
             record.finished_at = now
             record.expires_at = expiry(now, ttl)
-            record.return_value = value
+            then(record)
 
         return change
 
