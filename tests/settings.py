@@ -137,8 +137,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"laterite": {"handlers": ["console"], "level": os.environ.get(
-        "LATERITE_TEST_LOG_LEVEL", "WARNING")}},
+    "loggers": {
+        "laterite": {"handlers": ["console"], "level": os.environ.get(
+            "LATERITE_TEST_LOG_LEVEL", "WARNING")},
+        # Django 6's Tasks framework logs a failed task on "django.tasks", which reaches
+        # Django's own handlers (shown only with DEBUG): shown on stderr here, as the
+        # backport's "django_tasks" logger is on Django 5.2 (Python's last resort).
+        "django.tasks": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+    },
 }
 if os.environ.get("LATERITE_TEST_NO_LOGGING"):
     # A new project's settings: nothing configures the `laterite` logger.
