@@ -17,7 +17,8 @@ def test_a_claim_crosses_the_pipe_whole():
     claim = Claim(id=7, name="tests.record", queue="mail", payload='{"args":[1],"kwargs":{}}',
                   attempts=3, pushed_at=now, token="t" * 32, retry_until=now + timedelta(hours=1),
                   unique_key="k", priority=5, last_error="worker lost",
-                  available_at=now - timedelta(seconds=1), position=2, uncounted=1)
+                  available_at=now - timedelta(seconds=1), position=2, uncounted=1,
+                  cancel_requested=True)
     # Every field differs from its default, so a field left out would show.
     assert all(getattr(claim, f.name) != f.default for f in dataclasses.fields(Claim)
                if f.default is not dataclasses.MISSING)
