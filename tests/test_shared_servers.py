@@ -1,6 +1,6 @@
 """The tests never reconfigure or empty the machine's own Redis, which serves others
 too: a test that needs a server set otherwise starts a private `redis-server` with its
-settings as arguments (tests/commands/test_store_warnings.py's `private_redis`,
+settings as arguments (tests/management/test_store_warnings.py's `private_redis`,
 tests/worker/test_redis_worker.py's `own_redis`), and tests delete only the keys under
 their own prefix (tests/conftest.py's `flush_redis`)."""
 

@@ -26,7 +26,7 @@ from laterite_django.tasks.limits import concurrency_of
 from tests.conftest import job_hashes, wait_for
 from tests.testapp.models import Record
 from tests.testapp.task_functions import TASK_OPTIONS, noop
-from tests.worker.test_flow_limits import most_running, records, run_workers, stop
+from tests.flow.test_flow_limits import most_running, records, run_workers, stop
 
 # The workers import the limited tasks, and no limited job (so only the tasks' limits
 # can make their claims the limited ones).

@@ -320,7 +320,7 @@ def progressing(total: int, cx: JobContext) -> None:
     _record("progressed", str(total), cx.attempt)
 
 
-# -- flow control (tests/worker/test_flow*.py) ------------------------------------------
+# -- flow control (tests/flow/test_flow*.py) ------------------------------------------
 
 
 def _stamp(kind: str, value: str) -> None:
@@ -372,7 +372,7 @@ def flow_brief(value: str, cx: JobContext) -> None:
 
 if os.environ.get("LATERITE_TEST_FLOW"):
     # Jobs with a concurrency limit make every claim the limited one: only the workers
-    # of the flow tests register them (tests/worker/test_flow_limits.py).
+    # of the flow tests register them (tests/flow/test_flow_limits.py).
     from . import flow_jobs  # noqa: F401
 
 

@@ -4,7 +4,7 @@ than its concurrency nor start more than its rate, and every job is claimed once
 
 No job of this process declares `concurrency`, so on PostgreSQL these are the claims
 of `postgres.queue_limited_claim` (stores/database/postgres.py) (the worker-process tests in
-tests/worker/test_flow_limits.py register such a job: theirs are the keyed ones)."""
+tests/flow/test_flow_limits.py register such a job: theirs are the keyed ones)."""
 
 from __future__ import annotations
 

@@ -282,7 +282,7 @@ def test_the_workers_server_says_the_store_is_down_beside_its_counters(redis_dow
 
 
 def test_a_worker_waiting_for_its_store_at_start_serves_store_up_0(workers, store_kind):
-    from tests.commands.test_commands import store_down
+    from tests.management.test_commands import store_down
 
     env, _ = store_down(store_kind)
     port = free_port()
