@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import connection
 
 from laterite_django.management.console import add_console, handled_by_project, version
-from tests.management.test_commands import store_down
 from tests.conftest import ROOT, Stderr, short_or_full, wait_for
+from tests.management.test_commands import store_down
 from tests.testapp import jobs
 
 # tests/settings.py then leaves LOGGING out, like a new project's settings.

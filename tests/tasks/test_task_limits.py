@@ -24,9 +24,9 @@ from laterite_django.tasks import LateriteBackend
 from laterite_django.tasks.compat import InvalidTask, TaskResultStatus, task, task_backends
 from laterite_django.tasks.limits import concurrency_of
 from tests.conftest import job_hashes, wait_for
+from tests.flow.test_flow_limits import most_running, records, run_workers, stop
 from tests.testapp.models import Record
 from tests.testapp.task_functions import TASK_OPTIONS, noop
-from tests.flow.test_flow_limits import most_running, records, run_workers, stop
 
 # The workers import the limited tasks, and no limited job (so only the tasks' limits
 # can make their claims the limited ones).
