@@ -1,7 +1,7 @@
 """The manual's reference (docs/reference/, made by docs/_ext/laterite_reference.py) holds
 every setting, system check id, command argument and metric of the package, and nothing
 else: each collector is compared with a scan of the code that does not go through it,
-and with the README and the design card where they name one."""
+and with the README and the manual's own pages where they name one."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from tests.docs.reference import DOCS, PACKAGE, extension, package_sources
 
 CHECK_ID = re.compile(r"\blaterite\.[EW]\d{3}\b")
 SETTING = re.compile(r"\bLATERITE_QUEUE_[A-Z][A-Z_]*[A-Z]\b")
-DESIGN = ROOT.parent / "shared" / "DESIGN.md"
 
 
 def _without_registry(source: str) -> str:
@@ -86,20 +85,18 @@ def test_every_setting_has_a_description_and_a_default() -> None:
         assert len(setting.description) > 30 and setting.description.endswith("."), setting
 
 
-def test_the_readme_and_the_design_name_only_what_the_reference_holds() -> None:
+def test_the_readme_and_the_manual_name_only_what_the_reference_holds() -> None:
     checks = {check.id for check in extension().checks()}
     settings = {setting.name for setting in extension().settings()}
     metrics = {metric.name for metric in extension().metrics()}
     metric = re.compile(r"\blaterite_(?:jobs|job|queue|store)_[a-z_]*(?:total|seconds|jobs"
                         r"|paused|up)\b")
-    readme = (ROOT / "README.md").read_text()
-    assert set(CHECK_ID.findall(readme)) <= checks
-    assert set(SETTING.findall(readme)) <= settings
-    assert set(metric.findall(readme)) <= metrics
-    if DESIGN.exists():  # beside a clone, as CI lays it
-        design = DESIGN.read_text()
-        assert set(CHECK_ID.findall(design)) <= checks
-        assert set(metric.findall(design)) <= metrics
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        assert set(CHECK_ID.findall(text)) <= checks, page
+        assert set(SETTING.findall(text)) <= settings, page
+        assert set(metric.findall(text)) <= metrics, page
 
 
 def _flags_in_help(name: str) -> set[str]:
