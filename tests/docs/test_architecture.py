@@ -62,8 +62,7 @@ def _module_texts(module: str) -> list[str] | None:
     """The sources of the package's modules named `module` (a file `module.py`, or a
     package `module/`), or None when the package has none."""
     texts = [text for path, text in _sources().items()
-             if PACKAGE in path.parents and (path.stem == module or module in path.parent.parts
-                                            and path.parent.name == module)]
+             if PACKAGE in path.parents and module in (path.stem, path.parent.name)]
     return texts or None
 
 
