@@ -42,6 +42,7 @@ from .sql import (
     REQUEUE_SET,
     STARTS,
     TABLE,
+    WAITING_OF_BATCH,
     abandoned,
     returning,
 )
@@ -52,9 +53,12 @@ __all__ = [
     "CLAIM_UPDATE",
     "COUNTED_CLAIM",
     "COUNTED_DELETE",
+    "COUNT_ENDS",
     "CUTOFF",
     "DELETE",
     "DELETE_FINISHED",
+    "DELETE_MARKED",
+    "DROP_BATCH_FIND",
     "IDS_SETTING",
     "KEYS_SETTING",
     "LIMITED_CLAIM",
@@ -71,6 +75,7 @@ __all__ = [
     "QUEUE_LIMITED_LOCK",
     "QUEUE_LOCK_IDS",
     "REQUEUE_ABANDONED",
+    "RESUME_NOTIFY",
     "SCAN",
     "SETTINGS",
     "SETTING_VALUES",
@@ -85,6 +90,7 @@ __all__ = [
     "counted_claim_params",
     "counted_delete_params",
     "delete",
+    "delete_marked",
     "due_in_order",
     "execute_pipeline",
     "execute_prepared",
@@ -758,6 +764,14 @@ SETTLE_AND_CLAIM = f"WITH done AS ({DELETE}), {PICKED} {CLAIM_UPDATE}"
 _CLAIM_PREPARED = Prepared(b"laterite_claim", CLAIM, None)
 _SETTLE_AND_CLAIM_PREPARED = Prepared(b"laterite_settle_and_claim", SETTLE_AND_CLAIM, None)
 _DELETE_PREPARED = Prepared(b"laterite_delete", f"{DELETE_FINISHED} RETURNING {TABLE}.id", None)
+# Params: ids, tokens. The plain deletion, returning the ids deleted: finished jobs, some
+# of a workflow, in the transaction that pushes their next links (delete_marked).
+DELETE_MARKED = f"{DELETE} RETURNING {TABLE}.id"
+# Params: a batch's payload pattern. Its waiting jobs, but those a claim holds
+# (Store.drop_batch).
+DROP_BATCH_FIND = f"{WAITING_OF_BATCH}{_LOCKED}"
+# Params: channel, queue. A resumed queue's wake-up, as a push's (Store.resume).
+RESUME_NOTIFY = "SELECT pg_notify(%s, %s)"
 # Abandoned jobs requeued by one statement at most; DatabaseStore.requeue_abandoned
 # runs it again while it requeues that many.
 SWEEP_BATCH = 1000
@@ -835,6 +849,11 @@ def _under_settings(connection: Any, statement: Prepared, params: list[Any]
 
 def delete(claims: Sequence[Claim]) -> Statement:
     return DELETE, [[c.id for c in claims], [c.token for c in claims]]
+
+
+def delete_marked(claims: Sequence[Claim]) -> Statement:
+    """Delete `claims` (held), returning the ids deleted (DatabaseStore._delete_marked)."""
+    return DELETE_MARKED, [[c.id for c in claims], [c.token for c in claims]]
 
 
 def make_due(ids: Sequence[int], now: Any) -> list[Statement]:
@@ -1238,6 +1257,20 @@ def counted_delete_params(claims: Sequence[Any], ends: Sequence[tuple[int, int, 
     """COUNTED_DELETE's parameters: the claims, and (claim id, batch, position) per end."""
     return [[c.id for c in claims], [c.token for c in claims],
             [e[0] for e in ends], [e[1] for e in ends], [e[2] for e in ends]]
+
+
+# Params: batches, positions, failed (one per end, sorted). The ends inserted (each
+# once), counted per batch in the statement: (batch, ended, failed)
+# (workflows.count_ends).
+COUNT_ENDS = (
+    "WITH e AS (SELECT DISTINCT ON (b, p) b, p, f FROM unnest(%s::bigint[], %s::int[], "
+    "%s::bool[]) AS e(b, p, f) ORDER BY b, p, f DESC), "
+    "ins AS (INSERT INTO laterite_batch_end (batch_id, position) SELECT b, p FROM e "
+    "ORDER BY b, p ON CONFLICT DO NOTHING RETURNING batch_id, position) "
+    "SELECT ins.batch_id, count(*), count(*) FILTER (WHERE e.f) FROM ins "
+    "JOIN e ON e.b = ins.batch_id AND e.p = ins.position GROUP BY ins.batch_id "
+    "ORDER BY ins.batch_id"
+)
 
 
 # -- The caller's transaction -------------------------------------------------

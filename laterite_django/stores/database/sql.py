@@ -15,13 +15,21 @@ from django.utils.dateparse import parse_datetime
 
 __all__ = [
     "ADD_MINUTE",
+    "ADD_TO_BATCH",
+    "ALL_SETTLED",
+    "BATCH_CAUGHT",
+    "BATCH_FINISHED",
     "BUSY",
     "CHANNEL",
     "CLAIM_LOCK",
     "CLEAR",
+    "CLEAR_BATCHED",
     "CLEAR_QUEUE",
+    "CLEAR_QUEUE_BATCHED",
     "COLUMNS",
     "COUNTS",
+    "COUNT_BATCH",
+    "DELETE_BATCH_ENDS",
     "FAILED_TABLE",
     "FAIL_DELETE",
     "FAIL_INSERT",
@@ -32,6 +40,8 @@ __all__ = [
     "MINUTE_TABLE",
     "NO_LIMIT",
     "OLDEST_WAITING",
+    "PAUSE",
+    "PAUSED_QUEUES",
     "PAUSED_TABLE",
     "PING",
     "PRUNE_MINUTES",
@@ -44,14 +54,22 @@ __all__ = [
     "SET_CONCURRENCY_KEY",
     "STARTS",
     "TABLE",
+    "WAITING_OF_BATCH",
     "abandoned",
     "aware",
+    "cancel_delete",
+    "cancel_mark",
+    "cancel_requested",
     "candidates",
+    "delete_jobs",
+    "drop_batch_delete",
     "execute",
     "heartbeat",
     "next_due",
     "release",
+    "resume",
     "returning",
+    "settled",
     "without_key",
 ]
 
@@ -155,6 +173,18 @@ SET_CONCURRENCY_KEY = (
 # The paused queues (Store.pause).
 PAUSED_TABLE = "laterite_paused_queue"
 CLEAR_QUEUE = f"DELETE FROM {TABLE} WHERE queue = %s"
+# Params: queue, now (Store.pause).
+PAUSE = (f"INSERT INTO {PAUSED_TABLE} (queue, paused_at) VALUES (%s, %s) "
+         f"ON CONFLICT (queue) DO NOTHING")
+PAUSED_QUEUES = f"SELECT queue FROM {PAUSED_TABLE}"
+# Params: '%"batch":[%', then CLEAR_QUEUE's queue for the second. The jobs of batches
+# that a clear deletes, their payloads returned to count them on their batches
+# (DatabaseStore._clear); CLEAR or CLEAR_QUEUE then deletes the others.
+CLEAR_BATCHED = f"DELETE FROM {TABLE} WHERE payload LIKE %s RETURNING payload"
+CLEAR_QUEUE_BATCHED = f"DELETE FROM {TABLE} WHERE payload LIKE %s AND queue = %s RETURNING payload"
+# Params: a batch's payload pattern (workflows.batch_pattern). Its waiting jobs, with
+# their payloads (Store.drop_batch: each dialect's DROP_BATCH_FIND).
+WAITING_OF_BATCH = f"SELECT id, payload FROM {TABLE} WHERE token IS NULL AND payload LIKE %s"
 # Whether a sweep would find work: a claimed job (its worker may die), or a batch
 # counted down to 0 whose callbacks wait (workflows.finish_settled). An idle
 # worker asks it once before it goes quiet (wait.py). The first claimed job in
@@ -178,6 +208,34 @@ NO_LIMIT = 1_000_000
 CANDIDATES = 200
 CANDIDATES_PER_JOB = 4
 CANDIDATES_MIN = 50
+
+# -- batches (workflows.py) ---------------------------------------------------
+
+# Params: calls added (twice), batch id. The batch's new total, unless it has finished
+# or was cancelled (workflows.add_to_batch).
+ADD_TO_BATCH = (
+    "UPDATE laterite_batch SET total = total + %s, pending = pending + %s "
+    "WHERE id = %s AND finished_at IS NULL AND cancelled_at IS NULL RETURNING total"
+)
+# Params: ended, failed, batch id. The batch's counts moved, unless it has finished
+# (workflows._count); returns what finished_jobs reads.
+COUNT_BATCH = (
+    "UPDATE laterite_batch SET pending = pending - %s, failed = failed + %s "
+    "WHERE id = %s AND finished_at IS NULL "
+    "RETURNING pending, failed, allow_failures, caught_at, cancelled_at, "
+    "then_call, catch_call, finally_call"
+)
+# Params: batch id. Its counted ends, let go once it has finished.
+DELETE_BATCH_ENDS = "DELETE FROM laterite_batch_end WHERE batch_id = %s"
+# Params: now, batch id (workflows.finished_jobs).
+BATCH_CAUGHT = "UPDATE laterite_batch SET caught_at = %s WHERE id = %s"
+BATCH_FINISHED = "UPDATE laterite_batch SET finished_at = %s WHERE id = %s"
+# Every batch counted down to 0 whose callbacks are not pushed yet (the sweep's
+# workflows.finish_settled).
+ALL_SETTLED = (
+    "SELECT id FROM laterite_batch WHERE pending <= 0 AND finished_at IS NULL"
+)
+
 # Reaches the server and the table (so a database never migrated says so).
 PING = f"SELECT 1 FROM {TABLE} WHERE 1 = 0"
 
@@ -247,6 +305,63 @@ def heartbeat(ids: int, tokens: int, now: str) -> str:
     token_marks = ", ".join(["%s"] * tokens)
     return (f"UPDATE {TABLE} SET claimed_at = {now} "
             f"WHERE id IN ({id_marks}) AND token IN ({token_marks})")
+
+
+def _marks(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def resume(queues: int) -> str:
+    """Params: `queues` queue names. Their pauses lifted (Store.resume)."""
+    return f"DELETE FROM {PAUSED_TABLE} WHERE queue IN ({_marks(queues)})"
+
+
+def cancel_mark(ids: int) -> str:
+    """Params: now, then `ids` job ids. The cancel asked of each job, waiting or running;
+    returns the ids found (Store.cancel)."""
+    return (f"UPDATE {TABLE} SET cancel_requested_at = %s WHERE id IN ({_marks(ids)}) "
+            f"RETURNING id")
+
+
+def cancel_delete(ids: int) -> str:
+    """Params: `ids` job ids. The waiting ones deleted, each returned as FAIL_DELETE
+    returns a job, for FAIL_INSERT (Store.cancel)."""
+    return (
+        f"DELETE FROM {TABLE} WHERE token IS NULL AND id IN ({_marks(ids)}) "
+        f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at, "
+        f"retried_from_id, retried_from_error"
+    )
+
+
+def cancel_requested(claims: int) -> str:
+    """Params: id and token of each of `claims` claims. The ids of those asked to cancel
+    (Store.cancel_requested)."""
+    pairs = " OR ".join(["(id = %s AND token = %s)"] * claims)
+    return f"SELECT id FROM {TABLE} WHERE cancel_requested_at IS NOT NULL AND ({pairs})"
+
+
+def drop_batch_delete(ids: int) -> str:
+    """Params: `ids` job ids. Those still waiting deleted, with their payloads
+    (Store.drop_batch)."""
+    return (f"DELETE FROM {TABLE} WHERE id IN ({_marks(ids)}) AND token IS NULL "
+            f"RETURNING id, payload")
+
+
+def delete_jobs(ids: int) -> str:
+    """Params: `ids` job ids. Deleted, waiting or running, with their payloads
+    (workflows.delete_jobs, the admin's Delete)."""
+    return f"DELETE FROM {TABLE} WHERE id IN ({_marks(ids)}) RETURNING payload"
+
+
+def settled(batches: int, lock: bool) -> str:
+    """Params: `batches` batch ids. Those counted down to 0 whose callbacks are not pushed
+    yet, locked if `lock` (FOR UPDATE): a second transaction finishing the same batch
+    waits, then finds it finished (workflows.finish_settled)."""
+    return (
+        "SELECT id, pending, failed, allow_failures, caught_at, cancelled_at, then_call, "
+        f"catch_call, finally_call FROM laterite_batch WHERE id IN ({_marks(batches)}) "
+        f"AND pending <= 0 AND finished_at IS NULL ORDER BY id{' FOR UPDATE' if lock else ''}"
+    )
 
 
 def without_key(sql: str) -> str:

@@ -24,13 +24,15 @@ from .sql import (
     ROW,
     STARTS,
     TABLE,
+    WAITING_OF_BATCH,
     abandoned,
     candidates,
     execute,
 )
 
 __all__ = [
-    "NOW", "SWEEP_BATCH", "claim", "claim_update", "delete", "execute_prepared",
+    "DROP_BATCH_FIND", "LIMITED_CLAIM_PRUNE", "LIMITED_CLAIM_START", "NOW", "SWEEP_BATCH",
+    "claim", "claim_update", "delete", "delete_marked", "execute_prepared", "insert_ends",
     "limited_claim", "make_due", "push", "push_one", "requeue_abandoned", "waking",
 ]
 
@@ -145,6 +147,28 @@ def delete(claims: Sequence[Claim]) -> Statement:
         f"DELETE FROM {TABLE} WHERE {pairs}",
         [value for c in claims for value in (c.id, c.token)],
     )
+
+
+def delete_marked(claims: Sequence[Claim]) -> Statement:
+    """Delete `claims` (held), returning the ids deleted (DatabaseStore._delete_marked)."""
+    pairs = ", ".join(["(%s, %s)"] * len(claims))
+    return (
+        f"DELETE FROM {TABLE} WHERE (id, token) IN (VALUES {pairs}) RETURNING id",
+        [v for c in claims for v in (c.id, c.token)],
+    )
+
+
+# Params: a batch's payload pattern. Its waiting jobs (Store.drop_batch; SQLite's
+# single writer keeps claims out until the commit).
+DROP_BATCH_FIND = WAITING_OF_BATCH
+
+
+def insert_ends(ends: int) -> str:
+    """Params: batch and position of each of `ends` ends. Those not counted yet inserted
+    and returned (workflows.count_ends counts them)."""
+    values = ", ".join(["(%s, %s)"] * ends)
+    return (f"INSERT INTO laterite_batch_end (batch_id, position) VALUES {values} "
+            "ON CONFLICT DO NOTHING RETURNING batch_id, position")
 
 
 def make_due(ids: Sequence[int], now: Any) -> list[Statement]:

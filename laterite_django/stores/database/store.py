@@ -41,7 +41,7 @@ from ..errors import guarded
 from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 from . import postgres, sql, sqlite
 from .postgres import keeps_callers_settings
-from .sql import TABLE, aware
+from .sql import aware
 from .vacuum import Vacuum
 from .wait import Waiting
 from .workflows import batch_ends, batch_pattern, count_ends, finish_settled, finished_jobs
@@ -620,24 +620,21 @@ class DatabaseStore(Store):
     def pause(self, queues: Sequence[str]) -> None:
         now = self._ts(timezone.now())
         for queue in dict.fromkeys(queues):
-            self._execute(
-                f"INSERT INTO {sql.PAUSED_TABLE} (queue, paused_at) VALUES (%s, %s) "
-                f"ON CONFLICT (queue) DO NOTHING", [queue, now])
+            self._execute(sql.PAUSE, [queue, now])
 
     @guarded
     def resume(self, queues: Sequence[str]) -> None:
         if not queues:
             return
-        marks = ", ".join(["%s"] * len(queues))
-        self._execute(f"DELETE FROM {sql.PAUSED_TABLE} WHERE queue IN ({marks})", list(queues))
+        self._execute(sql.resume(len(queues)), list(queues))
         if self.postgres:
             # Wake the idle workers as a push would (delivered at commit).
             for queue in dict.fromkeys(queues):
-                self._execute("SELECT pg_notify(%s, %s)", [sql.CHANNEL, queue])
+                self._execute(postgres.RESUME_NOTIFY, [sql.CHANNEL, queue])
 
     @guarded
     def paused_queues(self) -> set[str]:
-        rows, _ = self._execute(f"SELECT queue FROM {sql.PAUSED_TABLE}", [], fetch=True)
+        rows, _ = self._execute(sql.PAUSED_QUEUES, [], fetch=True)
         return {row[0] for row in rows}
 
     @guarded
@@ -646,7 +643,6 @@ class DatabaseStore(Store):
         result = dict.fromkeys(wanted, Outcome.FINISHED)
         if not wanted:
             return result
-        marks = ", ".join(["%s"] * len(wanted))
         now = self._ts(timezone.now())
         with transaction.atomic(using=self.database):
             # Marked first, waiting or running: the mark holds each row (its lock on
@@ -655,19 +651,10 @@ class DatabaseStore(Store):
             # the mark (the job's next claim fails it, rules.before_run). Deleted then
             # marked, each statement with its own snapshot, a release committed between
             # the two escaped both: "finished", and the job retried.
-            marked, _ = self._execute(
-                f"UPDATE {sql.TABLE} SET cancel_requested_at = %s WHERE id IN ({marks}) "
-                f"RETURNING id",
-                [now, *wanted], fetch=True,
-            )
+            marked, _ = self._execute(sql.cancel_mark(len(wanted)), [now, *wanted], fetch=True)
             for (job_id,) in marked:
                 result[job_id] = Outcome.ASKED
-            rows, _ = self._execute(
-                f"DELETE FROM {sql.TABLE} WHERE token IS NULL AND id IN ({marks}) "
-                f"RETURNING id, name, queue, payload, priority, unique_key, attempts, pushed_at, "
-                f"retried_from_id, retried_from_error",
-                wanted, fetch=True,
-            )
+            rows, _ = self._execute(sql.cancel_delete(len(wanted)), wanted, fetch=True)
             for row in rows:
                 self._execute(sql.FAIL_INSERT, [*row, now, reason(False)])
                 result[row[0]] = Outcome.CANCELLED
@@ -679,9 +666,8 @@ class DatabaseStore(Store):
     def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
         if not claims:
             return set()
-        pairs = " OR ".join(["(id = %s AND token = %s)"] * len(claims))
         rows, _ = self._execute(
-            f"SELECT id FROM {sql.TABLE} WHERE cancel_requested_at IS NOT NULL AND ({pairs})",
+            sql.cancel_requested(len(claims)),
             [value for c in claims for value in (c.id, c.token)], fetch=True,
         )
         return {row[0] for row in rows}
@@ -706,17 +692,11 @@ class DatabaseStore(Store):
         next links and count the batch ends of those deleted, in one transaction."""
         if self.postgres and not any('"chain":' in c.payload for c in claims):
             return self._delete_counted(claims)
-        if self.postgres:
-            # As the plain deletion: committed without waiting for the WAL flush (see
-            # postgres.py). A crash of the server that loses the commit loses the next
-            # link and the count with the deletion, so the job runs again, and they
-            # come with it then: never one without the other.
-            statement = f"{postgres.DELETE} RETURNING {TABLE}.id"
-            params: list = [[c.id for c in claims], [c.token for c in claims]]
-        else:
-            pairs = ", ".join(["(%s, %s)"] * len(claims))
-            statement = f"DELETE FROM {TABLE} WHERE (id, token) IN (VALUES {pairs}) RETURNING id"
-            params = [v for c in claims for v in (c.id, c.token)]
+        # On PostgreSQL as the plain deletion: committed without waiting for the WAL
+        # flush (see postgres.py). A crash of the server that loses the commit loses the
+        # next link and the count with the deletion, so the job runs again, and they
+        # come with it then: never one without the other.
+        statement, params = self.dialect.delete_marked(claims)
         with transaction.atomic(using=self.database):
             rows, _ = self._execute(statement, params, fetch=True)
             deleted = {row[0] for row in rows}
@@ -753,11 +733,10 @@ class DatabaseStore(Store):
         """Delete every job (of `queue`), waiting or running; return how many. A deleted job
         of a batch counts as failed on it (it never runs, as one cancelled through
         queue_cancel), in the same transaction, so its batch still ends."""
-        where, params = ("", []) if queue is None else (" AND queue = %s", [queue])
+        params = [] if queue is None else [queue]
+        batched = sql.CLEAR_BATCHED if queue is None else sql.CLEAR_QUEUE_BATCHED
         with transaction.atomic(using=self.database):
-            marked, _ = self._execute(
-                f"DELETE FROM {TABLE} WHERE payload LIKE %s{where} RETURNING payload",
-                ['%"batch":[%', *params], fetch=True)
+            marked, _ = self._execute(batched, ['%"batch":[%', *params], fetch=True)
             count = self._execute(sql.CLEAR if queue is None else sql.CLEAR_QUEUE, params)[1]
             self._failed_payloads([text for (text,) in marked])
         return count + len(marked)
@@ -766,11 +745,9 @@ class DatabaseStore(Store):
     def drop_batch(self, batch_id: int) -> int:
         """Delete the jobs of a cancelled batch that have not started, counting each as
         ended (not failed); return how many."""
-        lock = " FOR UPDATE SKIP LOCKED" if self.postgres else ""
         with transaction.atomic(using=self.database):
-            rows, _ = self._execute(
-                f"SELECT id, payload FROM {TABLE} WHERE token IS NULL AND payload LIKE %s{lock}",
-                [batch_pattern(batch_id)], fetch=True)
+            rows, _ = self._execute(self.dialect.DROP_BATCH_FIND, [batch_pattern(batch_id)],
+                                    fetch=True)
             # The pattern also matches a job whose arguments hold such a list: only the
             # jobs whose own mark names this batch are removed.
             rows = [row for row in rows if (marks_of(row[1]).batch or (None,))[0] == batch_id]
@@ -778,10 +755,7 @@ class DatabaseStore(Store):
             removed = 0
             for chunk in range(0, len(rows), 500):
                 ids = [row[0] for row in rows[chunk:chunk + 500]]
-                marks = ", ".join(["%s"] * len(ids))
-                gone, _ = self._execute(
-                    f"DELETE FROM {TABLE} WHERE id IN ({marks}) AND token IS NULL "
-                    f"RETURNING id, payload", ids, fetch=True)
+                gone, _ = self._execute(sql.drop_batch_delete(len(ids)), ids, fetch=True)
                 removed += len(gone)
                 ends += ends_of_payloads([text for _, text in gone])
             count_ends(self.database, ends, self.push)

@@ -36,7 +36,8 @@ from django.utils import timezone
 from ...crash_points import crash_point
 from ...workflows.calls import link_job
 from ...workflows.ending import ends_of, ends_of_payloads
-from .sql import TABLE
+from . import postgres, sql, sqlite
+from .sql import ADD_TO_BATCH
 
 if TYPE_CHECKING:
     from ...workflows.ending import End
@@ -44,33 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ADD_TO_BATCH", "add_to_batch", "batch_ends", "batch_pattern", "count_ends",
            "delete_jobs", "empty_batch_callbacks", "finish_settled", "finished_jobs"]
-
-# Params: calls added (twice), batch id. The batch's new total, unless it has finished
-# or was cancelled (workflows.add_to_batch).
-ADD_TO_BATCH = (
-    "UPDATE laterite_batch SET total = total + %s, pending = pending + %s "
-    "WHERE id = %s AND finished_at IS NULL AND cancelled_at IS NULL RETURNING total"
-)
-_UPDATE = (
-    "UPDATE laterite_batch SET pending = pending - %s, failed = failed + %s "
-    "WHERE id = %s AND finished_at IS NULL "
-    "RETURNING pending, failed, allow_failures, caught_at, cancelled_at, "
-    "then_call, catch_call, finally_call"
-)
-
-
-# PostgreSQL, params: batches, positions, failed (one per end, sorted). The ends
-# inserted (each once), counted per batch in the statement: (batch, ended, failed).
-_INSERT_COUNTED = (
-    "WITH e AS (SELECT DISTINCT ON (b, p) b, p, f FROM unnest(%s::bigint[], %s::int[], "
-    "%s::bool[]) AS e(b, p, f) ORDER BY b, p, f DESC), "
-    "ins AS (INSERT INTO laterite_batch_end (batch_id, position) SELECT b, p FROM e "
-    "ORDER BY b, p ON CONFLICT DO NOTHING RETURNING batch_id, position) "
-    "SELECT ins.batch_id, count(*), count(*) FILTER (WHERE e.f) FROM ins "
-    "JOIN e ON e.b = ins.batch_id AND e.p = ins.position GROUP BY ins.batch_id "
-    "ORDER BY ins.batch_id"
-)
-
 
 def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], Any]) -> None:
     """Count `ends` on their batches and `push` the callbacks they set off. Runs in the
@@ -85,7 +59,7 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
     connection = connections[using]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":  # counted by the statement itself
-            cursor.execute(_INSERT_COUNTED, [[end.batch for end in ends],
+            cursor.execute(postgres.COUNT_ENDS, [[end.batch for end in ends],
                                              [end.position for end in ends],
                                              [end.failed for end in ends]])
             for batch, ended, failed in cursor.fetchall():
@@ -94,12 +68,8 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
             new = set()
             for start in range(0, len(ends), 5000):  # SQLite's limit of parameters
                 part = ends[start:start + 5000]
-                values = ", ".join(["(%s, %s)"] * len(part))
-                cursor.execute(
-                    f"INSERT INTO laterite_batch_end (batch_id, position) VALUES {values} "
-                    "ON CONFLICT DO NOTHING RETURNING batch_id, position",
-                    [v for end in part for v in (end.batch, end.position)],
-                )
+                cursor.execute(sqlite.insert_ends(len(part)),
+                               [v for end in part for v in (end.batch, end.position)])
                 new |= {(int(b), int(p)) for b, p in cursor.fetchall()}
             for end in ends:
                 if (end.batch, end.position) in new:
@@ -114,18 +84,6 @@ def count_ends(using: str, ends: Sequence[End], push: Callable[[list[NewJob]], A
         push(jobs)
 
 
-# The batches of ids {ids} counted down to 0 whose callbacks are not pushed yet, locked
-# ({lock}): a second transaction finishing the same batch waits, then finds it finished.
-_SETTLED = (
-    "SELECT id, pending, failed, allow_failures, caught_at, cancelled_at, then_call, "
-    "catch_call, finally_call FROM laterite_batch WHERE id IN ({ids}) AND pending <= 0 "
-    "AND finished_at IS NULL ORDER BY id{lock}"
-)
-_ALL_SETTLED = (
-    "SELECT id FROM laterite_batch WHERE pending <= 0 AND finished_at IS NULL"
-)
-
-
 def finish_settled(using: str, batches: Sequence[int] | None,
                    push: Callable[[list[NewJob]], Any]) -> int:
     """Push the callbacks of `batches` (None: of every batch) that were counted down to 0
@@ -136,14 +94,13 @@ def finish_settled(using: str, batches: Sequence[int] | None,
     connection = connections[using]
     if batches is None:  # the sweep: one read, and a transaction only for what it finds
         with connection.cursor() as cursor:
-            cursor.execute(_ALL_SETTLED)
+            cursor.execute(sql.ALL_SETTLED)
             batches = [row[0] for row in cursor.fetchall()]
     if not batches:
         return 0
     with transaction.atomic(using=using), connection.cursor() as cursor:
         # SQLite has no row locks: its one writer at a time serializes these anyway.
-        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-        cursor.execute(_SETTLED.format(ids=", ".join(["%s"] * len(batches)), lock=lock),
+        cursor.execute(sql.settled(len(batches), connection.features.has_select_for_update),
                        list(batches))
         jobs: list[NewJob] = []
         rows = cursor.fetchall()
@@ -156,10 +113,10 @@ def finish_settled(using: str, batches: Sequence[int] | None,
 
 
 def _count(cursor: Any, batch: int, ended: int, failed: int) -> list[NewJob]:
-    cursor.execute(_UPDATE, [ended, failed, batch])
+    cursor.execute(sql.COUNT_BATCH, [ended, failed, batch])
     row = cursor.fetchone()
     if row is None:  # finished (or gone): nothing more to count
-        cursor.execute("DELETE FROM laterite_batch_end WHERE batch_id = %s", [batch])
+        cursor.execute(sql.DELETE_BATCH_ENDS, [batch])
         return []
     return finished_jobs(cursor, batch, row, failed)
 
@@ -175,14 +132,14 @@ def finished_jobs(cursor: Any, batch: int, row: Sequence[Any], failed_now: int) 
     if failed_now and not allow and caught_at is None and cancelled_at is None:
         if catch:
             jobs.append(_callback(catch))
-        cursor.execute("UPDATE laterite_batch SET caught_at = %s WHERE id = %s", [stamp, batch])
+        cursor.execute(sql.BATCH_CAUGHT, [stamp, batch])
     if pending <= 0:
         if then and cancelled_at is None and (not failed or allow):
             jobs.append(_callback(then))
         if finally_:
             jobs.append(_callback(finally_))
-        cursor.execute("UPDATE laterite_batch SET finished_at = %s WHERE id = %s", [stamp, batch])
-        cursor.execute("DELETE FROM laterite_batch_end WHERE batch_id = %s", [batch])
+        cursor.execute(sql.BATCH_FINISHED, [stamp, batch])
+        cursor.execute(sql.DELETE_BATCH_ENDS, [batch])
     return jobs
 
 
@@ -204,8 +161,7 @@ def delete_jobs(using: str, ids: Sequence[int], push: Callable[[list[NewJob]], A
         payloads: list[str] = []
         for start in range(0, len(ids), 500):
             chunk = [int(i) for i in ids[start:start + 500]]
-            cursor.execute(f"DELETE FROM {TABLE} WHERE id IN ({', '.join(['%s'] * len(chunk))}) "
-                           f"RETURNING payload", chunk)
+            cursor.execute(sql.delete_jobs(len(chunk)), chunk)
             rows = cursor.fetchall()
             deleted += len(rows)
             payloads += [text for (text,) in rows]
