@@ -71,8 +71,8 @@ IDLE_LOCK_RETRY = 0.005
 
 # The shared advisory locks a worker's listening session may hold, each with the flag
 # of the thread's state that says it does: IDLE_LOCK while it waits (`_go_idle`),
-# QUIET_LOCK while it is quiet (`_hold_quiet`).
-_HELD = ((IDLE_LOCK, "marked"), (QUIET_LOCK, "quiet_held"))
+# QUIET_LOCK while it is quiet (`_hold_quiet_lock`).
+_HELD = ((IDLE_LOCK, "idle_held"), (QUIET_LOCK, "quiet_held"))
 
 LISTEN_HINT = (
     "Set LATERITE_QUEUE_LISTEN_DATABASE to a database alias that reaches the same "
@@ -144,7 +144,7 @@ class Waiting:
                     # quiet spell that ended lets go of QUIET_LOCK: the worker claims
                     # next, and its work must not make every claim notify.
                     if not self.quiet():
-                        self._unquiet(listener)
+                        self._release_quiet_lock(listener)
                     return
                 # In slices, so a stop request is seen within a second.
                 ready, _, _ = select.select([listener.fileno()], [], [], min(left, 1.0))
@@ -164,13 +164,13 @@ class Waiting:
         push that looked before is still uncommitted (PUSH_LOCK free for an instant).
         If one is, wait a little, longer each time, and let the worker claim again
         (that push, once committed, is seen by a claim; later ones notify)."""
-        if not getattr(self.local, "marked", False):
+        if not getattr(self.local, "idle_held", False):
             # Tried, never waited for: a push holds it exclusive only for an instant,
             # and a worker must not hang on a session that kept it (a push cancelled
             # between its try and its unlock); such a worker looks every poll instead.
-            self.local.marked = listener.execute(
+            self.local.idle_held = listener.execute(
                 "SELECT pg_try_advisory_lock_shared(%s)", [IDLE_LOCK]).fetchone()[0]
-        if self.local.marked and listener.execute(
+        if self.local.idle_held and listener.execute(
                 "SELECT CASE WHEN pg_try_advisory_lock(%s) THEN pg_advisory_unlock(%s) "
                 "ELSE false END", [PUSH_LOCK, PUSH_LOCK]).fetchone()[0]:
             self.local.idle = True
@@ -187,7 +187,7 @@ class Waiting:
         than needed, it costs pushes a notification, never a lost wake-up.) And of
         QUIET_LOCK, in the same statement: both go in one round trip, which is on the
         way from the push to the job."""
-        self._let_go(listener, "marked", "quiet_held")
+        self._let_go(listener, "idle_held", "quiet_held")
         self.local.idle = False
 
     def quiet(self) -> bool:
@@ -217,11 +217,11 @@ class Waiting:
             due = self._next_due(queues)
             now = timezone.now()
             if due is not None and due <= now:
-                self._unquiet(listener)
+                self._release_quiet_lock(listener)
                 return timeout
-            if (not self._hold_quiet(listener)
+            if (not self._hold_quiet_lock(listener)
                     or execute(self.connection, BUSY, [], fetch=True)[0][0][0]):
-                self._unquiet(listener)
+                self._release_quiet_lock(listener)
                 wait = max(timeout, longest)
                 return wait if due is None else min(wait, (due - now).total_seconds())
             until = time.time() + QUIET_LONGEST
@@ -231,7 +231,7 @@ class Waiting:
         left = until - time.time()
         return timeout if left <= 0 else min(max(timeout, longest), left)
 
-    def _hold_quiet(self, listener: Any) -> bool:
+    def _hold_quiet_lock(self, listener: Any) -> bool:
         """Hold QUIET_LOCK, shared, and say whether no claim that may not have seen it
         is uncommitted (postgres.LOOK); the caller then looks at what is claimed."""
         if getattr(self.local, "quiet_held", False):
@@ -241,7 +241,7 @@ class Waiting:
         self.local.quiet_held = look is not None
         return bool(look)
 
-    def _unquiet(self, listener: Any) -> None:
+    def _release_quiet_lock(self, listener: Any) -> None:
         """Let go of QUIET_LOCK: claims need not wake this worker."""
         self._let_go(listener, "quiet_held")
 
@@ -328,7 +328,7 @@ class Waiting:
 
     def _close_listener(self) -> None:
         # The locks go with the session.
-        self.local.idle = self.local.marked = self.local.quiet_held = False
+        self.local.idle = self.local.idle_held = self.local.quiet_held = False
         listener = getattr(self.local, "listener", None)
         if listener is not None:
             try:  # noqa: SIM105 -- a dead connection may fail to close; that is fine
@@ -427,7 +427,7 @@ class Waiter:
         self._busy = threading.Lock()  # held while the connection is in use
         _waiters.add(self)
         self._version: int | None = None
-        self._quiet_until = 0.0
+        self._debounce_until = 0.0  # after a write woke it, no watch before then
         self.looks = 0  # how often data_version was read (for tests)
 
     @property
@@ -455,11 +455,11 @@ class Waiter:
             time.sleep(min(WAKE_CHECK_EVERY, seconds))
             return
         now = time.monotonic()
-        if now < self._quiet_until:
-            time.sleep(min(self._quiet_until - now, seconds))
+        if now < self._debounce_until:
+            time.sleep(min(self._debounce_until - now, seconds))
             return
         if self._watch.wait(min(WATCHED_LOOK_EVERY, seconds)):
-            self._quiet_until = time.monotonic() + WAKE_CHECK_EVERY
+            self._debounce_until = time.monotonic() + WAKE_CHECK_EVERY
 
     def close(self) -> None:
         with self._busy:
