@@ -91,16 +91,19 @@ NOX_TMP = Path(os.environ.get("LATERITE_NOX_TMP", "/tmp/laterite-nox"))
 
 # mypy checks against Django 5.2, with the django_tasks backport that serves tasks there;
 # django-stubs' version follows Django's, and each release names the mypy it supports.
-TYPECHECK = ["mypy==1.19.1", "django-stubs==5.2.9", "django-stubs-ext==5.2.9"]
+TYPECHECK = ["mypy==1.19.1", "django-stubs==5.2.9", "django-stubs-ext==5.2.9",
+             "import-linter==2.17"]
 
 
 @nox.session(python=["3.11"])
 def lint(session: nox.Session) -> None:
-    """ruff, mypy, `manage.py check` and a missing-migration check, on Django 5.2."""
+    """ruff, mypy, the layers (lint-imports), `manage.py check` and a missing-migration
+    check, on Django 5.2."""
     _, django, extras, _ = MATRIX[0]
     session.install("-e", ".[test,typecheck]", django, *extras, *TYPECHECK)
     session.run("ruff", "check", ".")
     session.run("mypy")
+    session.run("lint-imports")  # the layers: [tool.importlinter] in pyproject.toml
     env = {"DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": "."}
     session.run("python", "-m", "django", "check", "--fail-level", "WARNING", env=env)
     session.run("python", "-m", "django", "makemigrations", "--check", "--dry-run", env=env)

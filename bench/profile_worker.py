@@ -58,7 +58,7 @@ def drain(profile):
     noop.push_many([(i,) for i in range({n})])
     worker = Worker(["default"], stop_when_empty=True, batch={batch})
     if {metrics}:
-        from laterite_django.metrics.tally import Tally
+        from laterite_django.worker.tally import Tally
         from laterite_django.metrics.totals import Totals
         worker.tally = Tally(Totals().add)
     wall, cpu = time.perf_counter(), time.process_time()

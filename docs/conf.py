@@ -71,5 +71,5 @@ nitpick_ignore_regex = [
     ("py:class", r"Batch"),
     # Internals a public class builds on or a method meant for the package returns.
     ("py:class", r"(laterite_django\.)?(async_push\.AsyncPushes|push_checks\.PushChecks"
-                 r"|JobCall|NewJob|JobOptions)"),
+                 r"|(calls\.)?JobCall|(core\.values\.)?NewJob|(core\.rules\.)?JobOptions)"),
 ]

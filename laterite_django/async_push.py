@@ -24,7 +24,7 @@ from .context import Pushed
 from .exceptions import PushFromEventLoop
 
 if TYPE_CHECKING:
-    from .stores import NewJob
+    from .core.values import NewJob
 
 __all__ = ["AsyncPushes", "refuse_event_loop", "running_loop"]
 

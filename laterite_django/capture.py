@@ -17,8 +17,8 @@ from . import payload
 from .context import Pushed
 
 if TYPE_CHECKING:
+    from .core.values import NewJob
     from .jobs import JobFunction
-    from .stores import NewJob
 
 __all__ = ["CapturedPush", "capture_jobs", "capturing", "record"]
 

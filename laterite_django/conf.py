@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 
+from .core.limits import limits_problem
 from .exceptions import LateriteConfigurationError
 
 __all__ = [
@@ -179,9 +180,9 @@ def _schedules(value: Any) -> Problem | None:
     if not isinstance(value, dict):
         return Problem(20, "it must be a dict of schedule names to definitions")
     return None
-def _limits(value: Any) -> Problem | None:
-    from .flow.limits import limits_problem
 
+
+def _limits(value: Any) -> Problem | None:
     found = limits_problem(value)
     return None if found is None else Problem(30, found)
 

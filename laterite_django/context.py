@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from .core.progress import check as check_progress
 from .exceptions import Cancelled
-from .progress import check as check_progress
 
 if TYPE_CHECKING:
     from .flow.cancel import CancelWatch

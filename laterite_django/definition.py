@@ -6,7 +6,7 @@ from datetime import timedelta
 from numbers import Real
 from typing import TYPE_CHECKING
 
-from .backoff import validate_backoff
+from .core.backoff import validate_backoff
 from .push_checks import priority_problem
 
 if TYPE_CHECKING:

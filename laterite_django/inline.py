@@ -16,8 +16,8 @@ from . import payload
 from .context import JobContext, Pushed
 
 if TYPE_CHECKING:
+    from .core.values import NewJob
     from .jobs import JobFunction
-    from .stores import NewJob
 
 __all__ = ["arun", "run", "set_runner"]
 

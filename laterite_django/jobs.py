@@ -13,38 +13,28 @@ from django.utils import timezone
 
 from . import capture, inline, payload, tracing
 from .async_push import AsyncPushes, refuse_event_loop, running_loop
-from .backoff import Backoff
+from .calls import JobCall
 from .conf import settings, validate_all
 from .context import Pushed
+from .core.backoff import Backoff
+from .core.rules import JobOptions
+from .core.sizes import PRIORITY_MAX as _PRIORITY_MAX
+from .core.sizes import PRIORITY_MIN as _PRIORITY_MIN
+from .core.sizes import UNIQUE_KEY_MAX, unfit
+from .core.values import NewJob
 from .definition import check_options
-from .flow.limits import job_concurrency_key
-from .limits import PRIORITY_MAX as _PRIORITY_MAX
-from .limits import PRIORITY_MIN as _PRIORITY_MIN
 from .push_checks import Call, PushChecks
 from .registry import registry
+from .stores import get_store
 
 if TYPE_CHECKING:
-    from .stores import Claim, NewJob, Store
-    from .worker.rules import Decision, JobOptions
-    from .workflows.calls import JobCall
+    from .core.rules import Decision
+    from .core.values import Claim
 
-__all__ = ["JobFunction", "job", "set_thread_starter"]
+__all__ = ["JobFunction", "job", "job_concurrency_key", "limit_of_payload", "set_thread_starter"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# laterite_django.stores' NewJob and get_store, imported at the first push (the stores
-# import the models, which this module, imported from settings, must not): a function
-# import at each push would cost a call of importlib's _handle_fromlist.
-_NewJob: Any = None
-_get_store: Callable[[], Store] | None = None
-
-
-def _import_stores() -> None:
-    global _NewJob, _get_store
-    from .stores import NewJob, get_store  # the stores import the models: see above
-
-    _NewJob, _get_store = NewJob, get_store
 
 
 # Starts the `worker` mode's threads in this process if they are not running: the
@@ -137,8 +127,6 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     def call(self, *args: P.args, **kwargs: P.kwargs) -> JobCall:
         """A call of this job to push later, in a chain or a batch; checked and encoded
         as a push would be."""
-        from .workflows.calls import JobCall  # upward import, removed when the core moves down
-
         return JobCall.checked(self, args, kwargs)
 
     def push_many(self, calls: Iterable[Call]) -> list[Pushed]:
@@ -232,15 +220,13 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     ) -> NewJob:
         """One call checked and encoded as a job to store (its queue checked already): due
         at `at`, else `delay` seconds after the store's now (NewJob.delay)."""
-        if _NewJob is None:
-            _import_stores()
         self._check_arguments(args, kwargs)
         if priority is None:
             priority = self.priority
         if type(priority) is not int or not _PRIORITY_MIN <= priority <= _PRIORITY_MAX:
             self._check_priority(priority)
         name = self.name
-        new = _NewJob(
+        new = NewJob(
             name=name,
             queue=queue,
             payload=payload.encode(name, args, kwargs, trace),
@@ -272,9 +258,7 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]:
         """Hand checked jobs to the store (after the commit if it cannot join the
         caller's transaction); start the worker threads in `worker` mode."""
-        if _get_store is None:
-            _import_stores()
-        store = _get_store()  # type: ignore[misc]
+        store = get_store()
         if settings.MODE == "worker":
             validate_all()  # no system check ran under a WSGI server: refuse bad settings
             if _start_worker_threads is None:
@@ -296,10 +280,6 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         options = self._options
         if (options is None or options.tries != self.tries or options.backoff is not self.backoff
                 or options.timeout != self.timeout):
-            # The rule book imports the stores, hence the models, which this module,
-            # imported from settings, must not; it moves down with the core.
-            from .worker.rules import JobOptions
-
             options = self._options = JobOptions(
                 tries=self.tries, backoff=self.backoff, timeout=self.timeout)
         return options
@@ -356,3 +336,40 @@ def job(
     if callable(name):  # bare @job
         return decorate(name)
     return decorate
+
+
+def job_concurrency_key(job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any]
+                        ) -> str:
+    """The key a job's `concurrency` counts under: its `concurrency_key`'s, or its name."""
+    if job.concurrency_key is None:
+        return job.name
+    key = job.concurrency_key(*args, **kwargs)
+    if key is None:
+        return job.name
+    if not isinstance(key, str):
+        raise TypeError(
+            f"Job {job.name!r}: concurrency_key returned {key!r}; it must return a str or None.")
+    problem = unfit("the concurrency_key", key, UNIQUE_KEY_MAX)
+    if problem:
+        raise ValueError(f"Job {job.name!r}: {problem}.")
+    return key
+
+
+def limit_of_payload(name: str, text: str) -> tuple[int, str] | None:
+    """The (limit, key) a push of job `name` with this payload gives it, for a job stored
+    again from its payload (stores.callbacks.with_limit); None without a limit.
+
+    A job unknown here, or a payload that no longer decodes, goes without one; a
+    concurrency_key that raises now counts the job under its name.
+    """
+    job = registry.find(name)
+    if job is None:
+        return None
+    try:
+        args, kwargs = payload.decode(text)
+    except Exception:
+        return None
+    try:
+        return job.concurrency_of(args, kwargs)
+    except Exception:
+        return None if job.concurrency is None else (job.concurrency, job.name)

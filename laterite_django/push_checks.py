@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from .binding import mismatch
-from .exceptions import JobNotRegistered
-from .limits import (
+from .core.binding import mismatch
+from .core.sizes import (
     MAX_DELAY,
     NAME_MAX,
     PRIORITY_MAX,
@@ -21,6 +20,7 @@ from .limits import (
     UNIQUE_KEY_MAX,
     unfit,
 )
+from .exceptions import JobNotRegistered
 from .registry import registry
 
 __all__ = ["Call", "PushChecks", "priority_problem"]

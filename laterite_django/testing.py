@@ -22,7 +22,8 @@ from django.test import override_settings
 
 from .capture import CapturedPush, capture_jobs
 from .conf import settings
-from .stores import Claim, Store, get_store
+from .core.values import Claim
+from .stores import Store, get_store
 from .worker.execute import in_this_thread
 from .worker.loop import Worker
 

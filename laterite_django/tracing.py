@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - the package works without it
     trace = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from .stores import Claim
+    from .core.values import Claim
 
 __all__ = ["LINK_AFTER", "AttemptSpan", "attempt_span", "carrier", "enabled", "trace_of"]
 

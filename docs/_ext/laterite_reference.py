@@ -203,7 +203,7 @@ def metrics() -> list[Metric]:
 def label_values() -> dict[str, tuple[str, ...]]:
     """The values a label takes where the code fixes them: outcome and state."""
     from laterite_django.metrics.collector import STATES
-    from laterite_django.metrics.tally import OUTCOMES
+    from laterite_django.worker.tally import OUTCOMES
 
     return {"outcome": tuple(OUTCOMES.values()), "state": tuple(STATES)}
 

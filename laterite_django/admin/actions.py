@@ -137,7 +137,7 @@ def cancel_selected(
 ) -> None:
     """Cancel jobs (flow control): waiting ones go to the failed list, running ones are
     told and interrupted after a grace, finished ones are left alone."""
-    from ..flow.cancel import Outcome
+    from ..core.cancel import Outcome
 
     ids = selected_ids(request, queryset)
     outcomes: dict[int, str] = {}

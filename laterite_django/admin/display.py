@@ -62,7 +62,7 @@ def pretty_json(text: str) -> SafeString:
 def progress_bar(job: Any) -> SafeString | str:
     """A running job's progress (`cx.progress`): a bar when it has a total, then its
     words (the note cut short, whole on hover); "" when its attempt said none."""
-    from ..progress import Progress
+    from ..core.progress import Progress
 
     progress = Progress.parse(getattr(job, "progress", ""), job.token)
     if progress is None:

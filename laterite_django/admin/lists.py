@@ -22,8 +22,8 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from ..conf import settings
+from ..core.progress import Progress
 from ..models import FailedJob, Job
-from ..progress import Progress
 from ..stores import get_store
 from ..stores.database.workflows import delete_jobs
 from .actions import (

@@ -18,8 +18,9 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from ..conf import settings
-from ..minutes import Minute, minute_start
-from ..stores import QueueCounts, get_store
+from ..core.minutes import Minute, minute_start
+from ..core.values import QueueCounts
+from ..stores import get_store
 from .chart import minute_chart
 
 __all__ = ["OverviewAdmin", "overview_rows"]

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from django.http import HttpRequest
 
 from ..conf import settings
-from ..stores import QueueCounts, get_store
+from ..core.values import QueueCounts
+from ..stores import get_store
 
 __all__ = ["QueueRow", "Summary", "queue_summary"]
 

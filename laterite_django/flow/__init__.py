@@ -35,8 +35,8 @@ def cancel(job_id: int | str) -> str:
     one is told (`cx.cancelled`, `cx.check()`) and interrupted after a grace; a job
     that finished already (or never existed) is left alone: "finished".
     """
+    from ..core.values import job_ids
     from ..stores import get_store
-    from ..stores.base import job_ids
 
     given: list = [job_id]
     (outcome,) = get_store().cancel(job_ids(given)).values()

@@ -1,4 +1,5 @@
-"""Cancelling a job: the words of its outcome, and how a running one learns of it.
+"""Cancelling a job: how a running one learns of it (the words of its outcome:
+core/cancel.py).
 
 A waiting or delayed job is moved to the failed list by the store at once. A
 running one is marked in the store; the worker's heartbeat thread looks for that
@@ -15,32 +16,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..stores import Claim, Store
+    from ..core.values import Claim
+    from ..stores import Store
 
-__all__ = ["GRACE", "LOOK_EVERY", "CancelWatch", "Lookout", "Outcome", "reason"]
+__all__ = ["GRACE", "LOOK_EVERY", "CancelWatch", "Lookout"]
 
 # Seconds a running job has, once told, to stop by itself before it is interrupted.
 GRACE = 3.0
 # How often the heartbeat asks the store about the running job (and how long a job
 # runs before it is first asked about: shorter jobs are never asked).
 LOOK_EVERY = 1.0
-# The first word of a cancelled job's error on the failed list.
-CANCELLED = "Cancelled"
-
-
-class Outcome:
-    """What a cancel did to one job."""
-
-    CANCELLED = "cancelled"  # it was waiting or delayed: on the failed list now
-    ASKED = "asked"  # it runs: told now, interrupted after the grace
-    FINISHED = "finished"  # no such job waits or runs (finished, or never was)
-
-
-def reason(running: bool) -> str:
-    """The error a cancelled job carries on the failed list."""
-    return f"{CANCELLED}: {'while it ran' if running else 'before it ran'}"
-
-
 class CancelWatch:
     """One running job's cancel state, shared by the worker's thread and its heartbeat."""
 

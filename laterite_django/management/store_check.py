@@ -23,11 +23,10 @@ from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections, router
 
-from ..backoff import Growing
+from ..core.backoff import Growing
 from ..exceptions import StoreNotMigrated, StoreUnavailable
 from ..stores import Store
-from ..stores.errors import database_outage, describe_database
-from ..worker.outage import drop_connections
+from ..stores.errors import database_outage, describe_database, drop_connections
 from .console import describe_store, version
 
 __all__ = ["StoreCommand", "check_store", "unapplied_migrations", "wait_for_store", "warn_of"]

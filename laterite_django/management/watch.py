@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from ..conf import settings
-from ..stores import QueueCounts, Store
+from ..core.values import QueueCounts
+from ..stores import Store
 from ..worker.attempt import for_humans
 
 __all__ = ["frame", "watch"]

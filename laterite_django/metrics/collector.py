@@ -20,8 +20,9 @@ from prometheus_client.registry import Collector
 
 from .. import forking
 from ..conf import settings
-from ..stores import QueueCounts, Store, get_store
-from .tally import BUCKETS
+from ..core.values import QueueCounts
+from ..stores import Store, get_store
+from ..worker.tally import BUCKETS
 from .totals import Totals
 
 __all__ = ["JobsCollector", "QueueCollector"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .tally import new_histogram
+from ..worker.tally import new_histogram
 
 __all__ = ["Totals"]
 

@@ -15,7 +15,7 @@ class Batch(models.Model):
     counted once (workflows.counts); the transaction that takes it to 0 pushes `then`
     and `finally_` (on PostgreSQL's batch drain, the next one, which sets
     `finished_at`), the one that counts the first failure pushes `catch`. The
-    callbacks are calls (workflows.calls) as JSON text.
+    callbacks are calls (calls.py) as JSON text.
     """
 
     id = models.BigAutoField(primary_key=True)

@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.conf import settings as django_settings
 
 from .. import payload
+from ..core.sizes import NAME_MAX, QUEUE_MAX
 from ..exceptions import InvalidPayload, LateriteConfigurationError
-from ..limits import NAME_MAX, QUEUE_MAX
 from ..registry import registry
 from .tasks import SCHEDULED_TASK, scheduled_task_job, task_problem
 from .ticks import CronTicks, EveryTicks, Ticks, cron_problem, expand_alias

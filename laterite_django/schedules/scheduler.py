@@ -26,9 +26,11 @@ from datetime import datetime
 from django.utils import timezone
 
 from .. import payload
-from ..backoff import Growing
+from ..core.backoff import Growing
+from ..core.values import NewJob
 from ..exceptions import StoreUnavailable
-from ..stores import NewJob, Store, get_store
+from ..stores import Store, get_store
+from ..stores.errors import drop_connections
 from ..stores.schedule_state import Fired, ScheduleFire
 from .definition import Schedule, schedules
 from .plan import plan
@@ -128,8 +130,6 @@ class Scheduler:
     def round(self) -> float:
         """One step that never raises: a store that is down is said once and waited for
         (growing pauses), any other error logged. Return the seconds to wait."""
-        from ..worker.outage import drop_connections
-
         try:
             wait = self.step()
         except StoreUnavailable as e:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -26,12 +27,28 @@ _job: JobFunction | None = None
 _lock = threading.Lock()
 
 
+# Finds the Task at a module path (tasks.results.resolve_task), set at start-up
+# (apps.ready): the tasks package sits above the schedules. It imports Django's Tasks
+# framework (django.tasks, or the django_tasks backport), an optional dependency, when
+# first called: ImportError without it.
+_resolve_task: Callable[[str], Any] | None = None
+
+
+def set_task_resolver(resolve: Callable[[str], Any]) -> None:
+    """Register what finds the Task at a module path (called by ready())."""
+    global _resolve_task
+    _resolve_task = resolve
+
+
+def resolve_task(path: str) -> Any:
+    """The Task at `path` (see tasks.results.resolve_task)."""
+    if _resolve_task is None:
+        raise RuntimeError("laterite_django is not ready: is it in INSTALLED_APPS?")
+    return _resolve_task(path)
+
+
 def enqueue_task(task: str, args: list, kwargs: dict) -> str:
     """The `laterite.scheduled_task` job: enqueue the Task at `task`; return its result id."""
-    # Optional dependency: Django's Tasks framework (django.tasks, or the django_tasks
-    # backport), which tasks.results imports.
-    from ..tasks.results import resolve_task
-
     return str(resolve_task(task).enqueue(*args, **kwargs).id)
 
 
@@ -60,11 +77,9 @@ def task_problem(path: Any, args: Any, kwargs: Any) -> tuple[int, str] | None:
     """What is wrong with scheduling the task at `path` with these arguments, if anything:
     (check code, text)."""
     try:
-        from ..tasks.results import resolve_task  # optional dependency: see enqueue_task
-    except ImportError as e:
-        return 21, f"task {path!r} needs Django's Tasks framework ({e})"
-    try:
         found = resolve_task(path)
+    except ImportError as e:  # the optional dependency: see _resolve_task
+        return 21, f"task {path!r} needs Django's Tasks framework ({e})"
     except LookupError as e:
         return 21, str(e).rstrip(".")
     parameters = list(inspect.signature(found.func).parameters.values())

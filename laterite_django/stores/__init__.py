@@ -7,8 +7,9 @@ import threading
 from django.utils.module_loading import import_string
 
 from ..conf import settings
+from ..core.values import Claim, NewJob, QueueCounts, Running
 from ..exceptions import LateriteConfigurationError
-from .base import Claim, NewJob, QueueCounts, Running, Store
+from .base import Store
 
 __all__ = ["Claim", "NewJob", "QueueCounts", "Running", "Store", "get_store", "reset_store"]
 

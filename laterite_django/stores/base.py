@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
+from ..core.values import Claim, NewJob, QueueCounts, Running, job_ids
 from ..exceptions import StoreUnavailable
 from .errors import database_outage, guarded
 from .failed_list import FailedList
-from .values import Claim, NewJob, QueueCounts, Running, job_ids
 
 if TYPE_CHECKING:
-    from ..minutes import Minute
+    from ..core.limits import Limits
+    from ..core.minutes import Minute
     from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 __all__ = ["QUIET_LONGEST", "Claim", "NewJob", "QueueCounts", "Running", "Store", "job_ids"]
@@ -64,18 +65,24 @@ class Store(FailedList, abc.ABC):
         transaction.on_commit(lambda: self.push(jobs), using=self.database)
 
     @abc.abstractmethod
-    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
-        """Claim up to `limit` due jobs, the first listed queue first, oldest first."""
+    def claim(self, queues: Sequence[str], worker: str, limit: int = 1,
+              limits: Limits | None = None) -> list[Claim]:
+        """Claim up to `limit` due jobs, the first listed queue first, oldest first.
+
+        `limits`: the limits the claim applies (the worker's, read from the settings and
+        the registry: flow.limits.limits_of); None reads them through stores.callbacks.
+        """
 
     def settle_and_claim(
-        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1,
+        limits: Limits | None = None,
     ) -> list[Claim]:
         """Delete `finished` jobs (claims still held) and claim the next ones.
 
         Stores that can do both in one round trip override this.
         """
         self.delete(finished)
-        return self.claim(queues, worker, limit)
+        return self.claim(queues, worker, limit, limits)
 
     @abc.abstractmethod
     def requeue_abandoned(self, retry_after: float, reason: str) -> int:
@@ -246,6 +253,7 @@ class Store(FailedList, abc.ABC):
     def wait_and_claim(
         self, queues: Sequence[str], worker: str, limit: int, timeout: float, stop, *,
         fresh_within: float, longest: float | None = None, quiet_after: float = 5.0,
+        limits: Limits | None = None,
     ) -> list[Claim]:
         """Wait as `wait` does; a store that can claim in the round trip that wakes it
         returns what it claimed there (as `claim` would), saving the worker one.

@@ -7,14 +7,21 @@ says the server is reachable but busy.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from django.db import connections
 
 from ..exceptions import StoreNotMigrated, StoreUnavailable
 
-__all__ = ["database_outage", "describe_database", "describe_redis", "guarded", "redis_outage"]
+if TYPE_CHECKING:
+    from .base import Store
+
+__all__ = ["database_outage", "describe_database", "describe_redis", "drop_connections", "guarded",
+           "redis_outage"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -181,3 +188,12 @@ def redis_outage(error: BaseException, alias: str) -> StoreUnavailable | None:
     return StoreUnavailable(
         f"The redis store cannot be reached: {describe_redis(alias)}: {_first_line(error)}"
     )
+
+
+def drop_connections(store: Store) -> None:
+    """Close this thread's database connections and the store's: they may be broken."""
+    for conn in connections.all(initialized_only=True):
+        with contextlib.suppress(Exception):
+            conn.close()
+    with contextlib.suppress(Exception):
+        store.close()

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.utils import timezone
 
-from ..crash_points import crash_point
+from ..core.crash_points import crash_point
+from ..core.values import NewJob
+from .callbacks import with_limit
 from .errors import guarded
-from .values import NewJob, with_limit
 
 if TYPE_CHECKING:
     from ..models import FailedJob, Job

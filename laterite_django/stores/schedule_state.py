@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from .base import NewJob
+from ..core.values import NewJob
 
 __all__ = ["REMOVED", "Fired", "ScheduleFire", "ScheduleState"]
 

@@ -14,9 +14,9 @@ from typing import Any
 from django.apps import apps
 from django.core import checks
 
-from ..backoff import Backoff
 from ..conf import raw
-from ..limits import QUEUE_MAX, TASK_PATH_MAX, unfit
+from ..core.backoff import Backoff
+from ..core.sizes import QUEUE_MAX, TASK_PATH_MAX, unfit
 from .compat import (
     BaseTaskBackend,
     InvalidTask,

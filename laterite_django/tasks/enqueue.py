@@ -11,8 +11,8 @@ from django.utils.crypto import get_random_string
 
 from ..conf import settings
 from ..context import Pushed
+from ..core.sizes import UNIQUE_KEY_MAX, too_long
 from ..exceptions import PushNotReplicated
-from ..limits import UNIQUE_KEY_MAX, too_long
 from ..payload import check_keys, check_text
 from ..stores import get_store
 from .compat import Task, TaskResult, TaskResultStatus, task_enqueued

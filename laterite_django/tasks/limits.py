@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.sizes import UNIQUE_KEY_MAX, too_long
 from ..flow.limits import note_limited_task
-from ..limits import UNIQUE_KEY_MAX, too_long
 from .compat import InvalidTask
 from .task import DEFAULT
 

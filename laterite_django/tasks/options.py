@@ -5,7 +5,7 @@ from __future__ import annotations
 from numbers import Real
 from typing import Any
 
-from ..backoff import validate_backoff
+from ..core.backoff import validate_backoff
 from .limits import concurrency_problem
 
 __all__ = ["DEFAULT_OPTIONS", "option_problem"]

@@ -20,10 +20,10 @@ from django.utils.module_loading import autodiscover_modules
 
 from .. import payload
 from ..context import JobContext
+from ..core.rules import Decision, JobOptions
+from ..core.values import Claim
 from ..jobs import JobFunction
 from ..registry import registry
-from ..stores import Claim
-from ..worker.rules import Decision, JobOptions
 from .task_run import TaskRun, _summary
 
 __all__ = ["TASK_JOB", "TaskJob", "register_if_configured", "run_task", "task_job"]

@@ -13,11 +13,11 @@ from typing import Any
 from django.utils import timezone
 
 from ..context import JobContext
+from ..core.rules import Action, Decision
 from ..exceptions import Cancelled, Fail
 from ..worker.attempt import WorkerStopped
 from ..worker.execute import JobTimeout
 from ..worker.loop import default_worker_name
-from ..worker.rules import Action, Decision
 
 __all__ = ["TaskRun"]
 

@@ -22,18 +22,18 @@ from django.utils import timezone
 
 from .. import payload
 from ..context import JobContext
+from ..core import rules
+from ..core.cancel import reason as cancel_reason
+from ..core.marks import marks_of
+from ..core.rules import Action, Attempt, Decision, Ending, JobOptions
+from ..core.values import Claim
 from ..exceptions import Cancelled, Fail, JobNotRegistered, Retry
 from ..flow.cancel import CancelWatch
-from ..flow.cancel import reason as cancel_reason
 from ..registry import registry
 from ..signals import job_started, job_succeeded
-from ..stores import Claim
 from ..tracing import AttemptSpan, attempt_span
 from ..workflows.cancelled import batch_cancelled
-from ..workflows.marks import marks_of
-from . import rules
 from .execute import Ran, run_job, time_limit_passed
-from .rules import Action, Attempt, Decision, Ending, JobOptions
 from .settle import Settled, notify
 
 if TYPE_CHECKING:

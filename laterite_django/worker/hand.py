@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 
-from ..stores import Claim
+from ..core.values import Claim
 
 __all__ = ["Hand"]
 

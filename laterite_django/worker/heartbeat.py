@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
-from ..crash_points import crash_point
+from ..core.crash_points import crash_point
+from ..core.progress import ProgressDesk
 from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
-from ..progress import ProgressDesk
 from ..stores import Store
 from .hand import Hand
 

@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
-from ..crash_points import crash_point
-from ..stores import Claim, Store
-from .rules import lost_reason
+from ..core.crash_points import crash_point
+from ..core.rules import lost_reason
+from ..core.values import Claim
+from ..stores import Store
 
 if TYPE_CHECKING:
-    from ..metrics.tally import Tally
-    from ..minutes import MinuteCounts
+    from ..core.minutes import MinuteCounts
     from .hand import Hand
     from .reports import Monitor
     from .settle import Settler
+    from .tally import Tally
 
 __all__ = ["HeldJobs"]
 

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
-from ..flow.limits import any_job_limited, queue_limits
+from ..core.values import Claim
+from ..flow.limits import any_job_limited, limits_of, queue_limits
 from ..flow.pause import PausedView
-from ..stores import Claim, Store
+from ..stores import Store
 from ..stores.base import QUIET_LONGEST
 from .hand import Hand
 from .reports import Monitor
@@ -65,7 +66,7 @@ class IdleWaiting:
         claims = self.store.wait_and_claim(
             self.queues, self.name, self._claim_limit(), self.sleep, self.stopping,
             fresh_within=self.retry_after / 10, longest=self._idle_wait(),
-            quiet_after=self._sweep_every())
+            quiet_after=self._sweep_every(), limits=limits_of(self.queues))
         self.paused.expire()  # woken (a resume wakes too): read them again
         if claims and (self.stopping.is_set() or self._limit_reached()):
             # Claimed as the stop came: return them unstarted, no attempt counted.

@@ -18,17 +18,19 @@ from typing import TYPE_CHECKING
 
 from django.db import close_old_connections
 
-from ..backoff import Growing
 from ..conf import settings
-from ..crash_points import crash_point
+from ..core.backoff import Growing
+from ..core.crash_points import crash_point
+from ..core.minutes import MinuteCounts
+from ..core.progress import ProgressDesk
+from ..core.values import Claim
 from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
-from ..flow.limits import claim_share
+from ..flow.limits import claim_share, limits_of
 from ..flow.pause import PausedView
-from ..minutes import MinuteCounts
-from ..progress import ProgressDesk
 from ..signals import job_succeeded
-from ..stores import Claim, Store, get_store
+from ..stores import Store, get_store
+from ..stores.errors import drop_connections
 from .attempt import WorkerStopped, run_claim
 from .execute import interrupt
 from .hand import Hand
@@ -36,12 +38,12 @@ from .heartbeat import Heartbeat
 from .held import HeldJobs
 from .idle import IdleWaiting
 from .memory import limit_reached
-from .outage import Outage, drop_connections
+from .outage import Outage
 from .reports import Monitor
 from .settle import Settled, Settler
 
 if TYPE_CHECKING:
-    from ..metrics.tally import Tally
+    from .tally import Tally
 
 __all__ = ["Worker", "WorkerStopped", "default_worker_name"]
 
@@ -234,7 +236,7 @@ class Worker(HeldJobs, IdleWaiting):
             crash_point("delete.before")
         try:
             claims = self.store.settle_and_claim(
-                finished, queues, self.name, self._claim_limit())
+                finished, queues, self.name, self._claim_limit(), limits_of(queues))
         except BaseException:
             self.hand.put_back_finished(finished)
             raise

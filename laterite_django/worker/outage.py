@@ -7,17 +7,13 @@ same warning at each one would bury everything else in the log.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 
-from django.db import connections
-
 from ..exceptions import StoreUnavailable
-from ..stores import Store
 
-__all__ = ["Outage", "drop_connections"]
+__all__ = ["Outage"]
 
 logger = logging.getLogger("laterite")
 
@@ -56,10 +52,3 @@ class Outage:
             self.since = None
 
 
-def drop_connections(store: Store) -> None:
-    """Close this thread's database connections and the store's: they may be broken."""
-    for conn in connections.all(initialized_only=True):
-        with contextlib.suppress(Exception):
-            conn.close()
-    with contextlib.suppress(Exception):
-        store.close()

@@ -22,8 +22,8 @@ from typing import Any
 from django.db import connections
 
 from .. import forking
+from ..core.values import Claim
 from ..flow.cancel import GRACE, LOOK_EVERY
-from ..stores import Claim
 from .reports import ReportReader, claim_from_dict
 from .shutdown import FINISH, SIGNALS, STOP_NOW
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..stores import Claim
+from ..core.values import Claim
 
 __all__ = ["Monitor", "PipeReporter", "ReportReader", "claim_from_dict", "claim_to_dict"]
 

@@ -16,14 +16,15 @@ from typing import Any, TypeVar
 
 from django.dispatch import Signal
 
-from ..backoff import Growing
-from ..crash_points import crash_point
+from ..core.backoff import Growing
+from ..core.crash_points import crash_point
+from ..core.rules import Action, Decision
+from ..core.sizes import storable
+from ..core.values import Claim
 from ..exceptions import StoreUnavailable
-from ..limits import storable
 from ..registry import registry
 from ..signals import job_failed, job_retrying
-from ..stores import Claim, Store
-from .rules import Action, Decision
+from ..stores import Store
 
 __all__ = ["Settled", "Settler", "notify"]
 

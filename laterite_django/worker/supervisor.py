@@ -21,19 +21,20 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 from django.utils import timezone
 
-from ..backoff import Growing
-from ..flow.cancel import reason as cancel_reason
-from ..metrics.tally import OUTCOMES, Tally
+from ..core import rules
+from ..core.backoff import Growing
+from ..core.cancel import reason as cancel_reason
+from ..core.rules import Action, Attempt, Ending
+from ..core.values import Claim
 from ..registry import registry
-from ..stores import Claim, get_store, reset_store
-from . import rules
+from ..stores import get_store, reset_store
 from .attempt import after_settle, options_of
 from .loop import Worker
 from .processes import Child, Processes, describe_status, die_with_parent, kill
 from .reports import PipeReporter
-from .rules import Action, Attempt, Ending
 from .settle import Settled, Settler
 from .shutdown import FINISH, SIGNALS, STOP_NOW, stop_signals
+from .tally import OUTCOMES, Tally
 
 if TYPE_CHECKING:
     from ..metrics.totals import Totals

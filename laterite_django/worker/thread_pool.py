@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from django.db import connections
 
 from ..conf import settings
+from ..core.values import Claim
 from ..schedules.scheduler import SchedulerThread
-from ..stores import Claim
 from .loop import Worker, WorkerStopped, default_worker_name
 from .reports import Monitor
 

@@ -127,7 +127,7 @@ def call_text(text: str) -> str:
         values += [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in kwargs.items()]
         return f"{link['job']}({', '.join(values)})"
     except (TypeError, ValueError, KeyError, AttributeError):
-        return text  # not a call as workflows.calls writes one: shown as stored
+        return text  # not a call as calls.py writes one: shown as stored
 
 
 def callbacks(row: Batch) -> dict[str, str]:

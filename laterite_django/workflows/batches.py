@@ -19,12 +19,12 @@ from django.utils import timezone
 
 from .. import capture
 from ..async_push import refuse_event_loop
+from ..calls import JobCall
 from ..conf import settings
-from .calls import JobCall
 
 if TYPE_CHECKING:
+    from ..core.values import NewJob
     from ..models import Batch
-    from ..stores import NewJob
 
 __all__ = ["BatchPlan", "add_to_batch", "batch", "cancel_batch"]
 

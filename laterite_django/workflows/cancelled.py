@@ -8,10 +8,10 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .marks import marks_of
+from ..core.marks import marks_of
 
 if TYPE_CHECKING:
-    from ..stores import Claim
+    from ..core.values import Claim
 
 __all__ = ["batch_cancelled"]
 

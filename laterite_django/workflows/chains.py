@@ -15,9 +15,9 @@ from asgiref.sync import sync_to_async
 
 from .. import capture
 from ..async_push import refuse_event_loop
+from ..calls import JobCall
 from ..conf import settings
 from ..context import Pushed
-from .calls import JobCall
 
 __all__ = ["Chain", "chain"]
 

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from laterite_django.minutes import Minute, minute_start
+from laterite_django.core.minutes import Minute, minute_start
 from tests.admin.test_admin import redis_down  # noqa: F401 -- a fixture
 from tests.testapp import jobs
 

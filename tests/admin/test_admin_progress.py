@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from laterite_django.progress import Progress
+from laterite_django.core.progress import Progress
 from tests.admin.test_admin import JOBS, job_url, make_job
 
 pytestmark = pytest.mark.django_db

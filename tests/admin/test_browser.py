@@ -142,7 +142,7 @@ class AdminInBrowserTests(BrowserTestCase):
 
         from django.utils import timezone
 
-        from laterite_django.minutes import Minute, minute_start
+        from laterite_django.core.minutes import Minute, minute_start
         from laterite_django.stores import get_store
 
         self.make_failures()  # a real worker writes its counts as it stops

@@ -14,7 +14,7 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 import laterite_django
-from laterite_django.flow.cancel import Outcome
+from laterite_django.core.cancel import Outcome
 from laterite_django.models import FailedJob
 from tests.conftest import wait_for
 from tests.testapp import jobs
@@ -129,8 +129,8 @@ def test_a_cancel_racing_a_release_lands(store, store_kind, workers):
 
 
 def test_the_rules_fail_a_claim_with_a_pending_cancel_without_running_it():
+    from laterite_django.core.rules import Action, Decision, JobOptions, before_run
     from laterite_django.stores import Claim
-    from laterite_django.worker.rules import Action, Decision, JobOptions, before_run
 
     def claim(**fields) -> Claim:
         return Claim(id=1, name="j", queue="q", payload="[]", attempts=2,

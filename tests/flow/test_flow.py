@@ -11,7 +11,8 @@ import pytest
 from django.utils import timezone
 
 import laterite_django
-from laterite_django.flow.cancel import GRACE, Outcome
+from laterite_django.core.cancel import Outcome
+from laterite_django.flow.cancel import GRACE
 from laterite_django.models import FailedJob
 from tests.conftest import Stderr, wait_for
 from tests.testapp import jobs
@@ -144,7 +145,7 @@ def test_cancel_a_job_that_never_checks_interrupts_it_after_the_grace(store, wor
 
 
 def test_the_rules_turn_only_a_retry_of_a_cancelled_job_into_a_fail():
-    from laterite_django.worker.rules import Action, Decision, cancelled_instead
+    from laterite_django.core.rules import Action, Decision, cancelled_instead
 
     retry = Decision(Action.RELEASE, "ValueError: x", at=timezone.now(), delay=0.0)
     assert cancelled_instead(retry) == Decision(Action.FAIL,

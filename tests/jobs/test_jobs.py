@@ -12,7 +12,7 @@ from django.utils import timezone
 
 import laterite_django
 from laterite_django import Fail, JobContext, JobNotRegistered, Pushed, Retry, job, registry
-from laterite_django.backoff import delay_after
+from laterite_django.core.backoff import delay_after
 from laterite_django.exceptions import InvalidPayload
 from laterite_django.payload import decode
 from tests.testapp import jobs

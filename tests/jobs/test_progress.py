@@ -9,8 +9,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from laterite_django.core.progress import Progress
 from laterite_django.models import Job
-from laterite_django.progress import Progress
 from tests.conftest import wait_for
 from tests.testapp import jobs
 from tests.testapp.models import Record

@@ -194,7 +194,7 @@ def test_a_priority_outside_the_column_is_refused_at_the_push(store, atomic):
 
 
 def test_the_priority_range_is_the_column_type():
-    from laterite_django import limits
+    from laterite_django.core import sizes as limits
 
     assert (limits.PRIORITY_MIN, limits.PRIORITY_MAX) == (PRIORITY_MIN, PRIORITY_MAX)
     assert Job._meta.get_field("priority").get_internal_type() == "SmallIntegerField"

@@ -8,8 +8,8 @@ import pytest
 from django.test import override_settings
 
 from laterite_django import JobFunction, JobNotRegistered, job, registry
+from laterite_django.core.sizes import NAME_MAX, QUEUE_MAX, TASK_PATH_MAX, UNIQUE_KEY_MAX
 from laterite_django.exceptions import InvalidPayload
-from laterite_django.limits import NAME_MAX, QUEUE_MAX, TASK_PATH_MAX, UNIQUE_KEY_MAX
 from laterite_django.models import FailedJob, Job, TaskResultRecord
 from tests.testapp import jobs
 

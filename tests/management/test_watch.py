@@ -12,8 +12,8 @@ from datetime import timedelta
 from django.core.management import call_command
 from django.utils import timezone
 
+from laterite_django.core.minutes import Minute, minute_start
 from laterite_django.management.watch import CLEAR
-from laterite_django.minutes import Minute, minute_start
 from tests.conftest import ROOT, wait_for
 from tests.testapp import jobs
 

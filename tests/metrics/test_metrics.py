@@ -124,9 +124,9 @@ def test_each_settled_word_counts_under_the_outcomes_readme_lists():
     is "cancelled", and laterite_jobs_total has no such outcome."""
     from datetime import UTC, datetime
 
-    from laterite_django.metrics.tally import OUTCOMES, Tally
     from laterite_django.stores import Claim
     from laterite_django.worker.settle import Settled
+    from laterite_django.worker.tally import OUTCOMES, Tally
 
     words = {value for name, value in vars(Settled).items() if name.isupper()}
     assert set(OUTCOMES) <= words

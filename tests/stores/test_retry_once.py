@@ -12,7 +12,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from laterite_django.crash_points import ENV
+from laterite_django.core.crash_points import ENV
 from laterite_django.models import FailedJob, OutboxJob
 from laterite_django.stores import NewJob
 from tests.stores.redis.test_failed import sweep

@@ -15,8 +15,8 @@ from django.db.utils import load_backend
 from django.test import override_settings
 from django.utils import timezone
 
+from laterite_django.core.minutes import Minute
 from laterite_django.exceptions import StoreNotMigrated, StoreUnavailable
-from laterite_django.minutes import Minute
 from laterite_django.models import Job
 from laterite_django.stores import Claim, NewJob, Store
 from laterite_django.stores.database import DatabaseStore

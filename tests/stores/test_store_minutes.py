@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from laterite_django.minutes import Minute, MinuteCounts, minute_start
+from laterite_django.core.minutes import Minute, MinuteCounts, minute_start
 from laterite_django.testing import run_jobs
 from tests.testapp import jobs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from laterite_django.progress import Progress
+from laterite_django.core.progress import Progress
 from tests.testapp import jobs
 
 

@@ -451,7 +451,7 @@ def test_inline_mode_runs_at_enqueue(store):
 
 
 def test_a_reclaimed_task_past_its_tries_fails_without_running(store, workers):
-    from laterite_django.worker.rules import lost_reason
+    from laterite_django.core.rules import lost_reason
 
     result = tasks.record.enqueue("lost")
     for _ in range(3):  # claimed by three workers that each died mid-run

@@ -1,5 +1,5 @@
 """A crash at every step: each multi-step operation killed (SIGKILL) at each of its crash
-points (laterite_django/crash_points.py), then a fresh worker: nothing lost, nothing run
+points (laterite_django/core/crash_points.py), then a fresh worker: nothing lost, nothing run
 twice.
 
 Each case runs the operation in a real subprocess started with LATERITE_CRASH_AT=<point>
@@ -104,7 +104,7 @@ from pathlib import Path
 
 import pytest
 
-from laterite_django import crash_points
+from laterite_django.core import crash_points
 from laterite_django.models import FailedJob, OutboxJob
 from laterite_django.workflows import batch, chain
 from tests.conftest import FULL, ROOT, STORES
@@ -246,7 +246,7 @@ def drain(workers) -> None:
 
 
 def test_every_crash_point_in_the_code_is_registered_and_tested():
-    package = Path(crash_points.__file__).parent
+    package = Path(crash_points.__file__).parent.parent  # the package, core/ included
     called = set()
     for path in package.rglob("*.py"):
         if path.name != "crash_points.py":
@@ -260,7 +260,7 @@ def test_every_crash_point_in_the_code_is_registered_and_tested():
 
 
 def test_a_point_kills_its_process_at_the_nth_time_only():
-    code = ("from laterite_django.crash_points import crash_point\n"
+    code = ("from laterite_django.core.crash_points import crash_point\n"
             "crash_point('x.y'); crash_point('x.z'); print('once', flush=True)\n"
             "crash_point('x.y'); print('twice', flush=True)\n")
     env = {**os.environ, crash_points.ENV: "x.y:2", "PYTHONPATH": str(ROOT)}

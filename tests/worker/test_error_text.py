@@ -12,7 +12,7 @@ from tests.testapp.models import Record
 
 
 def test_storable_escapes_nul_and_lone_surrogates_only():
-    from laterite_django.limits import storable
+    from laterite_django.core.sizes import storable
 
     assert storable("plain ascii") == "plain ascii"
     assert storable("caf\u00e9 \U0001f600") == "caf\u00e9 \U0001f600"

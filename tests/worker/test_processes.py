@@ -17,8 +17,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import laterite_django
-from laterite_django.flow.cancel import GRACE, Outcome
-from laterite_django.flow.cancel import reason as cancel_reason
+from laterite_django.core.cancel import Outcome
+from laterite_django.core.cancel import reason as cancel_reason
+from laterite_django.flow.cancel import GRACE
 from laterite_django.models import FailedJob
 from laterite_django.worker.supervisor import KILL_MARGIN
 from tests.conftest import wait_for

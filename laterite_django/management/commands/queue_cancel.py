@@ -7,7 +7,8 @@ after a grace; a job that already finished is left alone, and said so.
 
 from __future__ import annotations
 
-from ...flow.cancel import GRACE, Outcome
+from ...core.cancel import Outcome
+from ...flow.cancel import GRACE
 from ...stores import get_store
 from ..arguments import positive_int
 from ..store_check import StoreCommand

@@ -15,8 +15,9 @@ import json
 from django.core.management.base import CommandError
 
 from ...conf import settings
+from ...core.values import QueueCounts, Running
 from ...exceptions import StoreUnavailable
-from ...stores import QueueCounts, Running, get_store
+from ...stores import get_store
 from ..arguments import positive_float, positive_int
 from ..store_check import StoreCommand
 from ..watch import watch

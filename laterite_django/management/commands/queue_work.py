@@ -20,15 +20,15 @@ from django.core.management.base import CommandError
 from django.db import connections
 
 from ...conf import settings, validate_all
+from ...core.sizes import NAME_MAX
 from ...exceptions import LateriteConfigurationError
-from ...limits import NAME_MAX
-from ...metrics.tally import Tally
 from ...metrics.totals import Totals
 from ...schedules.scheduler import Scheduler, SchedulerThread
 from ...worker.execute import stuck_threads
 from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import EarlyStops, early_stops, stop_signals
 from ...worker.supervisor import Supervisor
+from ...worker.tally import Tally
 from ..arguments import at_most, non_negative_float, positive_float, positive_int
 from ..console import add_console, banner, remove_console
 from ..store_check import StoreCommand, wait_for_store

@@ -27,8 +27,8 @@ from datetime import UTC, datetime, timedelta
 from threading import get_ident
 from typing import Any, NamedTuple, TypeVar
 
-from ...flow.limits import QueueLimit
-from ..base import Claim, NewJob
+from ...core.limits import QueueLimit
+from ...core.values import Claim, NewJob
 from .pgbouncer import behind_pooler
 from .sql import (
     CHANNEL,

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...flow.limits import QueueLimit
-from ..base import Claim, NewJob
+from ...core.limits import QueueLimit
+from ...core.values import Claim, NewJob
 from .sql import (
     COLUMNS,
     INSERT_COLUMNS,

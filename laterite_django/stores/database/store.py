@@ -29,14 +29,16 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ...crash_points import crash_point
-from ...flow.cancel import Outcome, reason
-from ...flow.limits import QueueLimit, any_job_limited, queue_limits
-from ...minutes import KEEP, Minute, minute_start
-from ...progress import Progress
-from ...workflows.ending import End, any_marked, ends_of, ends_of_payloads, next_links
-from ...workflows.marks import marks_of
-from ..base import Claim, NewJob, QueueCounts, Running, Store, job_ids
+from ...core.cancel import Outcome, reason
+from ...core.crash_points import crash_point
+from ...core.ending import End, any_marked, ends_of, ends_of_payloads
+from ...core.limits import Limits, QueueLimit
+from ...core.marks import marks_of
+from ...core.minutes import KEEP, Minute, minute_start
+from ...core.progress import Progress
+from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
+from ..base import Store
+from ..callbacks import limits_of, next_links
 from ..errors import guarded
 from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 from . import postgres, sql, sqlite
@@ -180,18 +182,21 @@ class DatabaseStore(Store):
     # -- claim --------------------------------------------------------------------
 
     @guarded
-    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
-        return self.settle_and_claim((), queues, worker, limit)
+    def claim(self, queues: Sequence[str], worker: str, limit: int = 1,
+              limits: Limits | None = None) -> list[Claim]:
+        return self.settle_and_claim((), queues, worker, limit, limits)
 
     @guarded
     @keeps_callers_settings
     def settle_and_claim(
-        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1,
+        limits: Limits | None = None,
     ) -> list[Claim]:
-        return self._settle_and_claim(finished, queues, worker, limit)
+        return self._settle_and_claim(finished, queues, worker, limit, limits)
 
     def _settle_and_claim(
-        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int,
+        limits: Limits | None,
     ) -> list[Claim]:
         """settle_and_claim's work, also run inside the store's own transaction (a
         workflow's settle, _settle_and_claim_marked), where the claim's settings stay."""
@@ -201,14 +206,14 @@ class DatabaseStore(Store):
         # A queue listed twice is read once. Read again in the same statement, its rows
         # (locked by that statement, so not skipped) would be picked twice.
         queues = list(dict.fromkeys(queues))
+        if limits is None:
+            limits = limits_of(queues)
         if finished and any_marked(finished):
-            return self._settle_and_claim_marked(finished, queues, worker, limit)
-        limits = queue_limits(queues)
-        keys = any_job_limited()
-        if limits or keys:
+            return self._settle_and_claim_marked(finished, queues, worker, limit, limits)
+        if limits:
             # A limit may apply: the limited claim; else the plain one below.
             rows = self._claim_limited(finished, uuid.uuid4().hex, timezone.now(), worker,
-                                       queues, limit, limits, keys)
+                                       queues, limit, limits.queues, limits.keys)
             return sorted(map(_claim_from_row, rows), key=attrgetter("position"))
         token = uuid.uuid4().hex
         dialect = self.dialect
@@ -226,10 +231,10 @@ class DatabaseStore(Store):
         return claims
 
     # The limited claim: LATERITE_QUEUE_LIMITS and `@job(concurrency=...)` enforced inside
-    # the claim itself (see flow/limits.py for what the limits mean).
+    # the claim itself (see core/limits.py for what the limits mean).
     #
     # The database store's limited claim: LATERITE_QUEUE_LIMITS and `@job(concurrency=...)`
-    # enforced inside the claim itself (see flow/limits.py for what the limits mean).
+    # enforced inside the claim itself (see core/limits.py for what the limits mean).
     #
     # Used only when a limit may apply to the claim (a limited queue among the worker's,
     # or a registered job with `concurrency`); otherwise the claim is the plain one of
@@ -712,18 +717,18 @@ class DatabaseStore(Store):
         return len(deleted)
 
     def _settle_and_claim_marked(self, finished: Sequence[Claim], queues: Sequence[str],
-                                 worker: str, limit: int) -> list[Claim]:
+                                 worker: str, limit: int, limits: Limits) -> list[Claim]:
         """Finished jobs, some of a chain or batch: their deletion with what their end brings
         (the next link: claimable by this very claim), then the claim, in one transaction
         (one commit). On PostgreSQL, with no chain link due and no limit on the claim, one
         statement (`_counted_claim`)."""
         if (self.postgres and not self.connection.in_atomic_block
                 and not any('"chain":' in c.payload for c in finished)
-                and not queue_limits(queues) and not any_job_limited()):
+                and not limits):
             return self._counted_claim(finished, queues, worker, limit)
         with transaction.atomic(using=self.database):
             self._delete_marked(finished)
-            return self._settle_and_claim((), queues, worker, limit)
+            return self._settle_and_claim((), queues, worker, limit, limits)
 
     def _fail_counted(self, claim: Claim) -> None:
         """Count a job of a batch moved to the failed list (in fail()'s transaction)."""

@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, transaction
 from django.utils import timezone
 
-from ...crash_points import crash_point
-from ...workflows.calls import link_job
-from ...workflows.ending import ends_of, ends_of_payloads
+from ...core.crash_points import crash_point
+from ...core.ending import ends_of, ends_of_payloads
+from ..callbacks import link_job
 from . import postgres, sql, sqlite
 from .sql import ADD_TO_BATCH
 
 if TYPE_CHECKING:
-    from ...workflows.ending import End
-    from ..base import Claim, NewJob
+    from ...core.ending import End
+    from ...core.values import Claim, NewJob
 
 __all__ = ["ADD_TO_BATCH", "add_to_batch", "batch_ends", "batch_pattern", "count_ends",
            "delete_jobs", "empty_batch_callbacks", "finish_settled", "finished_jobs"]

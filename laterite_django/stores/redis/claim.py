@@ -9,9 +9,10 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...flow.limits import any_job_limited, queue_limits
-from ...workflows.ending import any_marked
-from ..base import Claim
+from ...core.ending import any_marked
+from ...core.limits import Limits
+from ...core.values import Claim
+from ..callbacks import limits_of
 from ..errors import guarded
 from . import limits as redis_limits
 from . import workflows as redis_ends
@@ -34,11 +35,12 @@ class RedisClaiming(ScriptRunner):
         def delete(self, claims: Sequence[Claim]) -> int: ...
 
     @guarded
-    def claim(self, queues: Sequence[str], worker: str, limit: int = 1) -> list[Claim]:
+    def claim(self, queues: Sequence[str], worker: str, limit: int = 1,
+              limits: Limits | None = None) -> list[Claim]:
         if not queues or limit < 1:
             return []
-        if self._limited(queues):
-            return self.settle_and_claim((), queues, worker, limit)
+        if self._limited(queues, limits):
+            return self.settle_and_claim((), queues, worker, limit, limits)
         token = uuid.uuid4().hex
         rows = run_claim(self.client, "claim", [
             self.prefix, *self._claim_args(token, queues, worker, limit)])
@@ -46,18 +48,19 @@ class RedisClaiming(ScriptRunner):
 
     @guarded
     def settle_and_claim(
-        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1,
+        limits: Limits | None = None,
     ) -> list[Claim]:
         """Delete the finished jobs and claim the next ones in one round trip (a pipeline)."""
-        limits = self._limited(queues) if queues and limit >= 1 else None
-        if limits is not None:
+        limited = self._limited(queues, limits) if queues and limit >= 1 else None
+        if limited is not None:
             # A limit may apply: the limited claim (redis_limits), after the deletions.
             if finished:
                 self.delete(finished)
             token = uuid.uuid4().hex
             rows = run_claim(self.client, "claim_limited", [
                 self.prefix,
-                *redis_limits.claim_args(AGAIN_WITHIN, token, worker, limit, queues, limits)])
+                *redis_limits.claim_args(AGAIN_WITHIN, token, worker, limit, queues, limited)])
             return claims_from_rows(rows, token)
         if finished and any_marked(finished) and queues and limit >= 1:
             # Jobs of a chain or batch: deleted with what their end brings (FINISH),
@@ -65,7 +68,7 @@ class RedisClaiming(ScriptRunner):
             name, args, ended = redis_ends.finish_step(self, finished)  # type: ignore[arg-type]
             if name == "finish_limited":  # not pipelined: run alone, then the claim
                 self.delete(finished)
-                return self.claim(queues, worker, limit)
+                return self.claim(queues, worker, limit, limits)
             token = uuid.uuid4().hex
             ran_late: list[int] = []
             _, rows = self._pipeline([
@@ -78,10 +81,10 @@ class RedisClaiming(ScriptRunner):
                 # failover or SCRIPT FLUSH): it ran after the CLAIM, which could not
                 # find the next links it pushed. Claimed now, or a worker that stops
                 # when empty would stop with the rest of the chain waiting.
-                return self.claim(queues, worker, limit)
+                return self.claim(queues, worker, limit, limits)
             return claims_from_rows(rows, token)
         if not finished:
-            return self.claim(queues, worker, limit)
+            return self.claim(queues, worker, limit, limits)
         if not queues or limit < 1:
             self.delete(finished)
             return []
@@ -93,10 +96,12 @@ class RedisClaiming(ScriptRunner):
         return claims_from_rows(rows, token)
 
     @staticmethod
-    def _limited(queues: Sequence[str]) -> dict | None:
-        """The limits of `queues` if a limit may apply to their claim, else None."""
-        limits = queue_limits(queues)
-        return limits if limits or any_job_limited() else None
+    def _limited(queues: Sequence[str], limits: Limits | None) -> dict | None:
+        """The limits of `queues` if a limit may apply to their claim, else None (`limits`:
+        those the caller passed, or None to read them through stores.callbacks)."""
+        if limits is None:
+            limits = limits_of(queues)
+        return limits.queues if limits else None
 
     @staticmethod
     def _claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list:

@@ -16,11 +16,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ...crash_points import crash_point
+from ...core.crash_points import crash_point
 from . import outbox as redis_outbox
 
 if TYPE_CHECKING:
-    from ..base import Claim, NewJob
+    from ...core.values import Claim, NewJob
 
 __all__ = ["after_removals", "claim_token", "failed_row", "link_retried", "marked_claims",
            "push_retried", "retried_link", "row_exists", "write_row"]

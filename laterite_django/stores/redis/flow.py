@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from ...crash_points import crash_point
-from ...flow.cancel import Outcome, reason
-from ..base import Claim, job_ids
+from ...core.cancel import Outcome, reason
+from ...core.crash_points import crash_point
+from ...core.values import Claim, job_ids
 from . import workflows as redis_ends
 from .failed import claim_token, failed_row, retried_link
 from .values import dt, text, us

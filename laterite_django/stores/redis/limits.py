@@ -1,5 +1,5 @@
 """The Redis store's limited push and claim: LATERITE_QUEUE_LIMITS and
-`@job(concurrency=...)` enforced inside the claim script (see flow/limits.py).
+`@job(concurrency=...)` enforced inside the claim script (see core/limits.py).
 
 Used only when a limit may apply (a limited queue among the worker's, a
 registered job with `concurrency`, or a pushed job that carries a limit);
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...flow.limits import QueueLimit
-from ..base import NewJob
+from ...core.limits import QueueLimit
+from ...core.values import NewJob
 from .values import job_fields, pack
 
 if TYPE_CHECKING:

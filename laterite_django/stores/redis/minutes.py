@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ...minutes import KEEP, Minute, minute_start
+from ...core.minutes import KEEP, Minute, minute_start
 from .values import text
 
 if TYPE_CHECKING:

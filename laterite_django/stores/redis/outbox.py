@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from ...crash_points import crash_point
+from ...core.crash_points import crash_point
+from ...core.values import NewJob
 from ...exceptions import PushNotReplicated
-from ..base import NewJob
-from ..values import with_limit
+from ..callbacks import with_limit
 
 if TYPE_CHECKING:
     from .store import RedisStore

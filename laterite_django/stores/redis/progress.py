@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...progress import Progress
-from ..base import Claim, Running
+from ...core.progress import Progress
+from ...core.values import Claim, Running
 from . import scripts as calls
 from .values import text
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.utils import timezone
 
 from ...conf import settings
-from ..base import NewJob
+from ...core.values import NewJob
 from ..errors import guarded
 from . import limits as redis_limits
 from . import outbox as redis_outbox

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ...minutes import Minute
-from ..base import QueueCounts, Running, job_ids
+from ...core.minutes import Minute
+from ...core.values import QueueCounts, Running, job_ids
 from ..errors import guarded
 from . import minutes as redis_minutes
 from . import progress as redis_progress

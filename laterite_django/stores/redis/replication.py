@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ...core.values import NewJob
 from ...exceptions import PushNotReplicated
-from ..base import NewJob
 from ..errors import describe_redis
 from . import limits as redis_limits
 from . import scripts as calls

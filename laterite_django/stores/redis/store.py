@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ...crash_points import crash_point
+from ...core.crash_points import crash_point
+from ...core.ending import any_marked
+from ...core.minutes import Minute
+from ...core.values import Claim, NewJob, job_ids
 from ...exceptions import LateriteConfigurationError, StoreUnavailable
-from ...minutes import Minute
-from ...workflows.ending import any_marked
-from ..base import Claim, NewJob, Store, job_ids
+from ..base import Store
 from ..errors import database_outage, describe_redis, guarded, redis_outage
 from ..schedule_state import Fired, ScheduleFire, ScheduleState
 from . import alias as redis_alias

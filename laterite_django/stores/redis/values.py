@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
-from ..base import Claim, NewJob
+from ...core.values import Claim, NewJob
 
 __all__ = [
     "EPOCH", "PUSH_CHUNK", "claims", "dt", "job_fields", "pack", "push_args", "push_packed",

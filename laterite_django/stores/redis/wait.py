@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ..base import Claim
+from ...core.values import Claim
 from ..errors import guarded
 from . import idle as redis_quiet
 from . import scripts as calls
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     import threading
 
     from redis import Redis
+
+    from ...core.limits import Limits
 
 __all__ = ["RedisWaiting"]
 
@@ -69,7 +71,7 @@ class RedisWaiting:
         def key(self, *parts: str) -> str: ...
         def _claim_args(self, token: str, queues: Sequence[str], worker: str, limit: int
                         ) -> list[Any]: ...
-        def _limited(self, queues: Sequence[str]) -> dict | None: ...
+        def _limited(self, queues: Sequence[str], limits: Limits | None) -> dict | None: ...
 
     def quiet(self) -> bool:
         """This thread's worker looked, found itself quiet (redis_quiet) and was woken
@@ -90,7 +92,7 @@ class RedisWaiting:
     def wait_and_claim(
         self, queues: Sequence[str], worker: str, limit: int, timeout: float,
         stop: threading.Event, *, fresh_within: float, longest: float | None = None,
-        quiet_after: float = 5.0,
+        quiet_after: float = 5.0, limits: Limits | None = None,
     ) -> list[Claim]:
         """Wait as `wait` does, with a CLAIM pipelined behind each blocking pop.
 
@@ -100,7 +102,7 @@ class RedisWaiting:
         was sent: a pop blocks at most `fresh_within` seconds (and a server tick).
         """
         timeout = _longer(timeout, longest)
-        if limit < 1 or self._limited(queues) is not None:
+        if limit < 1 or self._limited(queues, limits) is not None:
             # A limited claim does not ride behind the pop: the worker claims next.
             self._wait(queues, timeout, stop, None)
             return []

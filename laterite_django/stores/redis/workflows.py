@@ -28,16 +28,17 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.utils import timezone
 
-from ...crash_points import crash_point
-from ...workflows.counts import count_ends, finish_settled
-from ...workflows.ending import End, any_marked, ends_of_payloads, next_links
-from ...workflows.marks import marks_of
+from ...core.crash_points import crash_point
+from ...core.ending import End, any_marked, ends_of_payloads
+from ...core.marks import marks_of
+from ..callbacks import next_links
+from ..database.workflows import count_ends, finish_settled
 from . import outbox as redis_outbox
 from .failed import write_row
 from .values import pack, us
 
 if TYPE_CHECKING:
-    from ..base import Claim, NewJob
+    from ...core.values import Claim, NewJob
     from .store import RedisStore
 
 __all__ = [

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.test import override_settings
 
-from laterite_django.stores.database import store as database_store
+from laterite_django.flow import limits as flow_limits
 from laterite_django.stores.database import wait as database_wait
 from laterite_django.stores.database.sql import CHANNEL, IDLE_LOCK, QUIET_LOCK
 from tests.testapp import jobs
@@ -47,7 +47,7 @@ def go_quiet(store, stop: threading.Event, longest: float = 0.2) -> None:
 @pytest.mark.parametrize("how", ["claim", "settle_and_claim", "queue_limit", "job_limit"])
 def test_a_claim_notifies_only_while_a_worker_is_quiet(pg_store, monkeypatch, how):
     if how == "job_limit":  # the keyed claim, as when a job has a concurrency limit
-        monkeypatch.setattr(database_store, "any_job_limited", lambda: True)
+        monkeypatch.setattr(flow_limits, "any_job_limited", lambda: True)
     limits = {"default": {"concurrency": 10}} if how == "queue_limit" else {}
     jobs.noop.push_many([(n,) for n in range(4)])  # no worker idle: no notification
     held = []

@@ -94,7 +94,7 @@ def test_a_limited_claim_is_never_compiled_by_jit(pg_store):
     # Statistics from a table where half the jobs were claimed, then a backlog: the
     # claim's generic plan was costed past jit_above_cost, and PostgreSQL compiled it at
     # every claim (about 30 ms of a claim that runs in under 1).
-    from laterite_django.flow.limits import QueueLimit
+    from laterite_django.core.limits import QueueLimit
     from laterite_django.stores.database import postgres
 
     stale_statistics(pg_store, 50, queue="default")

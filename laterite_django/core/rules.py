@@ -25,10 +25,10 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from ..backoff import Backoff, delay_after
-from ..flow.cancel import reason as cancel_reason
-from ..limits import MAX_DELAY
-from ..stores import Claim
+from .backoff import Backoff, delay_after
+from .cancel import reason as cancel_reason
+from .sizes import MAX_DELAY
+from .values import Claim
 
 __all__ = [
     "LOST",

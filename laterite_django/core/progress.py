@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from django.utils import timezone
 
 if TYPE_CHECKING:
-    from .stores import Claim
+    from .values import Claim
 
 __all__ = ["EVERY", "NOTE_MAX", "Progress", "ProgressDesk", "check"]
 

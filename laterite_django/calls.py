@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from .. import payload
-from ..registry import registry
-from .marks import with_marks
+from . import payload
+from .core.marks import with_marks
+from .core.values import NewJob
+from .registry import registry
 
 if TYPE_CHECKING:
-    from ..jobs import JobFunction
-    from ..stores import NewJob
+    from .jobs import JobFunction
 
 __all__ = ["JobCall", "from_link", "link_job"]
 
@@ -72,8 +72,6 @@ def link_job(link: Mapping[str, Any], *, chain: list[dict[str, Any]] | None = No
     not know, arguments that no longer fit) is stored all the same, as written: the
     worker that claims it moves it to the failed list with the reason, so nothing of
     the workflow is lost."""
-    from ..stores import NewJob  # the stores import the models: not at settings time
-
     try:
         new = from_link(link).new_job(chain=chain, batch=batch)
     except Exception:

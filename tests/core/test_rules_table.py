@@ -1,4 +1,4 @@
-"""The rule book (`laterite_django.worker.rules`) as tables of plain values.
+"""The rule book (`laterite_django.core.rules`) as tables of plain values.
 
 Every public function of the rule book is called directly, with a `Claim` built
 as a plain dataclass and a fixed clock: no store, no database, no worker.
@@ -36,9 +36,8 @@ from typing import Any
 
 import pytest
 
-from laterite_django.stores import Claim
-from laterite_django.worker import rules
-from laterite_django.worker.rules import (
+from laterite_django.core import rules
+from laterite_django.core.rules import (
     LOST,
     Action,
     Attempt,
@@ -52,6 +51,7 @@ from laterite_django.worker.rules import (
     lost_reason,
     timeout_reason,
 )
+from laterite_django.stores import Claim
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 OPEN = NOW + timedelta(hours=1)  # a retry window still open

@@ -1,7 +1,6 @@
-"""What the end of a job of a workflow brings: the next link of its chain (pushed in
-the step that deletes the job) and the count of its batch (moved in the step that
-deletes it or moves it to the failed list). The stores call these; the worker's rules
-are unchanged."""
+"""What the end of a job of a workflow brings to its batch: the count moved in the step
+that deletes the job or moves it to the failed list. The stores call these (the next
+link of a chain: stores/callbacks.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .calls import link_job
 from .marks import marks_of
 
 if TYPE_CHECKING:
-    from ..stores import Claim, NewJob
+    from .values import Claim
 
-__all__ = ["End", "any_marked", "ends_of", "ends_of_payloads", "next_links"]
+__all__ = ["End", "any_marked", "ends_of", "ends_of_payloads"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +28,6 @@ class End:
 def any_marked(claims: Sequence[Claim]) -> bool:
     """Whether any of `claims` belongs to a chain or a batch (cheap: a substring test)."""
     return any('"chain":' in c.payload or '"batch":' in c.payload for c in claims)
-
-
-def next_links(claim: Claim) -> list[NewJob]:
-    """The job to push once `claim`'s job succeeded: its chain's next link, if any."""
-    chain = marks_of(claim.payload).chain
-    if not chain:
-        return []
-    return [link_job(chain[0], chain=chain[1:] or None)]
 
 
 def ends_of(claims: Sequence[Claim], failed: bool = False) -> list[End]:

@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
-from ..stores import Claim
+from ..core.values import Claim
 
 __all__ = ["BUCKETS", "OUTCOMES", "Tally"]
 

@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..progress import Progress
+    from .progress import Progress
 
-__all__ = ["Claim", "NewJob", "QueueCounts", "Running", "job_ids", "with_limit"]
+__all__ = ["Claim", "NewJob", "QueueCounts", "Running", "job_ids"]
 
 
 @dataclass(slots=True)
@@ -37,33 +37,6 @@ class NewJob:
     # (push_at). `available_at` is then this host's reckoning of the same moment,
     # which stores on one host (SQLite) and inline runs use.
     delay: float | None = None
-
-
-def with_limit(new: NewJob) -> NewJob:
-    """Give a job stored again from its payload (retried from the failed list, moved
-    from the outbox) the concurrency limit and key a push of its job gives it
-    (flow/limits), so it runs under the same limit.
-
-    A job unknown here, or a payload that no longer decodes, goes without one; a
-    concurrency_key that raises now counts the job under its name.
-    """
-    from .. import payload
-    from ..registry import registry
-
-    job = registry.find(new.name)
-    if job is None or new.concurrency_limit:
-        return new
-    try:
-        args, kwargs = payload.decode(new.payload)
-    except Exception:
-        return new
-    try:
-        limited = job.concurrency_of(args, kwargs)
-    except Exception:
-        limited = None if job.concurrency is None else (job.concurrency, job.name)
-    if limited is not None:
-        new.concurrency_limit, new.concurrency_key = limited
-    return new
 
 
 @dataclass(slots=True)
