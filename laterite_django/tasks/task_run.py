@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from ..context import JobContext
 from ..core.rules import Action, Decision
+from ..core.sizes import storable
 from ..exceptions import Cancelled, Fail
 from ..worker.attempt import WorkerStopped
 from ..worker.execute import JobTimeout
@@ -260,7 +261,9 @@ def _error_entry(error: BaseException) -> dict[str, str]:
     kind = type(error)
     return {
         "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-        "traceback": "".join(traceback.format_exception(error)),
+        # Escaped as a job's error is (a NUL, a lone surrogate): the database refuses
+        # them, and the attempt's real error would be lost behind that refusal.
+        "traceback": storable("".join(traceback.format_exception(error))),
     }
 
 

@@ -233,6 +233,19 @@ def test_a_failure_settled_by_the_worker_is_logged_with_its_traceback(workers):
     assert "ValueError: boom" in logged and "task_functions.py" in logged
 
 
+def test_a_failure_whose_text_no_database_keeps_is_recorded_escaped(workers):
+    """A task's traceback goes into its result's errors as the job's error goes into
+    the failed list: a NUL and a lone surrogate escaped, not refused by the database
+    (which left the result READY while the job was failed)."""
+    result = tasks.failing_unstorably.enqueue("bad text")
+    drain(workers)
+    result.refresh()
+    assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 2)
+    assert all("ValueError: bad text\\x00\\ud800" in error.traceback
+               for error in result.errors)
+    assert "bad text\\x00\\ud800" in FailedJob.objects.get().error
+
+
 @needs_task_options
 def test_failed_task_retried_from_the_failed_list(workers):
     result = tasks.fails_first_time.enqueue("a")  # @task(tries=1)

@@ -108,6 +108,12 @@ def failing(message: str) -> None:
 
 
 @task()
+def failing_unstorably(message: str) -> None:
+    """Fails with a message no database keeps as it is: a NUL and a lone surrogate."""
+    raise ValueError(f"{message}\0\ud800")
+
+
+@task()
 def exits() -> None:
     raise SystemExit("This task failed due to SystemExit")
 
