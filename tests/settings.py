@@ -119,6 +119,10 @@ LATERITE_QUEUE_REDIS = "redis"
 # of it at start, unless a test asks (LATERITE_TEST_REDIS_EPHEMERAL=0).
 LATERITE_QUEUE_REDIS_EPHEMERAL = os.environ.get("LATERITE_TEST_REDIS_EPHEMERAL", "1") == "1"
 LATERITE_QUEUE_PREFIX = os.environ.get("LATERITE_TEST_PREFIX", "laterite-test")
+# Django 6.1 warns (an error here) when mail is sent with no MAILERS; older Djangos
+# ignore the setting. The test runner swaps in its in-memory outbox either way.
+MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
+
 LATERITE_QUEUE_QUEUES = ["default", "mail", "low"]
 # Short, so tests never wait on it; a test of waking a worker sets a long one.
 LATERITE_QUEUE_POLL = float(os.environ.get("LATERITE_TEST_POLL", "0.05"))
