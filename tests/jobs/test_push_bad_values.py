@@ -15,23 +15,11 @@ from django.utils import timezone
 from laterite_django import job, registry
 from laterite_django.exceptions import InvalidPayload
 from laterite_django.models import Job
+from tests.jobs.conftest import nothing_stored
 from tests.testapp import jobs
 
 # The range of PostgreSQL's smallint, the priority column's type (Job.priority).
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
-
-
-@pytest.fixture
-def scratch_jobs():
-    """Unregister jobs a test defines on the fly."""
-    names: list[str] = []
-    yield names
-    for name in names:
-        registry.unregister(name)
-
-
-def nothing_stored(store) -> bool:
-    return all(c.total == 0 for c in store.counts().values())
 
 
 def refused(error: type[Exception], push, *, atomic: bool = False) -> str:

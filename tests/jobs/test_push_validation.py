@@ -11,20 +11,8 @@ from laterite_django import JobFunction, JobNotRegistered, job, registry
 from laterite_django.core.sizes import NAME_MAX, QUEUE_MAX, TASK_PATH_MAX, UNIQUE_KEY_MAX
 from laterite_django.exceptions import InvalidPayload
 from laterite_django.models import FailedJob, Job, TaskResultRecord
+from tests.jobs.conftest import nothing_stored
 from tests.testapp import jobs
-
-
-@pytest.fixture
-def scratch_jobs():
-    """Unregister jobs a test defines on the fly."""
-    names: list[str] = []
-    yield names
-    for name in names:
-        registry.unregister(name)
-
-
-def nothing_stored(store) -> bool:
-    return all(c.total == 0 for c in store.counts().values())
 
 
 def test_the_limits_are_the_column_sizes():
