@@ -64,20 +64,7 @@ def hold(store: RedisStore, jobs: Sequence[NewJob],
     from ...models import OutboxJob
 
     created = _rows(store).bulk_create(
-        [
-            OutboxJob(
-                name=job.name,
-                queue=job.queue,
-                payload=job.payload,
-                priority=job.priority,
-                pushed_at=job.pushed_at,
-                available_at=job.available_at,
-                retry_until=job.retry_until,
-                unique_key=job.unique_key,
-                delay=job.delay,
-            )
-            for job in jobs
-        ],
+        [OutboxJob(**{field: getattr(job, field) for field in KEPT}) for job in jobs],
         batch_size=BATCH,
     )
     ids = [row.pk for row in created]
@@ -143,17 +130,7 @@ def _move_batch(store: RedisStore, chosen) -> dict[int, int | None]:
             return {}
         jobs = [
             # The outbox keeps no concurrency key: it is computed again, as at the push.
-            with_limit(NewJob(
-                name=row.name,
-                queue=row.queue,
-                payload=row.payload,
-                available_at=row.available_at,
-                pushed_at=row.pushed_at,
-                retry_until=row.retry_until,
-                unique_key=row.unique_key,
-                priority=row.priority,
-                delay=row.delay,
-            ))
+            with_limit(NewJob(**{field: getattr(row, field) for field in KEPT}))
             for row in rows
         ]
         try:
@@ -167,6 +144,12 @@ def _move_batch(store: RedisStore, chosen) -> dict[int, int | None]:
             logger.warning("%s", e, extra={"action": "push_not_replicated"})
             ids = e.ids
     return {row.pk: job_id for row, job_id in zip(rows, ids, strict=True)}
+
+
+# The fields of a NewJob an outbox row keeps, the same on both: written to the row at
+# the push, read back into a NewJob at the move (the concurrency key is not kept).
+KEPT = ("name", "queue", "payload", "priority", "pushed_at", "available_at", "retry_until",
+        "unique_key", "delay")
 
 
 def _mark(row) -> str:
