@@ -2,7 +2,7 @@
 by its SHA, alone or several together.
 
 A script is the file lua/<name>.lua, called by that name (`run(client, "claim", ...)`,
-or the store's `self.scripts.run("claim", ...)`). A line `--!include _<piece>.lua`
+or the store's `self._run("claim", ...)`). A line `--!include _<piece>.lua`
 puts that shared piece in its place (once per script: the key helpers of
 _common.lua, the push of _push_jobs.lua, the claim of _claim.lua...), and `${NAME}`
 stands for the constant CONSTANTS[NAME]. Every script takes the key prefix as
@@ -66,7 +66,7 @@ except ImportError:  # pragma: no cover - hiredis is in the `redis` extra
     _hiredis_pack = None  # type: ignore[assignment]
 
 
-__all__ = ["SHAS", "SOURCES", "ScriptRunner", "borrow", "claim_again", "evalsha", "finish",
+__all__ = ["SHAS", "SOURCES", "borrow", "claim_again", "evalsha", "finish",
            "load_and_run", "run", "run_claim", "run_claim_again", "run_push",
            "run_push_replicated", "together"]
 
@@ -112,20 +112,6 @@ SHAS: dict[str, str] = {
 # The main thread's kept connection per pool: id(pool) -> (pool, pid, connection).
 _KEPT: dict[int, tuple[ConnectionPool, int, Connection]] = {}
 _MAIN = threading.main_thread()
-
-
-class ScriptRunner:
-    """What a mixin of RedisStore that runs the store's scripts calls on the store
-    itself (`RedisStore._run` and `_pipeline`), declared for the type checker."""
-
-    prefix: str
-
-    if TYPE_CHECKING:  # the store's own
-        @property
-        def client(self) -> Redis: ...
-        def _run(self, name: str, args: Sequence[Any]) -> Any: ...
-        def _pipeline(self, steps: Sequence[tuple[str, Sequence[Any]]],
-                      ran_late: list[int] | None = None) -> list[Any]: ...
 
 
 def evalsha(name: str, args: Sequence[Any]) -> tuple[Any, ...]:

@@ -17,44 +17,62 @@ lost and no job is both failed and queued again (see redis_failed).
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from ...conf import settings
 from ...core.crash_points import crash_point
 from ...core.ending import any_marked
+from ...core.limits import Limits
 from ...core.minutes import Minute
-from ...core.values import Claim, NewJob, job_ids
+from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
 from ...exceptions import LateriteConfigurationError, StoreUnavailable
 from ..base import Store
+from ..callbacks import limits_of
 from ..errors import database_outage, describe_redis, guarded, redis_outage
 from ..schedule_state import Fired, ScheduleFire, ScheduleState
 from . import alias as redis_alias
 from . import failed as redis_failed
 from . import flow as redis_flow
-from . import idle as redis_quiet
+from . import limits as redis_limits
 from . import minutes as redis_minutes
 from . import outbox as redis_outbox
 from . import progress as redis_progress
+from . import replication as redis_replicated
 from . import schedules as redis_schedules
 from . import scripts as calls
 from . import workflows as redis_ends
-from .claim import RedisClaiming
 from .persistence import persistence_warning
-from .push import RedisPushing
-from .reads import RedisReads
-from .values import dt, text, us
-from .wait import RedisWaiting
+from .values import (
+    AGAIN_WITHIN,
+    EPOCH,
+    PUSH_CHUNK,
+    claim_args,
+    dt,
+    job_fields,
+    push_packed,
+    text,
+    us,
+)
+from .values import claims as claims_from_rows
+from .wait import Waiting
 
 if TYPE_CHECKING:
-
     from redis import Redis
 
 __all__ = ["RedisStore"]
 
-class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
+
+def _due_of(member: bytes | str) -> int:
+    """The due time (microseconds) in a ready set's member "<available_at>:<id>"."""
+    return int(text(member).split(":", 1)[0])
+
+
+class RedisStore(Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
     # Redis cannot join a database transaction: inside one, push_on_commit() keeps the
@@ -76,7 +94,9 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         # Whether a server that keeps nothing on disk is meant (no warning of it).
         self.ephemeral = ephemeral
         self._client: Redis | None = None
-        self.quiet_state = redis_quiet.QuietState()
+        self._waiting = Waiting(prefix, database, lambda: self.client)
+        # This thread's quiet spell (wait.py), the waiting's own.
+        self.quiet_state = self._waiting.quiet_state
         # Batch ends listed by this process, not counted yet (redis_ends).
         self._ends_pending = False
         self._ends_applied = 0.0
@@ -136,9 +156,9 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
                   ran_late: list[int] | None = None) -> list[Any]:
         """Run several scripts in one round trip (sent together, not a transaction);
         the positions of those Redis did not know yet, run after it, go in `ran_late`
-        (redis_calls.finish)."""
+        (scripts.finish)."""
         queued = {i: (name, [self.prefix, *args]) for i, (name, args) in enumerate(steps)}
-        # Sent again (an answer lost), a claim says so (redis_calls.claim_again); the
+        # Sent again (an answer lost), a claim says so (scripts.claim_again); the
         # other scripts of a pipeline (DELETE, FINISH) do nothing more when run twice.
         again = {i: (name, calls.claim_again(args) if name == "claim" else args)
                  for i, (name, args) in queued.items()}
@@ -150,7 +170,167 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
         """Return the Redis key for `parts` under this store's prefix."""
         return ":".join((self.prefix, *parts))
 
-    # -- push (redis_push.py), claim and heartbeat (redis_claim.py) ------------------
+    # -- push ---------------------------------------------------------------------
+    # One PUSH script per chunk of jobs, one chunk after the other (a lone job without a
+    # unique key by the leaner PUSH_ONE), each sent again if its answer is lost and
+    # stored once all the same (resend.py); the limited push for jobs with a
+    # concurrency key (limits.py); the replicated push when LATERITE_QUEUE_REDIS_WAIT is
+    # set; the outbox inside a database transaction.
+
+    @guarded
+    def push(self, jobs: Sequence[NewJob], *, once: Sequence[str] | None = None
+             ) -> list[int | None]:
+        """Push `jobs`; with `once` (a mark per job), a job whose mark an earlier push
+        set is not stored again (the outbox's moves)."""
+        if not jobs:
+            return []
+        now = str(us(timezone.now()))
+        wait = settings.REDIS_WAIT
+        if wait is not None:
+            return redis_replicated.push(self, now, jobs, wait, once)
+        if any(job.concurrency_limit for job in jobs):
+            # Jobs with a concurrency limit carry its key (limits.py).
+            return [int(i) or None for i in self._push(
+                "push_limited", redis_limits.push_limited_args(now, jobs, once))]
+        if len(jobs) == 1 and once is None and jobs[0].unique_key is None:
+            # The push most code makes, by the lean script (lua/push_one.lua).
+            return [int(self._push("push_one", (now, *job_fields(jobs[0])[:7]))[0])]
+        # One chunk at a time: a chunk sent again (its answer lost) is known by its
+        # number as its sender's last push (resend.py).
+        return [int(i) or None for start in range(0, len(jobs), PUSH_CHUNK)
+                for i in self._push("push", push_packed(
+                    now, jobs[start : start + PUSH_CHUNK],
+                    None if once is None else once[start : start + PUSH_CHUNK]))]
+
+    def _push(self, name: str, args: Sequence[Any]) -> Any:
+        """Run push script `name` with the prefix and `args` (scripts.run_push)."""
+        return calls.run_push(self.client, name, [self.prefix, *args])
+
+    @guarded
+    def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
+        """Keep `jobs` in the database outbox, in the open transaction; they move to
+        Redis on commit, or at a worker's sweep if Redis is away."""
+        redis_outbox.hold(self, jobs)
+
+    # -- claim, heartbeat and wait ----------------------------------------------
+    # The CLAIM script, pipelined behind the deletion of the worker's finished jobs
+    # (DELETE, or FINISH for jobs of a chain or batch), or the limited claim
+    # (limits.py) when a limit may apply; the heartbeat that keeps the claims held;
+    # the idle wait, a claim pipelined behind its pop (wait.py).
+
+    @guarded
+    def claim(self, queues: Sequence[str], worker: str, limit: int = 1,
+              limits: Limits | None = None) -> list[Claim]:
+        if not queues or limit < 1:
+            return []
+        if self._limited(queues, limits):
+            return self.settle_and_claim((), queues, worker, limit, limits)
+        token = uuid.uuid4().hex
+        rows = calls.run_claim(self.client, "claim", [
+            self.prefix, *claim_args(token, queues, worker, limit)])
+        return claims_from_rows(rows, token)
+
+    @guarded
+    def settle_and_claim(
+        self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1,
+        limits: Limits | None = None,
+    ) -> list[Claim]:
+        """Delete the finished jobs and claim the next ones in one round trip (a pipeline)."""
+        limited = self._limited(queues, limits) if queues and limit >= 1 else None
+        if limited is not None:
+            # A limit may apply: the limited claim (limits.py), after the deletions.
+            if finished:
+                self.delete(finished)
+            token = uuid.uuid4().hex
+            rows = calls.run_claim(self.client, "claim_limited", [
+                self.prefix,
+                *redis_limits.claim_args(AGAIN_WITHIN, token, worker, limit, queues, limited)])
+            return claims_from_rows(rows, token)
+        if finished and any_marked(finished) and queues and limit >= 1:
+            # Jobs of a chain or batch: deleted with what their end brings (FINISH),
+            # then the claim, in one round trip.
+            name, args, ended = redis_ends.finish_step(self, finished)
+            if name == "finish_limited":  # not pipelined: run alone, then the claim
+                self.delete(finished)
+                return self.claim(queues, worker, limit, limits)
+            token = uuid.uuid4().hex
+            ran_late: list[int] = []
+            _, rows = self._pipeline([
+                (name, args), ("claim", claim_args(token, queues, worker, limit))],
+                ran_late)
+            if ended:
+                redis_ends.listed(self)
+            if not rows and ran_late == [0]:
+                # Redis did not know FINISH yet (its first use since a restart, a
+                # failover or SCRIPT FLUSH): it ran after the CLAIM, which could not
+                # find the next links it pushed. Claimed now, or a worker that stops
+                # when empty would stop with the rest of the chain waiting.
+                return self.claim(queues, worker, limit, limits)
+            return claims_from_rows(rows, token)
+        if not finished:
+            return self.claim(queues, worker, limit, limits)
+        if not queues or limit < 1:
+            self.delete(finished)
+            return []
+        token = uuid.uuid4().hex
+        _, rows = self._pipeline([
+            ("delete", [value for c in finished for value in (c.id, c.token)]),
+            ("claim", claim_args(token, queues, worker, limit)),
+        ])
+        return claims_from_rows(rows, token)
+
+    @staticmethod
+    def _limited(queues: Sequence[str], limits: Limits | None) -> dict | None:
+        """The limits of `queues` if a limit may apply to their claim, else None (`limits`:
+        those the caller passed, or None to read them through stores.callbacks)."""
+        if limits is None:
+            limits = limits_of(queues)
+        return limits.queues if limits else None
+
+    @guarded
+    def heartbeat(self, claims: Sequence[Claim]) -> int:
+        if not claims:
+            return 0
+        pairs = [value for c in claims for value in (c.id, c.token)]
+        return int(self._run("heartbeat", pairs))
+
+    def quiet(self) -> bool:
+        """This thread's worker looked, found itself quiet (wait.py) and was woken by
+        nothing since."""
+        return self._waiting.quiet()
+
+    @guarded
+    def wait(
+        self, queues: Sequence[str], timeout: float, stop: threading.Event, *,
+        longest: float | None = None,
+    ) -> None:
+        """Block on the queues' wake-up lists until a push, a delayed job falls due,
+        `timeout` (or `longest`: pushes, releases and requeues all wake the list)
+        passes or `stop` is set."""
+        self._waiting.wait(queues, timeout, stop, longest=longest)
+
+    @guarded
+    def wait_and_claim(
+        self, queues: Sequence[str], worker: str, limit: int, timeout: float,
+        stop: threading.Event, *, fresh_within: float, longest: float | None = None,
+        quiet_after: float = 5.0, limits: Limits | None = None,
+    ) -> list[Claim]:
+        """Wait as `wait` does, with a CLAIM pipelined behind each blocking pop.
+
+        Redis runs a blocked client's next command as soon as the pop returns, so
+        a push wakes the worker with its job already claimed: one round trip from
+        the wake-up to the job instead of two. Each CLAIM is dated when its pop
+        was sent: a pop blocks at most `fresh_within` seconds (and a server tick).
+        """
+        if limit < 1 or self._limited(queues, limits) is not None:
+            # A limited claim does not ride behind the pop: the worker claims next.
+            self._waiting.wait(queues, timeout, stop, longest=longest)
+            return []
+        return self._waiting.wait_and_claim(queues, worker, limit, timeout, stop,
+                                            fresh_within=fresh_within, longest=longest,
+                                            quiet_after=quiet_after)
+
+    # -- the sweep ----------------------------------------------------------------
 
     @guarded
     def requeue_abandoned(self, retry_after: float, reason: str) -> int:
@@ -272,7 +452,96 @@ class RedisStore(RedisPushing, RedisClaiming, RedisReads, RedisWaiting, Store):
     def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
         return redis_schedules.pause(self, name, paused, now)
 
-    # -- inspect and manage (the reads: redis_reads.py) ---------------------------
+    # -- reads: for the commands, the admin and the metrics ------------------------
+
+    @guarded
+    def queues(self) -> list[str]:
+        """Return the names of the queues that ever held a job, sorted."""
+        return sorted(text(q) for q in self.client.smembers(self.key("queues")))
+
+    @guarded
+    def counts(self) -> dict[str, QueueCounts]:
+        now = us(timezone.now())
+        names = self.queues()
+        pipe = self.client.pipeline(transaction=True)
+        for queue in names:
+            pipe.zcard(self.key("queue", queue, "ready"))
+            pipe.zcount(self.key("queue", queue, "delayed"), "-inf", now)
+            pipe.zcount(self.key("queue", queue, "delayed"), f"({now}", "+inf")
+            pipe.zcard(self.key("queue", queue, "claimed"))
+        values = pipe.execute() if names else []
+        result: dict[str, QueueCounts] = {}
+        for index, queue in enumerate(names):
+            ready, due, later, claimed = values[index * 4 : index * 4 + 4]
+            result[queue] = QueueCounts(waiting=ready + due, delayed=later, running=claimed)
+        return self._with_failed(result)
+
+    @guarded
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        wanted = job_ids(ids)
+        now = us(timezone.now())
+        pipe = self.client.pipeline(transaction=False)
+        for job_id in wanted:
+            pipe.hmget(self.key("job", str(job_id)), "token", "available_at", "name")
+        states = {}
+        for job_id, (token, available_at, name) in zip(
+                wanted, pipe.execute() if wanted else [], strict=True):
+            if name is not None:
+                states[job_id] = ("running" if token is not None else
+                                  "delayed" if int(available_at or 0) > now else "waiting")
+        # A job being moved to the failed list may be in both for a moment: failed wins.
+        states.update(self._failed_states(wanted))
+        return states
+
+    @guarded
+    def running(self, limit: int = 100) -> list[Running]:
+        return redis_progress.running(self, limit)
+
+    @guarded
+    def minutes(self, since: datetime) -> list[Minute]:
+        return redis_minutes.read(self, since)
+
+    @guarded
+    def oldest_waiting(self) -> dict[str, datetime]:
+        """See Store.oldest_waiting. A ready set is ordered by priority, then by due time:
+        its first member is the oldest of its priority; with several priorities, the
+        first member of each is read (a few round trips, as priorities are few)."""
+        now = us(timezone.now())
+        names = self.queues()
+        pipe = self.client.pipeline(transaction=False)
+        for queue in names:
+            ready = self.key("queue", queue, "ready")
+            pipe.zrange(ready, 0, 0, withscores=True)
+            pipe.zrange(ready, -1, -1, withscores=True)
+            pipe.zrangebyscore(self.key("queue", queue, "delayed"), "-inf", now, 0, 1,
+                               withscores=True)
+        values = pipe.execute() if names else []
+        result: dict[str, datetime] = {}
+        for index, queue in enumerate(names):
+            first, last, due = values[index * 3 : index * 3 + 3]
+            moments = [int(score) for _, score in due]
+            if first:
+                moments.append(_due_of(first[0][0]))
+                if first[0][1] != last[0][1]:
+                    moments += self._oldest_per_priority(queue, first[0][1], last[0][1])
+            if moments:
+                result[queue] = EPOCH + timedelta(microseconds=min(moments))
+        return result
+
+    def _oldest_per_priority(self, queue: str, low: float, high: float) -> list[int]:
+        """The due time of the first ready member of each priority above `low`."""
+        ready = self.key("queue", queue, "ready")
+        found: list[int] = []
+        score = f"({low}"
+        while True:
+            entries: Any = self.client.zrangebyscore(ready, score, high, 0, 1, withscores=True)
+            if not entries:
+                return found
+            member, at = entries[0]
+            found.append(_due_of(member))
+            score = f"({at}"
+
+    # -- inspect and manage -------------------------------------------------------
 
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:

@@ -14,13 +14,18 @@ from typing import Any, overload
 from ...core.values import Claim, NewJob
 
 __all__ = [
-    "EPOCH", "PUSH_CHUNK", "claims", "dt", "job_fields", "pack", "push_args", "push_packed",
-    "text", "us",
+    "AGAIN_WITHIN", "EPOCH", "PUSH_CHUNK", "claim_args", "claims", "dt", "job_fields", "pack",
+    "push_args", "push_packed", "text", "us",
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Jobs per PUSH script call; a bigger push is several calls in one pipeline.
 PUSH_CHUNK = 2000
+# How far back (microseconds) a claim sent again, its answer lost, looks for the jobs
+# its first run took (a socket's timeout and a reconnect later). Sent later still, it
+# claims anew, and those jobs wait for the sweep. Every live claim was refreshed
+# within retry_after anyway: a longer look reads no more of them.
+AGAIN_WITHIN = 600_000_000
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -54,7 +59,7 @@ def text(value: Any) -> str | None:
 def job_fields(job: NewJob) -> tuple[str, ...]:
     """A job's nine values as the push scripts take them, all strings: a due time
     counted from now (NewJob.delay) as '+<microseconds>', which the script adds to the
-    server's clock (redis_scripts)."""
+    server's clock (`due_at` in lua/_common.lua)."""
     delay = job.delay
     return (
         job.name,
@@ -81,7 +86,7 @@ _PACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 def push_packed(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = None
                 ) -> list[Any]:
     """The PUSH script's arguments after the prefix, up to its sender's (see
-    redis_scripts_push_claim.PUSH); `once`: a mark per job, so that a push made again
+    lua/push.lua); `once`: a mark per job, so that a push made again
     (the outbox's) stores it only once."""
     if len(jobs) == 1:
         packed = pack(job_fields(jobs[0]))  # the common push, without a generator
@@ -99,8 +104,15 @@ def push_args(now: str, jobs: Sequence[NewJob]) -> list[Any]:
     return args
 
 
+def claim_args(token: str, queues: Sequence[str], worker: str, limit: int) -> list[Any]:
+    """The CLAIM script's arguments after the prefix: how far back a claim sent again
+    looks (AGAIN_WITHIN), its token, the worker, how many jobs, not sent again ('0'),
+    the queues (see lua/_claim.lua)."""
+    return [AGAIN_WITHIN, token, worker, int(limit), "0", *queues]
+
+
 def claims(rows: Sequence[Sequence[Any]], token: str) -> list[Claim]:
-    """The claims of the CLAIM script's rows (see redis_scripts_push_claim.CLAIM), in its order."""
+    """The claims of the CLAIM script's rows (see lua/_claim.lua), in its order."""
     return [
         Claim(
             id=int(row[0]),

@@ -1,4 +1,4 @@
-"""The Redis store's quiet look (redis_quiet) and the long pop of a quiet worker: what
+"""The Redis store's quiet look (stores/redis/wait.py) and the long pop of a quiet worker: what
 keeps a worker from being quiet, the claim that wakes quiet workers, a claim dated
 when its pop returns, and a pop longer than the client's socket timeout."""
 
@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from laterite_django.models import OutboxJob
 from laterite_django.stores.redis import RedisStore
-from laterite_django.stores.redis import idle as quiet
 from laterite_django.stores.redis.values import us
 from tests.conftest import redis_store_only
 from tests.testapp import jobs
@@ -38,7 +37,7 @@ def redis(store) -> RedisStore:
 
 
 def look(store: RedisStore, queues=("default",), worker="w") -> bool:
-    return quiet.look(store, list(queues), worker, us(timezone.now()))
+    return store._waiting.look(list(queues), worker, us(timezone.now()))
 
 
 def test_nothing_waiting_or_claimed_is_quiet_until_the_next_delayed_job(redis):
@@ -80,14 +79,14 @@ def test_a_claim_anywhere_wakes_every_quiet_worker_once(redis):
     claims = redis.claim(["mail"], "elsewhere")
     assert claims
     for worker in ("a", "b"):
-        assert client.lrange(quiet.own_key(redis, worker), 0, -1) == [b"1"]
-        assert 0 < client.ttl(quiet.own_key(redis, worker)) <= 600
+        assert client.lrange(redis._waiting.own_key(worker), 0, -1) == [b"1"]
+        assert 0 < client.ttl(redis._waiting.own_key(worker)) <= 600
     assert not client.exists(redis.key("quiet"))
     # Once the job is settled, its next look starts from an empty list: the token
     # was for a wake-up before it.
     assert redis.delete(claims) == 1
     assert look(redis, ["default"], worker="a")
-    assert client.llen(quiet.own_key(redis, "a")) == 0
+    assert client.llen(redis._waiting.own_key("a")) == 0
 
 
 def _wait_quiet(redis: RedisStore, stop: threading.Event, out: list, seconds: float = 10):

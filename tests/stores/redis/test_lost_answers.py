@@ -20,7 +20,6 @@ from laterite_django.exceptions import PushNotReplicated
 from laterite_django.registry import registry
 from laterite_django.stores import get_store, reset_store
 from laterite_django.stores.redis import RedisStore
-from laterite_django.stores.redis import idle as redis_quiet
 from laterite_django.stores.redis.resend import next_push
 from laterite_django.stores.redis.values import PUSH_CHUNK, us
 from tests.conftest import redis_store_only
@@ -216,7 +215,7 @@ def test_a_claim_behind_a_quiet_workers_long_pop_whose_answer_is_lost_gives_the_
     claim behind it: woken by a push, the claim runs, its answer is lost, and the
     claim is sent again rather than the jobs left held until their claim expires."""
     store, dropper = lossy
-    assert redis_quiet.look(store, ["default"], "w", us(timezone.now()))
+    assert store._waiting.look(["default"], "w", us(timezone.now()))
     assert store.quiet()
     pushed: list[list[str]] = []
     pusher = threading.Timer(0.5, lambda: pushed.append(four_pushed()))
