@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import update_wrapper
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypedDict, TypeVar, Unpack
 
 from django.db import transaction
 from django.utils import timezone
@@ -67,6 +67,7 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         schedule: str | float | timedelta | None = None,
         concurrency: int | None = None,
         concurrency_key: Callable[..., str | None] | None = None,
+        max_snoozes: int = 100,
     ) -> None:
         self.func = func
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
@@ -75,6 +76,8 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         self.tries = tries
         self.backoff = backoff
         self.timeout = timeout
+        # How often it may `Snooze` before the next snooze fails it (0: no ceiling).
+        self.max_snoozes = max_snoozes
         self._options: JobOptions | None = None  # options_for's, made again if these change
         self.retry_until = retry_until
         self.unique_key = unique_key
@@ -279,9 +282,10 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         """
         options = self._options
         if (options is None or options.tries != self.tries or options.backoff is not self.backoff
-                or options.timeout != self.timeout):
+                or options.timeout != self.timeout or options.max_snoozes != self.max_snoozes):
             options = self._options = JobOptions(
-                tries=self.tries, backoff=self.backoff, timeout=self.timeout)
+                tries=self.tries, backoff=self.backoff, timeout=self.timeout,
+                max_snoozes=self.max_snoozes)
         return options
 
     def after_settle(self, claim: Claim, decision: Decision) -> None:
@@ -291,45 +295,38 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         """
 
 
-def job(
-    name: str | Callable[..., Any] | None = None,
-    *,
-    queue: str = "default",
-    tries: int = 3,
-    backoff: Backoff = None,
-    timeout: float | None = 60,
-    retry_until: timedelta | Callable[..., datetime] | None = None,
-    unique_key: Callable[..., str | None] | None = None,
-    priority: int = 0,
-    schedule: str | float | timedelta | None = None,
-    concurrency: int | None = None,
-    concurrency_key: Callable[..., str | None] | None = None,
-) -> Any:
+class JobParams(TypedDict, total=False):
+    """The options `@job` hands to JobFunction, typed as JobFunction takes them (which
+    gives their defaults); mypy checks the one against the other where job() passes them."""
+
+    queue: str
+    tries: int
+    backoff: Backoff
+    timeout: float | None
+    retry_until: timedelta | Callable[..., datetime] | None
+    unique_key: Callable[..., str | None] | None
+    priority: int
+    schedule: str | float | timedelta | None
+    concurrency: int | None
+    concurrency_key: Callable[..., str | None] | None
+    max_snoozes: int
+
+
+def job(name: str | Callable[..., Any] | None = None, **options: Unpack[JobParams]) -> Any:
     """Register a function as a job: `@job`, `@job("app.name")` or `@job(queue="mail")`.
 
-    `schedule` pushes it with no arguments at each tick of a cron expression
-    ("0 3 * * *") or every so many seconds (or a timedelta): see the README's Schedules.
-    With `concurrency=N`, at most N of its jobs run at once across every worker: per
-    `concurrency_key(*args, **kwargs)` if given (a key of None: per job name).
+    The options are JobFunction's, with its defaults. `schedule` pushes it with no
+    arguments at each tick of a cron expression ("0 3 * * *") or every so many seconds
+    (or a timedelta): see the README's Schedules. With `concurrency=N`, at most N of its
+    jobs run at once across every worker: per `concurrency_key(*args, **kwargs)` if
+    given (a key of None: per job name).
     """
 
     def decorate(func: Callable[P, R]) -> JobFunction[P, R]:
         if isinstance(func, JobFunction):
             raise TypeError(f"{func.name!r} is already a job.")
         job_function: JobFunction[P, R] = JobFunction(
-            func,
-            name=name if isinstance(name, str) else None,
-            queue=queue,
-            tries=tries,
-            backoff=backoff,
-            timeout=timeout,
-            retry_until=retry_until,
-            unique_key=unique_key,
-            priority=priority,
-            schedule=schedule,
-            concurrency=concurrency,
-            concurrency_key=concurrency_key,
-        )
+            func, name=name if isinstance(name, str) else None, **options)
         registry.register(job_function)
         return job_function
 
