@@ -19,33 +19,32 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from ...conf import settings
+from ...core.cancel import Outcome, reason
 from ...core.crash_points import crash_point
 from ...core.ending import any_marked
 from ...core.limits import Limits
-from ...core.minutes import Minute
+from ...core.minutes import KEEP, Minute, minute_start
+from ...core.progress import Progress
 from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
-from ...exceptions import LateriteConfigurationError, StoreUnavailable
+from ...exceptions import LateriteConfigurationError, PushNotReplicated, StoreUnavailable
 from ..base import Store
 from ..callbacks import limits_of
 from ..errors import database_outage, describe_redis, guarded, redis_outage
 from ..schedule_state import Fired, ScheduleFire, ScheduleState
 from . import alias as redis_alias
 from . import failed as redis_failed
-from . import flow as redis_flow
 from . import limits as redis_limits
-from . import minutes as redis_minutes
 from . import outbox as redis_outbox
-from . import progress as redis_progress
-from . import replication as redis_replicated
-from . import schedules as redis_schedules
 from . import scripts as calls
 from . import workflows as redis_ends
+from .failed import claim_token, failed_row
 from .persistence import persistence_warning
 from .values import (
     AGAIN_WITHIN,
@@ -54,6 +53,7 @@ from .values import (
     claim_args,
     dt,
     job_fields,
+    push_args,
     push_packed,
     text,
     us,
@@ -64,12 +64,34 @@ from .wait import Waiting
 if TYPE_CHECKING:
     from redis import Redis
 
-__all__ = ["RedisStore"]
+__all__ = ["CANCEL_TOKEN", "RedisStore"]
+
+# The first characters of the token a cancel holds a waiting job under (a worker's
+# claim token is a bare uuid4 hex, so the two never meet).
+CANCEL_TOKEN = "cancel-"
+
+# The fields of a running job's hash that `running` reads.
+_RUNNING_FIELDS = ("name", "queue", "attempts", "claimed_by", "progress", "token")
 
 
 def _due_of(member: bytes | str) -> int:
     """The due time (microseconds) in a ready set's member "<available_at>:<id>"."""
     return int(text(member).split(":", 1)[0])
+
+
+def _minute_number(moment: datetime) -> int:
+    """The number of the minute of `moment` (its key: `P:minutes:<number>`)."""
+    return int(moment.timestamp() // 60)
+
+
+def _schedule_state(name: str, fields: dict) -> ScheduleState:
+    values = {text(k): text(v) for k, v in fields.items()}
+    job_id = values.get("job_id")
+    return ScheduleState(
+        name=name, last_tick=dt(values.get("last_tick")), fired_at=dt(values.get("fired_at")),
+        job_id=int(job_id) if job_id and job_id != "0" else None,
+        paused=values.get("paused") == "1", rule_hash=values.get("rule_hash") or None,
+    )
 
 
 class RedisStore(Store):
@@ -187,7 +209,7 @@ class RedisStore(Store):
         now = str(us(timezone.now()))
         wait = settings.REDIS_WAIT
         if wait is not None:
-            return redis_replicated.push(self, now, jobs, wait, once)
+            return self._push_replicated(now, jobs, wait, once)
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key (limits.py).
             return [int(i) or None for i in self._push(
@@ -205,6 +227,35 @@ class RedisStore(Store):
     def _push(self, name: str, args: Sequence[Any]) -> Any:
         """Run push script `name` with the prefix and `args` (scripts.run_push)."""
         return calls.run_push(self.client, name, [self.prefix, *args])
+
+    def _push_replicated(self, now: str, jobs: Sequence[NewJob], wait: float,
+                         once: Sequence[str] | None = None) -> list[int | None]:
+        """Push, then wait up to `wait` seconds for one replica to have the jobs.
+
+        Redis replicates asynchronously: a push the primary acknowledged is lost if
+        the primary fails before a replica copied it. With LATERITE_QUEUE_REDIS_WAIT
+        a push returns once a replica has it, and raises PushNotReplicated if none
+        confirmed it in time (the jobs are on the primary all the same).
+        """
+        if any(job.concurrency_limit for job in jobs):
+            steps = [("push_limited", redis_limits.push_limited_args(now, jobs, once))]
+        else:
+            steps = [("push", push_packed(now, jobs[i : i + PUSH_CHUNK],
+                                          None if once is None else once[i : i + PUSH_CHUNK]))
+                     for i in range(0, len(jobs), PUSH_CHUNK)]
+        ids: list[int | None] = []
+        replicas = 1
+        for name, args in steps:  # one chunk at a time, each its own push (resend.py)
+            result, confirmed = calls.run_push_replicated(
+                self.client, name, [self.prefix, *args], wait)
+            ids += [int(i) or None for i in result]
+            replicas = min(replicas, confirmed)
+        if replicas < 1:
+            raise PushNotReplicated(
+                f"The redis store pushed {len(jobs)} job(s) to {describe_redis(self.alias)}, "
+                f"but no replica confirmed them within {wait:g} s "
+                f"(LATERITE_QUEUE_REDIS_WAIT): a failover now would lose them.", ids)
+        return ids
 
     @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
@@ -345,8 +396,8 @@ class RedisStore(Store):
                 self._failed_rows(None), token, claim_id, text(name), text(queue), dt(pushed_at)
             ):
                 self._run("delete", [claim_id, token])
-            elif token.startswith(redis_flow.CANCEL_TOKEN):
-                redis_flow.finish_cancel(self, claim_id, token)  # cancelled: never runs again
+            elif token.startswith(CANCEL_TOKEN):
+                self._finish_cancel(claim_id, token)  # cancelled: never runs again
             elif self._run("release", [now, claim_id, token, now, reason, "0"]):
                 count += 1
         crash_point("sweep.after_marked")
@@ -426,31 +477,63 @@ class RedisStore(Store):
             return None
         return row.pk
 
-    # -- schedules (redis_schedules.py) ---------------------------------------------
+    # -- schedules ------------------------------------------------------------------
+    # Each schedule is a hash `P:schedule:<name>` (last_tick, fired_at: microseconds
+    # since the epoch; job_id; paused '1'/'0'; rule_hash), and its name is in the set
+    # `P:schedules` (what remove_schedules looks through, rather than a SCAN of every
+    # key). SCHEDULE_DEFINE restarts a schedule whose rule changed in one script.
+    # SCHEDULE_FIRE checks the cursor, moves it, and pushes the tick's job in one
+    # script: Redis runs a script whole or not at all, so the tick and its job move
+    # together, and a second scheduler's FIRE for the same tick finds the cursor there
+    # and pushes nothing. A scheduler that dies before or after its script leaves
+    # either nothing or everything done.
 
     @guarded
     def schedule_states(self, names: Sequence[str]) -> dict[str, ScheduleState]:
-        return redis_schedules.states(self, names)
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hgetall(self.key("schedule", name))
+        return {name: _schedule_state(name, fields)
+                for name, fields in zip(names, pipe.execute() if names else [], strict=True)
+                if fields}
 
     @guarded
     def add_schedules(self, names: Sequence[str], since: datetime) -> int:
-        return redis_schedules.add(self, names, since)
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hsetnx(self.key("schedule", name), "last_tick", us(since))
+        if names:
+            pipe.sadd(self.key("schedules"), *names)
+        return sum(1 for added in (pipe.execute()[:len(names)] if names else []) if added)
 
     @guarded
     def define_schedules(self, rules: Mapping[str, str], now: datetime) -> list[str]:
-        return redis_schedules.define(self, rules, now)
+        if not rules:
+            return []
+        pairs = [value for name, rule in rules.items() for value in (name, rule)]
+        return [text(name) for name in self._run("schedule_define", [us(now), *pairs])]
 
     @guarded
     def remove_schedules(self, keep: Sequence[str]) -> int:
-        return redis_schedules.remove(self, keep)
+        return int(self._run("schedule_remove", list(keep)))
 
     @guarded
     def fire_schedule(self, fire: ScheduleFire) -> Fired:
-        return redis_schedules.fire(self, fire)
+        if fire.tick is None and fire.job is None:
+            raise ValueError("A ScheduleFire needs a tick, a job, or both.")
+        job_args = push_args(str(us(fire.job.pushed_at)), [fire.job]) if fire.job else ["0", 0]
+        outcome, job_id = self._run("schedule_fire", [
+            fire.name, "" if fire.tick is None else us(fire.tick),
+            "push" if fire.job is not None else "advance", "1" if fire.skip_if_running else "0",
+            *job_args,
+        ])
+        outcome = text(outcome)
+        return Fired(outcome, int(job_id) or None if outcome == "pushed" else None)
 
     @guarded
     def pause_schedule(self, name: str, paused: bool, now: datetime) -> ScheduleState:
-        return redis_schedules.pause(self, name, paused, now)
+        flat = self._run("schedule_pause", [name, "1" if paused else "0", us(now)])
+        return _schedule_state(name, dict(zip(flat[0::2], flat[1::2], strict=True)))
 
     # -- reads: for the commands, the admin and the metrics ------------------------
 
@@ -495,11 +578,51 @@ class RedisStore(Store):
 
     @guarded
     def running(self, limit: int = 100) -> list[Running]:
-        return redis_progress.running(self, limit)
+        """See Store.running: each with the progress its current attempt saved (read
+        with its token, so that a value left by an earlier attempt is not shown)."""
+        names = self.queues()
+        if not names:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for queue in names:
+            pipe.zrange(self.key("queue", queue, "claimed"), 0, -1)
+        ids = sorted({int(member) for members in pipe.execute() for member in members})[:limit]
+        if not ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for id_ in ids:
+            pipe.hmget(self.key("job", str(id_)), _RUNNING_FIELDS)
+        found = []
+        for id_, row in zip(ids, pipe.execute(), strict=True):
+            name, queue, attempts, claimed_by, progress, token = row
+            if name is None:
+                continue  # settled meanwhile
+            found.append(Running(id=id_, name=text(name), queue=text(queue),
+                                 attempts=int(attempts or 0), claimed_by=text(claimed_by or b""),
+                                 progress=Progress.parse(progress, token)))
+        return found
 
     @guarded
     def minutes(self, since: datetime) -> list[Minute]:
-        return redis_minutes.read(self, since)
+        """See Store.minutes: one hash per minute, `P:minutes:<minute number>`, fields
+        `succeeded:<queue>` and `failed:<queue>`, expiring after `minutes.KEEP`."""
+        last = _minute_number(datetime.now(UTC))
+        first = max(_minute_number(minute_start(since)),
+                    last - int(KEEP.total_seconds() // 60))
+        numbers = range(first, last + 1)
+        pipe = self.client.pipeline(transaction=False)
+        for number in numbers:
+            pipe.hgetall(self.key("minutes", str(number)))
+        found = []
+        for number, fields in zip(numbers, pipe.execute(), strict=True):
+            by_queue: dict[str, list[int]] = {}
+            for field, value in fields.items():
+                kind, queue = text(field).split(":", 1)
+                pair = by_queue.setdefault(queue, [0, 0])
+                pair[0 if kind == "succeeded" else 1] += int(value)
+            moment = datetime.fromtimestamp(number * 60, UTC)
+            found += [Minute(queue, moment, s, f) for queue, (s, f) in sorted(by_queue.items())]
+        return found
 
     @guarded
     def oldest_waiting(self) -> dict[str, datetime]:
@@ -545,11 +668,29 @@ class RedisStore(Store):
 
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:
-        redis_minutes.add(self, minutes)
+        if not minutes:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        keep = int(KEEP.total_seconds())
+        for m in minutes:
+            key = self.key("minutes", str(_minute_number(m.minute)))
+            if m.succeeded:
+                pipe.hincrby(key, f"succeeded:{m.queue}", m.succeeded)
+            if m.failed:
+                pipe.hincrby(key, f"failed:{m.queue}", m.failed)
+            pipe.expire(key, keep)
+        pipe.execute()
 
     @guarded
     def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
-        return redis_progress.save(self, items)
+        """See Store.save_progress: a field `progress` of the job's hash, written only
+        while the claim's token is the job's (one script for a batch of jobs)."""
+        if not items:
+            return 0
+        args: list[Any] = []
+        for claim, stored in items:
+            args += [claim.id, claim.token, stored]
+        return int(self._run("save_progress", args))
 
     @guarded
     def clear(self, queue: str | None = None) -> int:
@@ -581,27 +722,100 @@ class RedisStore(Store):
         """Forget the client: the next call looks it up again (its pool stays)."""
         self._client = None
 
-    # -- flow control (redis_flow) ------------------------------------------------
+    # -- flow control: paused queues, cancels (see flow/) ----------------------------
+    # `P:paused` is the set of paused queue names; a running job's hash gets
+    # `cancel_requested` when a cancel is asked, which its worker's heartbeat reads.
+    #
+    # A cancelled waiting job moves to the failed list as a claimed job does in
+    # `fail()`, so a crash at any point loses nothing: the CANCEL script takes it out
+    # of its queue and holds it under a claim of the cancel's own (token
+    # `cancel-...`, marked `failing`); then its row is written to the failed list,
+    # keyed by that claim (`FailedJob.claim_token`); then the claim is deleted. If
+    # the process dies before the row, the workers' sweep finds the marked claim
+    # once `LATERITE_QUEUE_RETRY_AFTER` has passed, with no row, and finishes the
+    # cancel (`_finish_cancel`: writes the row, deletes the job); if it dies after
+    # the row, the sweep finds the row and deletes the job. A cancelled job never
+    # runs again.
 
     @guarded
     def pause(self, queues: Sequence[str]) -> None:
-        redis_flow.pause(self, queues)
+        if queues:
+            self.client.sadd(self.key("paused"), *queues)
 
     @guarded
     def resume(self, queues: Sequence[str]) -> None:
-        redis_flow.resume(self, queues)
+        if queues:
+            self._run("resume", queues)
 
     @guarded
     def paused_queues(self) -> set[str]:
-        return redis_flow.paused_queues(self)
+        return {text(q) for q in self.client.smembers(self.key("paused"))}
 
     @guarded
     def cancel(self, ids: Iterable[int]) -> dict[int, str]:
-        return redis_flow.cancel(self, ids)
+        wanted = list(dict.fromkeys(job_ids(ids)))
+        if not wanted:
+            return {}
+        token = f"{CANCEL_TOKEN}{uuid.uuid4().hex}"
+        rows = self._run("cancel", [us(timezone.now()), token, *wanted])
+        crash_point("cancel.after_hold")  # held under the cancel's claim, no row yet
+        result: dict[int, str] = {}
+        failed: list[Any] = []
+        for row in rows:
+            job_id, outcome = int(row[0]), text(row[1])
+            result[job_id] = outcome
+            if outcome == Outcome.CANCELLED:
+                (name, queue, payload, priority, key, attempts, pushed_at, link_id,
+                 link_error) = row[2:]
+                claim = Claim(id=job_id, name=text(name), queue=text(queue),
+                              payload=text(payload), attempts=int(attempts or 0),
+                              pushed_at=dt(pushed_at), token=token,
+                              unique_key=text(key) or None, priority=int(priority or 0))
+                fields = failed_row(claim, reason(False))
+                fields["claim_token"] = claim_token(claim)
+                if text(link_id):
+                    fields.update(retried_from_id=int(link_id),
+                                  retried_from_error=text(link_error))
+                failed.append(fields)
+        if failed:
+            # The rows first (one statement), then the jobs leave Redis (see above).
+            with transaction.atomic(using=self.database):
+                rows = self._failed_rows(None)
+                rows.bulk_create([rows.model(**fields) for fields in failed])
+                redis_ends.count_failed(self, [fields["payload"] for fields in failed])
+            crash_point("cancel.after_rows")  # the rows written, the jobs still held
+            self._run("delete", [value for fields in failed
+                                 for value in (fields["job_id"], token)])
+        return result
+
+    def _finish_cancel(self, job_id: int, token: str) -> None:
+        """Finish a cancel whose process died before the failed row was written (the
+        sweep calls this for a marked claim under a cancel token that has no row)."""
+        fields = [text(v) if v is not None else None for v in self.client.hmget(
+            self.key("job", str(job_id)), "token", "name", "queue", "payload", "priority",
+            "unique_key", "attempts", "pushed_at")]
+        if fields[0] != token:
+            return  # finished meanwhile
+        name, queue, payload, priority, key, attempts, pushed_at = fields[1:]
+        claim = Claim(id=job_id, name=name or "", queue=queue or "", payload=payload or "",
+                      attempts=int(attempts or 0), pushed_at=dt(pushed_at) or timezone.now(),
+                      token=token, unique_key=key or None, priority=int(priority or 0))
+        redis_ends.write_row_counted(self, claim, reason(False),
+                                     redis_failed.retried_link(self, job_id))
+        self._run("delete", [job_id, token])
 
     @guarded
     def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
-        return redis_flow.cancel_requested(self, claims)
+        if not claims:
+            return set()
+        pipe = self.client.pipeline(transaction=False)
+        for claim in claims:
+            pipe.hmget(self.key("job", str(claim.id)), "token", "cancel_requested")
+        found = set()
+        for claim, (token, asked) in zip(claims, pipe.execute(), strict=True):
+            if asked is not None and token is not None and text(token) == claim.token:
+                found.add(claim.id)
+        return found
 
     @guarded
     def drop_batch(self, batch_id: int) -> int:
