@@ -117,9 +117,7 @@ def _send_outbox(store: Store) -> None:
     from .stores.redis import RedisStore
 
     if isinstance(store, RedisStore):
-        from .stores.redis import outbox as redis_outbox
-
-        redis_outbox.move(store)
+        store.move_outbox()
 
 
 @contextmanager

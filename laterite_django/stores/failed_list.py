@@ -94,7 +94,7 @@ class FailedList:
         """Push `jobs`, one per failed row of `rows`, in the retry's transaction, which
         must move each exactly once: return their ids to link (None: not linked here).
         The database store's push commits or rolls back with the rows' deletion; the
-        Redis store's goes through its outbox and is linked there (redis_failed)."""
+        Redis store's goes through its outbox and is linked there (RedisStore._push_retried)."""
         return self.push(jobs)
 
     def _link_retried(self, links: Sequence[tuple[int, FailedJob]]) -> None:

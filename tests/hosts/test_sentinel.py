@@ -107,7 +107,6 @@ def test_an_unconfirmed_push_from_the_outbox_is_not_pushed_again(redis_set, tran
     from django.db import transaction
 
     from laterite_django.models import OutboxJob
-    from laterite_django.stores.redis import outbox as redis_outbox
 
     with override_settings(LATERITE_QUEUE_REDIS_WAIT=0.2):
         reset_store()
@@ -120,5 +119,5 @@ def test_an_unconfirmed_push_from_the_outbox_is_not_pushed_again(redis_set, tran
             redis_set.resume_replica()
         # On the primary, though unconfirmed: moved, so no sweep pushes it again.
         assert OutboxJob.objects.count() == 0
-        assert redis_outbox.sweep(store) == 0
+        assert store.sweep_outbox() == 0
         assert sum(c.waiting for c in store.counts().values()) == 1

@@ -3,7 +3,7 @@ in the database, and the database store's own pieces of them.
 
 A batch's counts, moved in the database for every store, and its callbacks pushed
 by the transaction that moves them: the one that deletes the job on the database
-store, the one that records its end on Redis (see stores/redis/workflows.py). One
+store, the one that records its end on Redis (see stores/redis/store.py). One
 exception, PostgreSQL's batch drain: the claim that deletes and counts the finished
 jobs commits on its own, and the callbacks of a batch it took to 0 are pushed right
 after by `finish_settled` (or by the sweep, if the worker died in between).

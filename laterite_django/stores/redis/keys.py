@@ -40,7 +40,7 @@ WAKE_CAP = 32
 # Seconds an idle worker's wake-up token is kept: one that nobody pops (its worker is
 # gone) goes by itself.
 IDLE_TOKEN_TTL = 600
-# Seconds a push's "once" mark is kept (the outbox's moves: see outbox.py).
+# Seconds a push's "once" mark is kept (the outbox's moves: see RedisStore.move_outbox).
 ONCE_TTL = 7 * 24 * 3600
 # Seconds a push's answer is kept for the same push sent again (resend.py): a push
 # is sent again at once, or within redis-py's retries (seconds), never later.

@@ -1,9 +1,13 @@
 """Jobs kept in Redis, through a django-redis cache's raw client.
 
-Every operation that touches more than one key is one Lua script (see
-redis_scripts), run by its SHA (redis_calls). The raw client skips the
-cache's key prefix and serializer, so every key lives under
-LATERITE_QUEUE_PREFIX and payloads are the JSON text the job layer wrote.
+One class, RedisStore, does the work of every operation; what it leans on are plain
+helpers: the Lua scripts (lua/*.lua, one a file, run by name through the one runner,
+scripts.py, each call one EVALSHA), the key layout (keys.py), the values to and from
+the scripts (values.py), the limited push and claim's arguments (limits.py), the
+failed rows (failed.py), and the idle wait it holds (wait.py, `Waiting`). Every
+operation that touches more than one key is one Lua script. The raw client skips the
+cache's key prefix and serializer, so every key lives under LATERITE_QUEUE_PREFIX and
+payloads are the JSON text the job layer wrote.
 
 The failed list stays in the database. `fail()` marks the claim in Redis,
 writes the FailedJob row, then removes the job from Redis; if the process dies
@@ -11,40 +15,48 @@ between the row and the removal, the job stays claimed and marked, and once
 its claim expires `requeue_abandoned` finds the row and finishes the removal
 (or, with no row, returns the job to its queue); retrying or forgetting that row
 first finishes the removal, so a handled row never brings its job back. Nothing is
-lost and no job is both failed and queued again (see redis_failed).
+lost and no job is both failed and queued again (see failed.py).
+
+A push inside a database transaction goes through the database outbox, a batch's
+counts live in the database, and a cancel holds its jobs under a claim of its own:
+each section of the class says how (the outbox; chains and batches; flow control).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import socket
 import threading
+import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from ...conf import settings
 from ...core.cancel import Outcome, reason
 from ...core.crash_points import crash_point
-from ...core.ending import any_marked
+from ...core.ending import End, any_marked, ends_of_payloads
 from ...core.limits import Limits
+from ...core.marks import marks_of
 from ...core.minutes import KEEP, Minute, minute_start
 from ...core.progress import Progress
 from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
 from ...exceptions import LateriteConfigurationError, PushNotReplicated, StoreUnavailable
 from ..base import Store
-from ..callbacks import limits_of
+from ..callbacks import limits_of, next_links, with_limit
+from ..database.workflows import count_ends, finish_settled
 from ..errors import database_outage, describe_redis, guarded, redis_outage
 from ..schedule_state import Fired, ScheduleFire, ScheduleState
 from . import alias as redis_alias
-from . import failed as redis_failed
 from . import limits as redis_limits
-from . import outbox as redis_outbox
 from . import scripts as calls
-from . import workflows as redis_ends
-from .failed import claim_token, failed_row
+from .failed import CHUNK, claim_token, failed_row, marked_claims, row_exists, write_row
 from .persistence import persistence_warning
 from .values import (
     AGAIN_WITHIN,
@@ -53,6 +65,7 @@ from .values import (
     claim_args,
     dt,
     job_fields,
+    pack,
     push_args,
     push_packed,
     text,
@@ -64,7 +77,9 @@ from .wait import Waiting
 if TYPE_CHECKING:
     from redis import Redis
 
-__all__ = ["CANCEL_TOKEN", "RedisStore"]
+__all__ = ["RedisStore"]
+
+logger = logging.getLogger("laterite")
 
 # The first characters of the token a cancel holds a waiting job under (a worker's
 # claim token is a bare uuid4 hex, so the two never meet).
@@ -72,6 +87,25 @@ CANCEL_TOKEN = "cancel-"
 
 # The fields of a running job's hash that `running` reads.
 _RUNNING_FIELDS = ("name", "queue", "attempts", "claimed_by", "progress", "token")
+
+# The fields of a retried job's hash that name the failed job it came from.
+_LINK_FIELDS = ("retried_from_id", "retried_from_error")
+
+# Rows per outbox move transaction (and per Redis push).
+OUTBOX_BATCH = 500
+
+# The fields of a NewJob an outbox row keeps, the same on both: written to the row at
+# the push, read back into a NewJob at the move (the concurrency key is not kept).
+KEPT = ("name", "queue", "payload", "priority", "pushed_at", "available_at", "retry_until",
+        "unique_key", "delay")
+
+# Items of a list of ends counted per database transaction (each the ends of one
+# FINISH call, or one end of DROP_BATCH); jobs looked at per DROP_BATCH call (each
+# call holds Redis meanwhile).
+ENDS_CHUNK = 500
+DROP_CHUNK = 500
+# Seconds between a busy worker's counts of the ends it listed.
+APPLY_EVERY = 0.5
 
 
 def _due_of(member: bytes | str) -> int:
@@ -84,6 +118,12 @@ def _minute_number(moment: datetime) -> int:
     return int(moment.timestamp() // 60)
 
 
+def _outbox_mark(row: Any) -> str:
+    """A row's mark for the PUSH script's `once`: its id and push time (microseconds),
+    unique even if the table's ids start again."""
+    return f"outbox:{row.pk}:{int(row.pushed_at.timestamp() * 1_000_000)}"
+
+
 def _schedule_state(name: str, fields: dict) -> ScheduleState:
     values = {text(k): text(v) for k, v in fields.items()}
     job_id = values.get("job_id")
@@ -92,6 +132,27 @@ def _schedule_state(name: str, fields: dict) -> ScheduleState:
         job_id=int(job_id) if job_id and job_id != "0" else None,
         paused=values.get("paused") == "1", rule_hash=values.get("rule_hash") or None,
     )
+
+
+class Counter:
+    """The thread of a worker's process that counts the ends the process lists (by
+    `count`, the store's count of its own list), so that the database's part of a
+    count (a few milliseconds per thousand ends) overlaps the jobs the worker runs
+    meanwhile. A count it has not made when the process dies is the sweep's, as for
+    any worker that died."""
+
+    def __init__(self, count: Callable[[], object]) -> None:
+        self._count = count
+        self.pid = os.getpid()
+        self.due = threading.Event()
+        threading.Thread(target=self._run, name="laterite-batch-ends", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            self.due.wait()
+            self.due.clear()
+            close_old_connections()  # a connection an error left unusable goes
+            self._count()
 
 
 class RedisStore(Store):
@@ -119,16 +180,16 @@ class RedisStore(Store):
         self._waiting = Waiting(prefix, database, lambda: self.client)
         # This thread's quiet spell (wait.py), the waiting's own.
         self.quiet_state = self._waiting.quiet_state
-        # Batch ends listed by this process, not counted yet (redis_ends).
+        # Batch ends listed by this process, not counted yet (_ends_listed).
         self._ends_pending = False
         self._ends_applied = 0.0
         # Ends counted since the last flush: their callbacks may wait to be claimed.
         self._ends_counted = False
         # One count of this process's list at a time; a worker's counts run in a thread
-        # of their own (redis_ends.Counter) once it said it manages its connections.
+        # of their own (Counter) once it said it manages its connections.
         self._ends_lock = threading.Lock()
         self._ends_in_background = False
-        self._ends_counter: redis_ends.Counter | None = None
+        self._ends_counter: Counter | None = None
 
     def __repr__(self) -> str:
         return f"<RedisStore alias={self.alias!r} prefix={self.prefix!r}>"
@@ -261,7 +322,140 @@ class RedisStore(Store):
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Keep `jobs` in the database outbox, in the open transaction; they move to
         Redis on commit, or at a worker's sweep if Redis is away."""
-        redis_outbox.hold(self, jobs)
+        self._hold(jobs)
+
+    # -- the outbox: pushes made inside a database transaction ---------------------
+    # Redis cannot join the caller's transaction, so a push inside
+    # `transaction.atomic()` is written to the `OutboxJob` table in it: it commits with
+    # the caller's data or rolls back with it. After the commit a hook moves the rows
+    # to Redis; if Redis is away then, the hook logs a warning and the rows wait for
+    # the workers' periodic sweep (`requeue_abandoned`), which moves whatever the
+    # outbox holds.
+    #
+    # A move deletes its rows and pushes them to Redis in one database transaction
+    # (rows locked with SKIP LOCKED on PostgreSQL; SQLite lets one writer in at a
+    # time), so two movers never move one row twice, and a failed push leaves the rows
+    # in place. If the commit is lost after the push (the mover killed between the
+    # two), the rows come back and are moved again: each row's push carries a mark
+    # that Redis keeps for a week (ONCE_TTL), and a job whose mark is set is not stored
+    # a second time (a job with a concurrency limit too: its script is PUSH's, marks
+    # included). Unique keys are checked when a row reaches Redis, where a duplicate is
+    # dropped. A job due at once or after a delay (NewJob.delay) keeps its delay in the
+    # row and is due that long after its move, by Redis's clock: the clock every due
+    # time is compared with, and the only one the pusher and the mover (another host's
+    # sweep) share. The time it spent in the outbox is not taken off, which would need
+    # a clock common to both; a move follows the commit within milliseconds, and while
+    # Redis is away, which is what keeps rows longer, no push reaches it either.
+    # A retry from the failed list takes this road too (`_push_retried`), so its jobs
+    # reach Redis only once the deletion of their failed rows commits.
+
+    def _outbox_rows(self) -> Any:
+        # The models load after the app registry: imported on first use.
+        from ...models import OutboxJob
+
+        return OutboxJob.objects.using(self.database)
+
+    def _hold(self, jobs: Sequence[NewJob],
+              then: Callable[[list[int | None]], None] | None = None) -> None:
+        """Write `jobs` to the outbox in the open transaction; move them when it commits.
+
+        `then`, if given, is called after that move with the jobs' ids in Redis, in order
+        (None for one not stored, or moved by someone else); it must not raise.
+        """
+        rows = self._outbox_rows()
+        created = rows.bulk_create(
+            [rows.model(**{field: getattr(job, field) for field in KEPT}) for job in jobs],
+            batch_size=OUTBOX_BATCH,
+        )
+        ids = [row.pk for row in created]
+        crash_point("push.outbox_written")  # dies: the caller's transaction rolls back
+        # Without the ids (SQLite before 3.35 returns none), the hook moves the whole outbox.
+        transaction.on_commit(
+            lambda: self._after_commit(None if None in ids else ids, then), using=self.database
+        )
+
+    def _after_commit(self, ids: list[int] | None,
+                      then: Callable[[list[int | None]], None] | None = None) -> None:
+        """Move the committed rows to Redis, then call `then` (see _hold); never raise,
+        so later on-commit hooks run."""
+        crash_point("push.outbox.after_commit")  # committed, not moved: the sweep's
+        pushed: dict[int, int | None] = {}
+        try:
+            if ids is None:
+                self.move_outbox()
+            else:
+                pushed = self._move_outbox_ids(ids)
+        except Exception as e:
+            what = ("the outbox's jobs" if ids is None
+                    else f"{len(ids)} job{'s' * (len(ids) != 1)}")
+            logger.warning(
+                "Could not send %s to Redis after the commit (%s); they wait in the database "
+                "outbox until a worker's sweep sends them.", what, e,
+                extra={"action": "outbox_kept", "count": None if ids is None else len(ids)},
+            )
+            return
+        if then is not None and ids is not None:
+            then([pushed.get(i) for i in ids])
+
+    def move_outbox(self, ids: Sequence[int] | None = None) -> int:
+        """Move outbox rows (these ids, or all) to Redis, oldest first; return how many."""
+        if ids is not None:
+            return len(self._move_outbox_ids(ids))
+        moved = 0
+        while batch := self._move_outbox_batch(self._outbox_rows()):
+            moved += len(batch)
+        return moved
+
+    def _move_outbox_ids(self, ids: Sequence[int]) -> dict[int, int | None]:
+        """Move the outbox rows `ids`; return the id in Redis of each row moved here (None:
+        not stored, as a duplicate or as pushed before)."""
+        pushed: dict[int, int | None] = {}
+        for start in range(0, len(ids), OUTBOX_BATCH):
+            pushed.update(self._move_outbox_batch(
+                self._outbox_rows().filter(pk__in=ids[start : start + OUTBOX_BATCH])))
+        return pushed
+
+    def _move_outbox_batch(self, chosen: Any) -> dict[int, int | None]:
+        """Delete up to OUTBOX_BATCH rows of `chosen` and push them, in one transaction;
+        return each moved row's id in Redis by its own (see _move_outbox_ids)."""
+        with transaction.atomic(using=self.database):
+            rows = list(chosen.order_by("pk").select_for_update(skip_locked=True)[:OUTBOX_BATCH])
+            if not rows:
+                return {}
+            deleted, _ = self._outbox_rows().filter(pk__in=[row.pk for row in rows]).delete()
+            if deleted != len(rows):  # another mover got there first: leave it to them
+                transaction.set_rollback(True, using=self.database)
+                return {}
+            jobs = [
+                # The outbox keeps no concurrency key: it is computed again, as at the push.
+                with_limit(NewJob(**{field: getattr(row, field) for field in KEPT}))
+                for row in rows
+            ]
+            try:
+                # Marked with their rows: if this transaction's commit is lost after the
+                # push (a crash, a lost connection), the rows come back and are moved
+                # again, and Redis stores each job once all the same.
+                ids = self.push(jobs, once=[_outbox_mark(row) for row in rows])
+                crash_point("push.outbox.after_redis_push")  # dies: the rows come back
+            except PushNotReplicated as e:
+                # On the primary all the same: moved. Pushing them again would double them.
+                logger.warning("%s", e, extra={"action": "push_not_replicated"})
+                ids = e.ids
+        return {row.pk: job_id for row, job_id in zip(rows, ids, strict=True)}
+
+    def sweep_outbox(self) -> int:
+        """Move whatever the outbox holds (the workers' sweep); log and go on if that
+        fails, since the rows stay for the next sweep."""
+        try:
+            if not self._outbox_rows().exists():
+                return 0
+            return self.move_outbox()
+        except Exception as e:
+            logger.warning(
+                "Could not send the database outbox's jobs to Redis (%s); the next sweep "
+                "tries again.", e, extra={"action": "outbox_kept"},
+            )
+            return 0
 
     # -- claim, heartbeat and wait ----------------------------------------------
     # The CLAIM script, pipelined behind the deletion of the worker's finished jobs
@@ -300,7 +494,7 @@ class RedisStore(Store):
         if finished and any_marked(finished) and queues and limit >= 1:
             # Jobs of a chain or batch: deleted with what their end brings (FINISH),
             # then the claim, in one round trip.
-            name, args, ended = redis_ends.finish_step(self, finished)
+            name, args, ended = self._finish_step(finished)
             if name == "finish_limited":  # not pipelined: run alone, then the claim
                 self.delete(finished)
                 return self.claim(queues, worker, limit, limits)
@@ -310,7 +504,7 @@ class RedisStore(Store):
                 (name, args), ("claim", claim_args(token, queues, worker, limit))],
                 ran_late)
             if ended:
-                redis_ends.listed(self)
+                self._ends_listed()
             if not rows and ran_late == [0]:
                 # Redis did not know FINISH yet (its first use since a restart, a
                 # failover or SCRIPT FLUSH): it ran after the CLAIM, which could not
@@ -392,7 +586,7 @@ class RedisStore(Store):
         # Claims that died while moving to the failed list: finish what they started.
         for job_id, token, name, queue, pushed_at in marked:
             claim_id, token = int(job_id), text(token)
-            if redis_failed.row_exists(
+            if row_exists(
                 self._failed_rows(None), token, claim_id, text(name), text(queue), dt(pushed_at)
             ):
                 self._run("delete", [claim_id, token])
@@ -402,9 +596,9 @@ class RedisStore(Store):
                 count += 1
         crash_point("sweep.after_marked")
         # Jobs pushed in transactions that committed while Redis was away.
-        redis_outbox.sweep(self)
-        redis_ends.apply_all(self)  # batch ends a worker died before counting
-        redis_ends.finish_orphans(self)  # batches counted to 0 with no callbacks pushed
+        self.sweep_outbox()
+        self._count_all_ends()  # batch ends a worker died before counting
+        self._finish_orphans()  # batches counted to 0 with no callbacks pushed
         return count
 
     @guarded
@@ -435,7 +629,7 @@ class RedisStore(Store):
         if not claims:
             return 0
         if any_marked(claims):
-            return sum(1 for code in redis_ends.finish(self, claims) if code == 1)
+            return sum(1 for code in self._finish(claims) if code == 1)
         pairs = [value for c in claims for value in (c.id, c.token)]
         return sum(1 for code in self._run("delete", pairs) if int(code) == 1)
 
@@ -446,7 +640,7 @@ class RedisStore(Store):
     ) -> bool:
         now = us(timezone.now())
         how = ("started" if started else "unstarted") if uncharged else ""
-        # A delay goes as '+<us>', counted from Redis's own clock (redis_scripts).
+        # A delay goes as '+<us>', counted from Redis's own clock (lua/_common.lua).
         if isinstance(available_at, timedelta):
             due: str | int = f"+{available_at // timedelta(microseconds=1)}"
         else:
@@ -466,8 +660,8 @@ class RedisStore(Store):
         if not self._run("mark_failing", [claim.id, claim.token]):
             return None  # the claim was lost, or the job has left already
         crash_point("fail.after_mark")
-        link = redis_failed.retried_link(self, claim.id)
-        row = redis_ends.write_row_counted(self, claim, error, link)
+        link = self._retried_link(claim.id)
+        row = self._write_row_counted(claim, error, link)
         crash_point("fail.after_failed_row")
         (code,) = self._run("delete", [claim.id, claim.token])
         if int(code) == -1:
@@ -476,6 +670,87 @@ class RedisStore(Store):
             row.delete()
             return None
         return row.pk
+
+    # -- the failed list's Redis side (failed.py) -----------------------------------
+    # Each row the Redis store writes carries its claim (`claim_token`), so a repeated
+    # fail() of one claim finds its row instead of writing a second, and retrying or
+    # forgetting a row first finishes the job's removal from Redis if the worker died
+    # before doing it: a handled row never brings its job back.
+
+    @guarded
+    def retry(self, ids: Iterable[int] | None = None) -> int:
+        """See Store.retry; first finishes removals a dead worker left (_after_removals)."""
+        return self._after_removals(ids, super().retry)
+
+    @guarded
+    def forget(self, ids: Iterable[int] | None = None) -> int:
+        """See Store.forget; first finishes removals a dead worker left (_after_removals)."""
+        return self._after_removals(ids, super().forget)
+
+    def _after_removals(self, ids: Iterable[int] | None, handle: Callable[[Any], int]) -> int:
+        """Retry or forget (`handle`) the failed rows `ids` (None: all), having first
+        removed from Redis every job still held under one of their claims, in the same
+        database transaction (the rows locked).
+
+        Such a job is left by a worker that died after writing its row: once the row
+        is gone, the sweep would find no row and give the job back. Removing it first
+        means a row never disappears before its job has.
+        """
+        ids = None if ids is None else list(ids)
+        with transaction.atomic(using=self.database):
+            for pairs in marked_claims(self._failed_rows(ids).select_for_update()):
+                self._run("delete", pairs)
+            crash_point("failed.after_removals")  # dies: the rows stay, their jobs gone
+            return handle(ids)
+
+    def _push_retried(self, jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[int | None]:
+        """See Store._push_retried: put the retried `jobs` (one per failed row of `rows`)
+        in the outbox, in the retry's transaction, and link each to its row once moved;
+        return no ids to link now.
+
+        Pushed to Redis at once, a job would stay queued by a retry that does not commit
+        (its process killed, an error after the push) while its row stays for another
+        retry: one more copy each time. Through the outbox the jobs reach Redis only once
+        the rows' deletion commits, each once, and a push no replica confirmed counts as
+        moved, logged: its job is on the primary.
+        """
+        def link(ids: list[int | None]) -> None:
+            try:
+                self._link_retried([(i, row) for i, row in zip(ids, rows, strict=True) if i])
+            except Exception as e:  # the jobs are queued: only their link is missing
+                logger.warning("Could not record on the retried jobs the failed job each came "
+                               "from (%s).", e, extra={"action": "retry_not_linked"})
+
+        self._hold(jobs, then=link)
+        return [None] * len(jobs)
+
+    def _link_retried(self, links: Sequence[tuple[int, Any]]) -> None:
+        """See Store._link_retried: record in each retried job's data (its new id, its
+        FailedJob) the failed job it came from and that one's error, so a failure of the
+        retry shows where it came from."""
+        for start in range(0, len(links), CHUNK):
+            args = [value for job_id, failed in links[start : start + CHUNK]
+                    for value in (job_id, failed.pk, failed.error_summary)]
+            self._run("link_retried", args)
+
+    def _retried_link(self, job_id: int) -> dict[str, Any]:
+        """The `retried_from_*` FailedJob fields of a job in Redis (none if not a retry)."""
+        found, error = self.client.hmget(self.key("job", str(job_id)), *_LINK_FIELDS)
+        if not found:
+            return {}
+        return {"retried_from_id": int(found), "retried_from_error": text(error)}
+
+    def _write_row_counted(self, claim: Claim, error: str,
+                           link: dict[str, Any] | None = None) -> Any:
+        """Write the failed row of `claim` (failed.write_row) and count it on its
+        batch, in one transaction."""
+        rows = self._failed_rows(None)
+        if not any_marked([claim]):
+            return write_row(rows, claim, error, link)
+        with transaction.atomic(using=self.database):
+            row = write_row(rows, claim, error, link)
+            self._count_failed([claim.payload])
+        return row
 
     # -- schedules ------------------------------------------------------------------
     # Each schedule is a hash `P:schedule:<name>` (last_tick, fired_at: microseconds
@@ -696,31 +971,45 @@ class RedisStore(Store):
     def clear(self, queue: str | None = None) -> int:
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
-        count = int(self._run("clear", [queue or "", redis_ends.own_list(self)]))
-        redis_ends.apply_own(self)  # its batch jobs, counted as failed
+        count = int(self._run("clear", [queue or "", self._ends_list()]))
+        self._count_own_ends()  # its batch jobs, counted as failed
         return count
-
-    @guarded
-    def retry(self, ids: Iterable[int] | None = None) -> int:
-        """See Store.retry; first finishes removals a dead worker left (redis_failed)."""
-        return redis_failed.after_removals(self, ids, super().retry)
-
-    def _push_retried(self, jobs: Sequence[NewJob], rows: Sequence[Any]) -> list[int | None]:
-        """See Store._push_retried: through the outbox, linked once moved (redis_failed)."""
-        return redis_failed.push_retried(self, jobs, rows)
-
-    def _link_retried(self, links: Sequence[tuple[int, Any]]) -> None:
-        """See Store._link_retried: the link goes in the job's data in Redis."""
-        redis_failed.link_retried(self, links)
-
-    @guarded
-    def forget(self, ids: Iterable[int] | None = None) -> int:
-        """See Store.forget; first finishes removals a dead worker left (redis_failed)."""
-        return redis_failed.after_removals(self, ids, super().forget)
 
     def close(self) -> None:
         """Forget the client: the next call looks it up again (its pool stays)."""
         self._client = None
+
+    @guarded
+    def warnings(self) -> list[str]:
+        """A server that evicts keys when full (any `maxmemory-policy` but
+        `noeviction`) drops job hashes and the marks that keep a push from running
+        twice, without a word: a queue's server wants `noeviction`. The policy is
+        read from INFO, which managed services that forbid CONFIG allow. A server that
+        keeps nothing on disk loses every job at a restart (unless `ephemeral`)."""
+        found = []
+        policy = self.client.info("memory").get("maxmemory_policy", "noeviction")
+        if policy != "noeviction":
+            found.append(
+                f"Redis at {describe_redis(self.alias, self.client)} evicts keys when its "
+                f"memory is full (maxmemory-policy {policy}): jobs may be lost without a "
+                f"word. Set maxmemory-policy to noeviction for the queue's server.")
+        if not self.ephemeral:
+            lost = persistence_warning(self.client, describe_redis(self.alias, self.client))
+            found += [lost] if lost else []
+        return found
+
+    @guarded
+    def ping(self) -> None:
+        from redis.exceptions import RedisError
+
+        client = self.client
+        try:
+            client.ping()
+        except RedisError as e:
+            # Any answer but PONG (a refused password, a loading server) counts.
+            raise redis_outage(e, self.alias) or StoreUnavailable(
+                f"The redis store cannot be reached: {describe_redis(self.alias, client)}: {e}"
+            ) from e
 
     # -- flow control: paused queues, cancels (see flow/) ----------------------------
     # `P:paused` is the set of paused queue names; a running job's hash gets
@@ -782,7 +1071,7 @@ class RedisStore(Store):
             with transaction.atomic(using=self.database):
                 rows = self._failed_rows(None)
                 rows.bulk_create([rows.model(**fields) for fields in failed])
-                redis_ends.count_failed(self, [fields["payload"] for fields in failed])
+                self._count_failed([fields["payload"] for fields in failed])
             crash_point("cancel.after_rows")  # the rows written, the jobs still held
             self._run("delete", [value for fields in failed
                                  for value in (fields["job_id"], token)])
@@ -800,8 +1089,7 @@ class RedisStore(Store):
         claim = Claim(id=job_id, name=name or "", queue=queue or "", payload=payload or "",
                       attempts=int(attempts or 0), pushed_at=dt(pushed_at) or timezone.now(),
                       token=token, unique_key=key or None, priority=int(priority or 0))
-        redis_ends.write_row_counted(self, claim, reason(False),
-                                     redis_failed.retried_link(self, job_id))
+        self._write_row_counted(claim, reason(False), self._retried_link(job_id))
         self._run("delete", [job_id, token])
 
     @guarded
@@ -817,47 +1105,187 @@ class RedisStore(Store):
                 found.add(claim.id)
         return found
 
-    @guarded
-    def drop_batch(self, batch_id: int) -> int:
-        return redis_ends.drop_batch(self, batch_id)
+    # -- chains and batches (workflows/) --------------------------------------------
+    # A finished job of a workflow leaves Redis by the FINISH script, which in the same
+    # step pushes the next link of its chain and appends its batch end to the list of
+    # ends of its worker process (the ends of one call as one item; `_ends_list`: each
+    # process counts its own, so two never count the same ends at once). The batch's
+    # counts live in the database (database/workflows.py) for every store:
+    # `_count_ends` counts the listed ends there, the callbacks going to the outbox in
+    # the same transaction (moved to Redis at the commit), then takes the ends off the
+    # list. A busy worker counts at most every APPLY_EVERY seconds (one commit for many
+    # ends), an idle or stopping one at once, and the sweep counts every list (those of
+    # workers that died). A crash between the count and the removal leaves the ends
+    # listed, and the next count counts them again, which moves nothing: each end is
+    # counted once (its BatchEnd row). A job that fails for good is counted in the
+    # transaction that writes its failed row (`_write_row_counted`).
+
+    def _ends_list(self) -> str:
+        """This process's list of ends: each worker process counts its own, so that two
+        never count the same ends at once; the sweep counts those of the dead."""
+        return self.key("ended", socket.gethostname(), str(os.getpid()))
+
+    def _finish_step(self, claims: Sequence[Claim]) -> tuple[str, list[Any], bool]:
+        """The call of finish.lua for finished jobs, some of a workflow: (script name,
+        finish or finish_limited; its arguments after the prefix; whether it lists batch
+        completions)."""
+        now = str(us(timezone.now()))
+        found: list[tuple[Claim, str, list[NewJob]]] = []
+        ended = False
+        for claim in claims:
+            marks = marks_of(claim.payload)
+            record = "" if marks.batch is None else f"[{marks.batch[0]},{marks.batch[1]}]"
+            ended = ended or bool(record)
+            found.append((claim, record, next_links(claim) if marks.chain else []))
+        if any(job.concurrency_limit for _, _, links in found for job in links):
+            # A next link runs under a concurrency limit: every link carries its key.
+            entries = [[str(c.id), c.token, record, [value for job in links for value in (
+                *job_fields(job), job.concurrency_key or "",
+                "" if job.concurrency_limit is None else str(job.concurrency_limit))]]
+                for c, record, links in found]
+            return "finish_limited", [now, self._ends_list(), pack(entries)], ended
+        entries = [[str(c.id), c.token, record,
+                    [value for job in links for value in job_fields(job)]]
+                   for c, record, links in found]
+        return "finish", [now, self._ends_list(), pack(entries)], ended
+
+    def _finish(self, claims: Sequence[Claim]) -> list[int]:
+        """Delete finished jobs, those of a workflow with what their end brings, in one
+        script call; return each one's DELETE code (1 deleted, 0 gone, -1 the claim was
+        lost)."""
+        name, args, ended = self._finish_step(claims)
+        codes = self._run(name, args)
+        if ended:
+            self._ends_listed()
+        return [int(code) for code in codes]
+
+    def _ends_listed(self) -> None:
+        """This process listed batch ends: count them if its last count is APPLY_EVERY s
+        old (one database commit for many ends), in the worker's counting thread where it
+        has one (Counter); else when it finds nothing to claim or stops (Store.flush).
+        Ends of a worker that died: the sweep's."""
+        crash_point("batch.count.after_finish")  # the ends listed, not counted
+        self._ends_pending = True
+        if time.monotonic() - self._ends_applied < APPLY_EVERY:
+            return
+        if self._ends_in_background:
+            counter = self._ends_counter
+            if counter is None or counter.pid != os.getpid():  # none yet in this process
+                counter = self._ends_counter = Counter(self._count_own_ends)
+            self._ends_applied = time.monotonic()
+            counter.due.set()
+            return
+        self._count_own_ends()
+
+    def _count_own_ends(self) -> int:
+        """Count this process's list, one count at a time; note that callbacks may wait."""
+        with self._ends_lock:
+            taken = self._count_ends()
+            if taken:
+                self._ends_counted = True
+            return taken
 
     def flush(self) -> bool:
-        return redis_ends.apply_pending(self) > 0
+        """Count the ends this process listed and has not counted yet (a worker going
+        idle: the batch it worked on may be done); True if some were taken, or counted
+        since the last call (their callbacks, pushed after the worker's claim, wait to
+        be claimed)."""
+        with self._ends_lock:
+            taken = self._count_ends() if self._ends_pending else 0
+            counted, self._ends_counted = self._ends_counted, False
+        return max(taken, int(counted)) > 0
 
     def work_in_background(self) -> None:
         """Count the batch ends this process lists in a thread of its own, so that the
         database's part of a count overlaps the jobs that run meanwhile."""
         self._ends_in_background = True
 
-    @guarded
-    def warnings(self) -> list[str]:
-        """A server that evicts keys when full (any `maxmemory-policy` but
-        `noeviction`) drops job hashes and the marks that keep a push from running
-        twice, without a word: a queue's server wants `noeviction`. The policy is
-        read from INFO, which managed services that forbid CONFIG allow. A server that
-        keeps nothing on disk loses every job at a restart (unless `ephemeral`)."""
-        found = []
-        policy = self.client.info("memory").get("maxmemory_policy", "noeviction")
-        if policy != "noeviction":
-            found.append(
-                f"Redis at {describe_redis(self.alias, self.client)} evicts keys when its "
-                f"memory is full (maxmemory-policy {policy}): jobs may be lost without a "
-                f"word. Set maxmemory-policy to noeviction for the queue's server.")
-        if not self.ephemeral:
-            lost = persistence_warning(self.client, describe_redis(self.alias, self.client))
-            found += [lost] if lost else []
-        return found
-
-    @guarded
-    def ping(self) -> None:
-        from redis.exceptions import RedisError
-
-        client = self.client
+    def _count_ends(self, key: str | None = None) -> int:
+        """Count the ends this process's list (or list `key`) holds on their batches;
+        return how many were taken off it. Never raises: what is not counted now is
+        counted by the next call."""
+        own = key is None
+        key = self._ends_list() if key is None else key
+        taken = 0
+        if own:
+            self._ends_applied = time.monotonic()
+            self._ends_pending = False
         try:
-            client.ping()
-        except RedisError as e:
-            # Any answer but PONG (a refused password, a loading server) counts.
-            raise redis_outage(e, self.alias) or StoreUnavailable(
-                f"The redis store cannot be reached: {describe_redis(self.alias, client)}: {e}"
-            ) from e
+            while True:
+                records = self.client.lrange(key, 0, ENDS_CHUNK - 1)
+                if not records:
+                    return taken
+                ends = []
+                for raw in records:
+                    line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                    # "[batch,position]" (DROP_BATCH), or several separated by spaces
+                    # (FINISH); "[batch,position,1]" a failed one (CLEAR)
+                    for record in line.split(" "):
+                        try:
+                            batch, position, *failed = record[1:-1].split(",")
+                            ends.append(End(int(batch), int(position), failed == ["1"]))
+                        except ValueError:
+                            logger.error("An unreadable batch end in Redis was dropped: %r",
+                                         record)
+                with transaction.atomic(using=self.database):
+                    count_ends(self.database, ends, self._hold)
+                crash_point("batch.count.after_count")  # counted, still listed
+                # What was read is taken off; if another process (the sweep, counting a
+                # live worker's list at the same moment) took some first, by value.
+                self._run("take_completions", [key, b"\n".join(
+                    r if isinstance(r, bytes) else str(r).encode() for r in records)])
+                taken += len(records)
+                if len(records) < ENDS_CHUNK:
+                    return taken
+        except Exception as e:
+            if own:
+                self._ends_pending = True
+            logger.warning("Could not count the ends of batch jobs yet (%s); the next sweep "
+                           "tries again.", e, extra={"action": "batch_ends_kept"})
+            return taken
 
+    def _count_all_ends(self) -> int:
+        """Count the ends of every process's list (the sweep: those of workers that died
+        before counting theirs), and forget the empty lists; return how many were taken."""
+        try:
+            keys = [k.decode() if isinstance(k, bytes) else str(k)
+                    for k in self.client.smembers(self.key("ended-lists"))]
+        except Exception:
+            return 0
+        taken = sum(self._count_ends(key) for key in keys)
+        if keys:
+            with contextlib.suppress(Exception):
+                self._run("forget_empty_lists", keys)
+        return taken
+
+    def _finish_orphans(self) -> int:
+        """The sweep's look for batches counted down to 0 whose callbacks were not pushed
+        (database/workflows.py, finish_settled): the same rule as the database store's,
+        though here each count pushes them itself, so it finds none in the usual course."""
+        return finish_settled(self.database, None, self._hold)
+
+    def _count_failed(self, payloads: Sequence[str]) -> None:
+        """Count jobs moved to the failed list on their batches (in the caller's
+        transaction)."""
+        count_ends(self.database, ends_of_payloads(payloads, failed=True), self._hold)
+
+    @guarded
+    def drop_batch(self, batch_id: int) -> int:
+        """Remove the waiting and delayed jobs of cancelled batch `batch_id`, counting
+        each as ended; return how many. One script call per DROP_CHUNK jobs looked at,
+        so Redis is never held long; a job that moves meanwhile is dropped by the worker
+        that claims it (workflows.cancelled)."""
+        removed = 0
+        for raw in self.client.smembers(self.key("queues")):
+            queue = raw.decode() if isinstance(raw, bytes) else str(raw)
+            for kind in ("ready", "delayed"):
+                start = 0
+                while True:
+                    gone, seen = self._run("drop_batch", [int(batch_id), queue, kind, start,
+                                                          DROP_CHUNK, self._ends_list()])
+                    removed += int(gone)
+                    if int(seen) < DROP_CHUNK:
+                        break
+                    start += DROP_CHUNK - int(gone)
+        self._count_own_ends()
+        return removed

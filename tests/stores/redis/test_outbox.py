@@ -104,15 +104,13 @@ def move_twice(store: RedisStore, push: Callable[[], object]) -> None:
     """`push` in a transaction, then a move of its rows whose commit is lost (the mover
     dies between the push to Redis and the commit of the rows' deletion): the rows
     come back, and the transaction's commit moves them again."""
-    from laterite_django.stores.redis import outbox as redis_outbox
-
     with transaction.atomic():
         push()
         transaction.on_commit(lambda: None)
         ids = list(OutboxJob.objects.values_list("pk", flat=True))
         # The commit's own move, undone: the rows are pushed, then the deletion rolls back.
         with pytest.raises(RuntimeError), transaction.atomic():
-            assert redis_outbox.move(store, ids) == len(ids)
+            assert store.move_outbox(ids) == len(ids)
             raise RuntimeError("the commit is lost")
         assert OutboxJob.objects.count() == len(ids)
     assert OutboxJob.objects.count() == 0  # moved again at the commit

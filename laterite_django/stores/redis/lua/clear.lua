@@ -8,7 +8,7 @@ local ended = ARGV[3]
 local function forget(id)
   local k = jkey(id)
   if redis.call('EXISTS', k) == 1 then
-    -- A job of a batch is listed as a failed end, counted by the caller (workflows.py).
+    -- A job of a batch is listed as a failed end, counted by the caller (RedisStore.clear).
     local payload = redis.call('HGET', k, 'payload')
     local b, pos = nil, nil
     if payload then b, pos = string.match(payload, '"batch":%[(%d+),(%d+)%]}$') end

@@ -3,7 +3,7 @@
 -- packed as for PUSH). Deletes each job whose claim is still held and, in the same
 -- step, pushes the next link of its chain and appends the `record`s (its batch end,
 -- '' for none) of those deleted to that list of ends the database has yet to count
--- (workflows.py), as one item.
+-- (RedisStore._count_ends), as one item.
 -- Returns one code per job: 1 deleted, 0 the job is gone, -1 the claim was lost.
 --!include _finish.lua
 return finish(9)
