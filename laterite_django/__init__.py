@@ -6,7 +6,7 @@ to import from settings-time code.
 """
 
 from .context import JobContext, Pushed
-from .exceptions import Cancelled, Fail, JobNotRegistered, PushFromEventLoop, Retry
+from .exceptions import Cancelled, Fail, JobNotRegistered, PushFromEventLoop, Retry, Snooze
 from .flow import cancel, pause_queue, resume_queue
 from .jobs import JobFunction, job
 from .registry import registry
@@ -21,6 +21,7 @@ __all__ = [
     "PushFromEventLoop",
     "Pushed",
     "Retry",
+    "Snooze",
     "add_to_batch",
     "batch",
     "cancel",

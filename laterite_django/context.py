@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from .core.progress import check as check_progress
-from .exceptions import Cancelled
+from .exceptions import Cancelled, Snooze
+from .resumable import Checkpoints, Step
 
 if TYPE_CHECKING:
     from .flow.cancel import CancelWatch
@@ -70,6 +72,39 @@ class JobContext:
         """Raise Cancelled if this job was cancelled; call it where stopping is safe."""
         if self.cancelled:
             raise Cancelled("cancelled")
+
+    # Set by the worker: the job's checkpoint, read from its store and saved under its
+    # claim (resumable). The default keeps it in memory for one run (inline mode).
+    checkpoints: Checkpoints = field(default_factory=Checkpoints, repr=False, compare=False)
+
+    def iterate(self, source: Any, by: str | Sequence[str] | None = None,
+                chunk: int = 100) -> Iterator[Any]:
+        """Walk `source` chunk by chunk, saving the cursor with the job after each chunk.
+
+        `source` is a queryset, walked by keyset pagination on `by` (a unique field, or
+        a tuple of fields, in the queryset's order; default "pk"), or a function
+        `fetch(cursor, n) -> (items, next_cursor)` (cursor None at the start,
+        next_cursor None at the end; JSON values). A later run of the job (after its
+        worker stopped at a chunk boundary, or died) starts after the last saved chunk.
+        """
+        return self.checkpoints.iterate(source, by=by, chunk=chunk)
+
+    @property
+    def position(self) -> Any:
+        """The saved cursor of the `iterate` loop running now (None before its first
+        chunk)."""
+        return self.checkpoints.position
+
+    def step(self, name: str) -> AbstractContextManager[Step]:
+        """A block that runs once across attempts: `with cx.step("charge") as step:`,
+        where `step.todo` is True until a run of the block has completed and been saved,
+        and `step.result` (JSON) is saved with it and given back to later attempts."""
+        return self.checkpoints.step(name)
+
+    def snooze(self, seconds: float) -> None:
+        """Send the job back to run again `seconds` from now, its tries unchanged (raises
+        Snooze; `@job(max_snoozes=N)` caps how often)."""
+        raise Snooze(seconds)
 
 
 @dataclass(frozen=True, slots=True)

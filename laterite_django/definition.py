@@ -25,6 +25,10 @@ def check_options(job: JobFunction) -> None:
         isinstance(timeout, bool) or not isinstance(timeout, Real) or timeout <= 0
     ):
         raise ValueError(f"{label}: timeout must be seconds > 0 or None, got {job.timeout!r}.")
+    snoozes = job.max_snoozes
+    if isinstance(snoozes, bool) or not isinstance(snoozes, int) or snoozes < 0:
+        raise ValueError(f"{label}: max_snoozes must be an integer >= 0 (0: no ceiling), "
+                         f"got {snoozes!r}.")
     validate_backoff(job.name, job.backoff)
     if job.retry_until is not None and not (
         isinstance(job.retry_until, timedelta) or callable(job.retry_until)

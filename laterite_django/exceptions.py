@@ -14,6 +14,7 @@ __all__ = [
     "PushFromEventLoop",
     "PushNotReplicated",
     "Retry",
+    "Snooze",
     "StoreNotMigrated",
     "StoreUnavailable",
 ]
@@ -26,6 +27,16 @@ class Retry(Exception):
         super().__init__(message)
         self.message = message
         self.delay = delay
+
+
+class Snooze(Exception):
+    """Raise from a job to run it again `seconds` from now without charging a try (an
+    API answered "too many requests", a resource is busy); `@job(max_snoozes=N)`
+    (default 100) fails it at the snooze after the Nth."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"{seconds!r} s")
+        self.seconds = seconds
 
 
 class Fail(Exception):

@@ -22,6 +22,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from ..conf import settings
+from ..core.checkpoint import Checkpoint
 from ..core.progress import Progress
 from ..models import FailedJob, Job
 from ..stores import get_store
@@ -53,7 +54,7 @@ class JobAdmin(ReadOnlyQueueAdmin):
     list_display = ("id", "job_name", "queue_name", "state", "attempts", "due_at")
     list_filter = (QueueFilter, NameFilter, StateFilter, BatchFilter)
     search_fields = searched_by(Job, "name", "payload")
-    list_defer = ("payload", "last_error")
+    list_defer = ("payload", "last_error", "checkpoint")
     actions = (run_now, cancel_selected, "delete_selected")
     guarded_actions = ("run_now", "cancel_selected", "delete_selected")
     change_form_template = "laterite_django/admin/job_change_form.html"
@@ -61,13 +62,14 @@ class JobAdmin(ReadOnlyQueueAdmin):
         (None, {"fields": ("id", "name", "queue", "state", "attempts", "priority")}),
         ("When", {"fields": ("pushed", "due_at", "retry_until_at")}),
         ("Claim", {"fields": ("claimed_by", "claimed", "token", "progress_said")}),
+        ("Checkpoint", {"fields": ("checkpoint_said",)}),
         ("Arguments", {"fields": ("payload_json", "unique_key")}),
         ("Last error", {"fields": ("last_error_text",)}),
     )
     readonly_fields = (
         "id", "name", "queue", "state", "attempts", "priority", "pushed", "due_at",
         "retry_until_at", "claimed_by", "claimed", "token", "payload_json", "unique_key",
-        "last_error_text", "progress_said",
+        "last_error_text", "progress_said", "checkpoint_said",
     )
 
     def delete_model(self, request: HttpRequest, obj: Job) -> None:
@@ -128,6 +130,18 @@ class JobAdmin(ReadOnlyQueueAdmin):
         if progress is None:
             return "-"
         return format_html("{}{}", progress_bar(obj), moment(progress.at) if progress.at else "")
+
+    @admin.display(description="saved")
+    def checkpoint_said(self, obj: Job) -> SafeString | str:
+        """What a long job saved to pick up where it stopped (cx.iterate's place, its
+        steps done, its snoozes), in words, then as stored."""
+        if not obj.checkpoint:
+            return "-"
+        try:
+            said = Checkpoint.parse(obj.checkpoint).describe()
+        except ValueError as e:
+            said = str(e)
+        return format_html("{}{}", said, pretty_json(obj.checkpoint))
 
     @admin.display(description="last error")
     def last_error_text(self, obj: Job) -> SafeString | str:

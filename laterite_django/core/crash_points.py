@@ -50,6 +50,7 @@ POINTS: tuple[str, ...] = (
     "chain.next.after_push",
     "schedule.fire.after_push",
     "sweep.after_orphans", "sweep.after_requeue", "sweep.after_marked",
+    "iterate.after_save", "step.after_save",
 )
 
 

@@ -1,7 +1,7 @@
 """The rule book: what happens to a claimed job, before it runs and after each attempt.
 
 Every decision of the contract is made here and only here: tries, backoff, the
-retry window, Retry and Fail, timeouts, unrunnable jobs, lost workers and jobs
+retry window, Retry, Fail and Snooze, timeouts, unrunnable jobs, lost workers and jobs
 reclaimed past their tries. The worker, the process supervisor and the
 `django.tasks` runner describe how an attempt ended (an `Attempt`) and act on
 the `Decision` these functions return; none of them decides by itself.
@@ -63,6 +63,7 @@ class Ending(enum.Enum):
     UNSTARTED = "unstarted"  # claimed, never started (its worker died): not an attempt
     UNRUNNABLE = "unrunnable"  # unknown name, a payload that does not decode, bad options
     CANCELLED = "cancelled"  # cancelled while it ran: failed list, never retried by itself
+    SNOOZED = "snoozed"  # the job raised Snooze(seconds): back later, no try charged
 
 
 class Action(enum.Enum):
@@ -72,6 +73,7 @@ class Action(enum.Enum):
     RELEASE = "release"  # back to its queue, due at `Decision.at`, the attempt counted
     GIVE_BACK = "give back"  # back to its queue, due now, not charged a try
     FAIL = "fail"  # to the failed list with `Decision.error`
+    SNOOZE = "snooze"  # back to its queue after `Decision.delay`, not charged a try
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,7 @@ class JobOptions:
     tries: int = 3
     backoff: Backoff = None
     timeout: float | None = 60
+    max_snoozes: int = 100  # 0: no ceiling
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,7 @@ class Attempt:
     ending: Ending
     error: str = ""
     delay: float | None = None
+    snoozes: int = 0  # SNOOZED: the times the job was snoozed before this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +172,8 @@ def after_attempt(
         return Decision(Action.GIVE_BACK, claim.last_error, started=False)
     if ending in (Ending.FAIL, Ending.UNRUNNABLE, Ending.CANCELLED):
         return Decision(Action.FAIL, attempt.error)
+    if ending is Ending.SNOOZED:
+        return _snooze(options, attempt, now)
     # RAISED, RETRY, TIMED_OUT, LOST: a failed attempt, retried while allowed.
     tries_left = (options.tries == 0 and claim.retry_until is None) or (
         bool(options.tries) and claim.tries_used < options.tries
@@ -196,6 +202,22 @@ def cancelled_instead(decision: Decision) -> Decision:
     return Decision(Action.FAIL, f"{cancel_reason(True)}\n\n{decision.error}")
 
 
+def _snooze(options: JobOptions, attempt: Attempt, now: datetime) -> Decision:
+    """A snooze sends the job back after its delay without charging a try, up to
+    `max_snoozes` times; the next one fails it, saying so."""
+    if options.max_snoozes and attempt.snoozes >= options.max_snoozes:
+        return Decision(Action.FAIL, f"{attempt.error}\n\nNot snoozed again: snoozed "
+                                     f"{attempt.snoozes} times, its max_snoozes "
+                                     f"({options.max_snoozes})")
+    try:
+        delay = _checked(attempt.delay or 0.0, "Snooze delay")
+    except ValueError as e:
+        return Decision(Action.FAIL, f"{attempt.error}\n\nNot snoozed: its delay was "
+                                     f"refused (ValueError: {e})")
+    return Decision(Action.SNOOZE, attempt.error, at=now + timedelta(seconds=delay),
+                    delay=delay)
+
+
 def _delay(claim: Claim, options: JobOptions, attempt: Attempt) -> float:
     """Seconds before the next attempt: Retry's own delay, else the backoff's."""
     if attempt.delay is not None:
@@ -204,6 +226,12 @@ def _delay(claim: Claim, options: JobOptions, attempt: Attempt) -> float:
     else:
         delay = delay_after(options.backoff, claim.tries_used)
         source = "backoff"
+    return _checked(delay, source)
+
+
+def _checked(delay: object, source: str) -> float:
+    """`delay` as seconds, if it is a finite number from 0 to MAX_DELAY; else ValueError
+    saying which (`source`: Retry delay, backoff, Snooze delay)."""
     if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay):
         raise ValueError(f"{source} must be a finite number of seconds, got {delay!r}")
     if delay < 0:

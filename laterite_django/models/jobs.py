@@ -61,6 +61,11 @@ class Job(models.Model):
         blank=True, default="", db_default="",
         help_text="JSON: what the running attempt last said of its progress (cx.progress).",
     )
+    checkpoint = models.TextField(
+        blank=True, default="", db_default="",
+        help_text="JSON: what the job saved to pick up where it stopped: the cursors of "
+                  "cx.iterate, the results of cx.step blocks that ran, its snoozes.",
+    )
     # Flow control (flow/): the job's concurrency key and limit, set at push for a job
     # declared with `concurrency`; a cancel asked while it runs.
     concurrency_key = models.CharField(  # noqa: DJ001 -- NULL: no per-key limit

@@ -162,7 +162,7 @@ class Store(FailedList, abc.ABC):
     @abc.abstractmethod
     def release(
         self, claim: Claim, available_at: datetime | timedelta, error: str = "", *,
-        uncharged: bool = False, started: bool = True,
+        uncharged: bool = False, started: bool = True, checkpoint: str | None = None,
     ) -> bool:
         """Give the job back to its queue, due at `available_at`; False if the claim was lost.
 
@@ -175,6 +175,8 @@ class Store(FailedList, abc.ABC):
         before it finished. It still counts in `attempts` (`Claim.uncounted` keeps it
         off the tries), so the job runs next under a new number. With `started`
         false too, the job never started under this claim: its attempt is taken back.
+        With `checkpoint`, the job's checkpoint becomes that text in the same step (a
+        snooze counted).
         """
 
     @abc.abstractmethod
@@ -193,6 +195,16 @@ class Store(FailedList, abc.ABC):
     def save_progress(self, items: Sequence[tuple[Claim, str]]) -> int:
         """Store each (claim, progress text) on its job if the claim is still held (see
         `progress`); return how many were. Called by the worker's heartbeat thread."""
+        raise NotImplementedError
+
+    def checkpoint(self, claim: Claim) -> str:
+        """The checkpoint text saved with the claimed job ("" if none; see
+        core.checkpoint). Read once per run by a job that iterates, steps or snoozes."""
+        raise NotImplementedError
+
+    def save_checkpoint(self, claim: Claim, text: str) -> bool:
+        """Store `text` as the job's checkpoint if the claim is still held; False if it
+        was lost (another run owns the job now, and what it saved stays)."""
         raise NotImplementedError
 
     def running(self, limit: int = 100) -> list[Running]:

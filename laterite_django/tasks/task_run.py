@@ -15,7 +15,7 @@ from django.utils import timezone
 from ..context import JobContext
 from ..core.rules import Action, Decision
 from ..core.sizes import storable
-from ..exceptions import Cancelled, Fail
+from ..exceptions import Cancelled, Fail, Snooze
 from ..worker.attempt import WorkerStopped
 from ..worker.execute import JobTimeout
 from ..worker.loop import default_worker_name
@@ -81,8 +81,8 @@ class TaskRun:
         try:
             value = _call(self.task, task_result, self.args, self.kwargs)
         except BaseException as e:
-            if _stopping(e):
-                raise  # given back: after_settle undoes the start
+            if _stopping(e) or isinstance(e, Snooze):
+                raise  # given back (after_settle undoes the start), or snoozed: no error
             if self.inline:
                 self._finish(self._failed(e))
                 raise
@@ -110,7 +110,7 @@ class TaskRun:
         self._backend()
         if decision.action is Action.GIVE_BACK:
             self._record(_undo_start)
-        elif decision.action is Action.RELEASE:
+        elif decision.action in (Action.RELEASE, Action.SNOOZE):
             self._record(_ready)
         else:
             reason = decision.error.split("\n", 1)[0]

@@ -8,6 +8,7 @@ whatever it (or a signal receiver) raises, the attempt is settled.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -25,11 +26,13 @@ from ..context import JobContext
 from ..core import rules
 from ..core.cancel import reason as cancel_reason
 from ..core.marks import marks_of
+from ..core.progress import check as check_progress
 from ..core.rules import Action, Attempt, Decision, Ending, JobOptions
 from ..core.values import Claim
-from ..exceptions import Cancelled, Fail, JobNotRegistered, Retry
+from ..exceptions import Cancelled, Fail, JobNotRegistered, Retry, Snooze
 from ..flow.cancel import CancelWatch
 from ..registry import registry
+from ..resumable import Checkpoints
 from ..signals import job_started, job_succeeded
 from ..tracing import AttemptSpan, attempt_span
 from ..workflows.cancelled import batch_cancelled
@@ -105,7 +108,8 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
     if attempt is None and decision is None:
         assert job is not None
         watch = CancelWatch()
-        ran = _run(worker, job, claim, args, kwargs, options, watch, tidy)
+        checkpoints = _checkpoints(worker, claim)
+        ran = _run(worker, job, claim, args, kwargs, options, watch, tidy, checkpoints)
         raised = ran.error
         if span is not None and raised is not None:
             span.raised(raised)
@@ -113,12 +117,16 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
             ran.error is not None and worker.stopped_now)
         if stopped:
             attempt = Attempt(Ending.STOPPED)
+        elif checkpoints.handed_over and not ran.timed_out:
+            attempt = Attempt(Ending.STOPPED)  # at a chunk boundary, its cursor saved
         elif isinstance(ran.error, Cancelled) or (
                 watch.asked and (ran.error is not None or ran.timed_out)):
             attempt = Attempt(Ending.CANCELLED, f"{cancel_reason(True)}\n\n"
                               f"{_traceback(ran.error) if ran.error is not None else ''}")
         else:
             attempt = ending_of(ran, options)
+            if attempt.ending is Ending.SNOOZED:
+                attempt = _snoozes_counted(worker, claim, attempt, checkpoints)
         if attempt.ending is Ending.SUCCEEDED:
             worker.hand.succeeded(claim)  # deleted with the next claim, or soon
             worker.monitor.succeeded(claim)
@@ -132,8 +140,11 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
         assert attempt is not None
         decision = rules.after_attempt(claim, options, attempt, timezone.now())
     decision = _unless_cancelled(worker, claim, decision)
+    checkpoint = None
+    if decision.action is Action.SNOOZE:
+        checkpoint = checkpoints.snoozed()  # read by _snoozes_counted
     try:
-        settled = worker.settler.apply(claim, decision)
+        settled = worker.settler.apply(claim, decision, checkpoint=checkpoint)
     finally:
         worker.hand.settled(claim)
         worker.monitor.done(claim)
@@ -146,6 +157,39 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
     if raised is not None:
         worker.job_raised(claim, raised)
     return settled
+
+
+def _checkpoints(worker: Worker, claim: Claim) -> Checkpoints:
+    """The run's checkpoint (resumable), read from and saved to the worker's store under
+    the claim, waiting out a store that is down as settling does; `cx.iterate` hands
+    over once the worker is stopping, and reports its items done as progress."""
+    store, patiently = worker.store, worker.settler.patiently
+
+    def report(done: int, cursor: Any) -> None:
+        worker.progress.report(claim, check_progress(done, None, f"at {_short(cursor)}"))
+
+    return Checkpoints(
+        load=lambda: patiently(lambda: store.checkpoint(claim)),
+        save=lambda text: patiently(lambda: store.save_checkpoint(claim, text)),
+        stopping=worker.stopping.is_set, report=report)
+
+
+def _short(cursor: Any) -> str:
+    text = json.dumps(cursor)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _snoozes_counted(worker: Worker, claim: Claim, attempt: Attempt,
+                     checkpoints: Checkpoints) -> Attempt:
+    """A snooze with the job's earlier ones counted (its checkpoint, read once); a
+    checkpoint that cannot be read fails the job, saying why, rather than snoozing
+    it for ever."""
+    try:
+        return replace(attempt, snoozes=checkpoints.value.snoozes)
+    except Exception as e:
+        logger.exception("Could not read the checkpoint of job %s #%s", claim.name, claim.id)
+        return Attempt(Ending.FAIL, f"{attempt.error}\n\nNot snoozed: its checkpoint could "
+                                    f"not be read ({type(e).__name__}: {e})")
 
 
 def _unless_cancelled(worker: Worker, claim: Claim, decision: Decision) -> Decision:
@@ -187,6 +231,7 @@ def options_of(claim: Claim) -> JobOptions:
 def _run(
     worker: Worker, job: JobFunction, claim: Claim, args: Any, kwargs: Any,
     options: JobOptions, watch: CancelWatch | None = None, tidy: bool = False,
+    checkpoints: Checkpoints | None = None,
 ) -> Ran:
     """Tell the signals, run the job under its limit, and leave connections fit for use
     (as Django does around a request: before it, unless `tidy`, and after it)."""
@@ -201,7 +246,8 @@ def _run(
     cx = JobContext(id=claim.id, name=claim.name, queue=claim.queue,
                     attempt=claim.attempts, pushed_at=claim.pushed_at,
                     report_progress=partial(worker.progress.report, claim), cancel_watch=watch,
-                    batch_id=None if batch is None else batch[0])
+                    batch_id=None if batch is None else batch[0],
+                    checkpoints=checkpoints or Checkpoints())
     scheduled = payload.schedule_of(claim.payload)
     if scheduled is not None:
         cx = replace(cx, schedule=scheduled[0], scheduled_at=scheduled[1])
@@ -245,6 +291,8 @@ def ending_of(ran: Ran, options: JobOptions) -> Attempt:
                        delay=error.delay)
     if isinstance(error, Fail):
         return Attempt(Ending.FAIL, f"Fail: {error.message}" if error.message else "Fail")
+    if isinstance(error, Snooze):
+        return Attempt(Ending.SNOOZED, f"Snooze: {error}", delay=error.seconds)
     return Attempt(Ending.RAISED, describe(error))
 
 
@@ -295,6 +343,10 @@ def _log(claim: Claim, settled: str, duration: float, decision: Any = None) -> N
         tries = f"{claim.attempts} attempt{'s' if claim.attempts != 1 else ''}"
         logger.warning("Job %s #%s failed after %s: %s", claim.name, claim.id, tries, error,
                        extra=extra)
+    elif settled == Settled.SNOOZED:
+        job_lines.info("Job %s #%s snoozed; back in %s, its tries unchanged", claim.name,
+                       claim.id, for_humans(decision.delay or 0.0),
+                       extra={**extra, "delay": decision.delay})
     elif settled == Settled.RETURNED:
         job_lines.info("Job %s #%s returned to its queue, not counted as an attempt",
                        claim.name, claim.id, extra=extra)

@@ -43,6 +43,7 @@ class Settled:
     RETRYING = "retrying"
     FAILED = "failed"
     RETURNED = "returned"
+    SNOOZED = "snoozed"  # back later by its own word, not charged a try
     LOST = "lost"  # its claim had been taken back: someone else settles it
 
 
@@ -78,8 +79,9 @@ class Settler:
         self.stop_now = stop_now
         self.on_unavailable = on_unavailable
 
-    def apply(self, claim: Claim, decision: Decision) -> str:
-        """Carry out `decision` for `claim`; return a `Settled` word.
+    def apply(self, claim: Claim, decision: Decision, *, checkpoint: str | None = None) -> str:
+        """Carry out `decision` for `claim`; return a `Settled` word. `checkpoint`: the
+        job's checkpoint to store with a snooze (its snoozes counted).
 
         The error is stored escaped where no store could keep it as raised (a NUL, a
         lone surrogate): refused, it would leave the job claimed and its error lost.
@@ -97,6 +99,11 @@ class Settler:
                 claim, _NOW, decision.error, uncharged=True,
                 started=decision.started))
             return Settled.RETURNED if returned else Settled.LOST
+        if action is Action.SNOOZE:
+            delay = timedelta(seconds=decision.delay or 0.0)  # by the store's clock
+            snoozed = self.patiently(lambda: self.store.release(
+                claim, delay, decision.error, uncharged=True, checkpoint=checkpoint))
+            return Settled.SNOOZED if snoozed else Settled.LOST
         if action is Action.RELEASE:
             return self._release(claim, decision)
         return self._fail(claim, decision.error)

@@ -23,8 +23,9 @@ BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 
 # How a settled attempt is counted in laterite_jobs_total, by the worker's `Settled`
 # word. A job given back (not an attempt) or whose claim was lost (settled by another)
 # is not counted. A job cancelled while it ran settles as "failed" (it lands on the
-# failed list), so it counts as failed.
-OUTCOMES = {"succeeded": "succeeded", "retrying": "retried", "failed": "failed"}
+# failed list), so it counts as failed. A snooze is counted apart.
+OUTCOMES = {"succeeded": "succeeded", "retrying": "retried", "failed": "failed",
+            "snoozed": "snoozed"}
 # Seconds between two hand-overs while the worker is busy.
 EVERY = 1.0
 

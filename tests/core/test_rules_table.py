@@ -10,7 +10,8 @@ as a plain dataclass and a fixed clock: no store, no database, no worker.
   `tries=0`; the retry window (`retry_until`) open, passed, and passed by the
   next attempt only; every kind of backoff (the default, a number, a list, a
   callable) and backoffs or Retry delays that are refused (one that raises, a
-  negative, infinite, NaN, non-number or too long delay).
+  negative, infinite, NaN, non-number or too long delay); a snooze, within and past
+  its `max_snoozes`, and with a refused delay.
 - `before_run`: a job to run, a cancelled batch, a cancel asked while an earlier
   claim ran (`Claim.cancel_requested`), a lost claim past its tries, at them,
   inside or past its retry window, with `tries=0`, and a claim released for a
@@ -61,6 +62,7 @@ TEN_YEARS = 315_360_000.0  # the longest delay the rules accept
 LOST_TEXT = "worker lost: its claim expired after 30 s without a heartbeat"
 RAISED = "ValueError: boom"
 CANCELLED = "Cancelled: while it ran"
+SNOOZED = "Snooze: 30 s"
 UNKNOWN = "unknown job: No job is named 'tests.j'. Registered jobs: none."
 
 
@@ -78,6 +80,11 @@ def claim(attempts: int = 1, *, uncounted: int = 0, retry_until: datetime | None
 def release(error: str, delay: float) -> Decision:
     """Return the decision to release the job for a retry `delay` seconds after NOW."""
     return Decision(Action.RELEASE, error, at=NOW + timedelta(seconds=delay), delay=delay)
+
+
+def snooze(delay: float) -> Decision:
+    """Return the decision to snooze the job `delay` seconds after NOW."""
+    return Decision(Action.SNOOZE, SNOOZED, at=NOW + timedelta(seconds=delay), delay=delay)
 
 
 def fail(error: str) -> Decision:
@@ -275,6 +282,34 @@ AFTER_ATTEMPT = [
         Attempt(Ending.CANCELLED, f"{CANCELLED}\n\n"), fail(f"{CANCELLED}\n\n")),
     row("cancelled-window-open-fails", JobOptions(tries=0), claim(1, retry_until=OPEN),
         Attempt(Ending.CANCELLED, CANCELLED), fail(CANCELLED)),
+    # Snoozed: back after its delay, no try charged, on its last try too; past its
+    # max_snoozes (default 100; 0: no ceiling) it fails saying so; a bad delay fails it.
+    row("snoozed-waits-its-delay", JobOptions(), claim(1),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=30), snooze(30.0)),
+    row("snoozed-on-its-last-try", JobOptions(tries=1), claim(1),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=30, snoozes=99), snooze(30.0)),
+    row("snoozed-past-its-tries", JobOptions(tries=1), claim(7, uncounted=6),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=0), snooze(0.0)),
+    row("snoozed-at-max-fails", JobOptions(), claim(1),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=30, snoozes=100),
+        fail(f"{SNOOZED}\n\nNot snoozed again: snoozed 100 times, its max_snoozes (100)")),
+    row("snoozed-own-max-fails", JobOptions(max_snoozes=2), claim(1),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=30, snoozes=2),
+        fail(f"{SNOOZED}\n\nNot snoozed again: snoozed 2 times, its max_snoozes (2)")),
+    row("snoozed-no-ceiling", JobOptions(max_snoozes=0), claim(1),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=30, snoozes=10_000), snooze(30.0)),
+    row("snoozed-negative-fails", JobOptions(), claim(1),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=-1),
+        fail(f"{SNOOZED}\n\nNot snoozed: its delay was refused (ValueError: Snooze delay "
+             f"must be >= 0 seconds, got -1)")),
+    row("snoozed-nan-fails", JobOptions(), claim(1),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=math.nan),
+        fail(f"{SNOOZED}\n\nNot snoozed: its delay was refused (ValueError: Snooze delay "
+             f"must be a finite number of seconds, got nan)")),
+    row("snoozed-too-long-fails", JobOptions(), claim(1),
+        Attempt(Ending.SNOOZED, SNOOZED, delay=TEN_YEARS * 2),
+        fail(f"{SNOOZED}\n\nNot snoozed: its delay was refused (ValueError: Snooze delay "
+             f"of 6.3072e+08 s is beyond 3.1536e+08 s (10 years))")),
 ]
 
 

@@ -7,7 +7,7 @@ import os
 import time
 from datetime import timedelta
 
-from laterite_django import Fail, JobContext, Retry, job
+from laterite_django import Fail, JobContext, Retry, Snooze, job
 
 from .models import Record
 
@@ -440,3 +440,67 @@ def unstorable_error(value: str, cx: JobContext) -> None:
     if cx.attempt == 1:
         raise Retry(f"retry {value}\0nul \ud800 lone")
     raise ValueError(f"raised {value}\0nul \udcff lone")
+
+
+# -- long jobs: cx.iterate, cx.step, Snooze ---------------------------------------------
+
+def numbers(total: int):
+    """A fetch function over 0..total-1: the cursor is the next number to give."""
+    def fetch(cursor, n):
+        start = cursor or 0
+        end = min(start + n, total)
+        return list(range(start, end)), (end if end < total else None)
+    return fetch
+
+
+@job("tests.walk", timeout=None, tries=3, backoff=0)
+def walk(total: int, chunk: int, cx: JobContext, pause: float = 0.0) -> None:
+    """Record each number of 0..total-1 once per chunk written (a chunk's records are
+    written as its last number is done, before the cursor moves past it)."""
+    done: list[Record] = []
+    for n in cx.iterate(numbers(total), chunk=chunk):
+        done.append(Record(kind="walk", value=str(n), attempt=cx.attempt, pid=os.getpid()))
+        if len(done) == chunk or n == total - 1:
+            Record.objects.bulk_create(done)
+            done = []
+            if pause:
+                time.sleep(pause)
+
+
+@job("tests.walk_rows", timeout=None, tries=3, backoff=0)
+def walk_rows(kind: str, chunk: int, cx: JobContext, by: str = "pk",
+              descending: bool = False, pause: float = 0.0) -> None:
+    """Record the value of each `kind` Record, walked by keyset pagination."""
+    rows = Record.objects.filter(kind=kind).order_by(f"-{by}" if descending else by)
+    for row in cx.iterate(rows, by=by, chunk=chunk):
+        _record(f"{kind}-seen", row.value, cx.attempt)
+        if pause:
+            time.sleep(pause)
+
+
+@job("tests.charge", tries=3, backoff=0)
+def charge(order: str, cx: JobContext, fail_after: int = 0) -> None:
+    """A step that charges once across attempts; the attempts up to `fail_after` raise
+    after it, and each attempt records the charge it saw."""
+    with cx.step("charge") as step:
+        if step.todo:
+            _record("charged", order, cx.attempt)
+            step.result = {"charge": f"ch_{order}_{cx.attempt}"}
+    _record("receipt", step.result["charge"], cx.attempt)
+    if cx.attempt <= fail_after:
+        raise ValueError(f"after the step, attempt {cx.attempt}")
+
+
+@job("tests.snoozy", tries=1, backoff=0)
+def snoozy(value: str, times: int, seconds: float, cx: JobContext) -> None:
+    """Snooze `times` times, `seconds` each, then record."""
+    _record("snoozy-run", value, cx.attempt)
+    if Record.objects.filter(kind="snoozy-run", value=value).count() <= times:
+        raise Snooze(seconds)
+    _record("snoozy-done", value, cx.attempt)
+
+
+@job("tests.snoozy_twice", tries=1, backoff=0, max_snoozes=2)
+def snoozy_twice(value: str, times: int, seconds: float, cx: JobContext) -> None:
+    """snoozy, allowed two snoozes."""
+    snoozy.func(value, times, seconds, cx)

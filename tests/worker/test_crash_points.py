@@ -144,6 +144,8 @@ POINTS: dict[str, dict[str, list[str]]] = {
                         "push.outbox.after_commit", "push.outbox.after_redis_push"]},
     "chain": {"database": ["chain.next.after_push"]},
     "schedule": {"database": ["schedule.fire.after_push"]},
+    "step": {"database": ["step.after_save"], "redis": ["step.after_save"]},
+    "iterate": {"database": ["iterate.after_save"], "redis": ["iterate.after_save"]},
     "sweep": {"database": ["sweep.after_requeue", "sweep.after_orphans"],
               "redis": ["sweep.after_requeue", "sweep.after_marked"]},
 }
@@ -450,4 +452,31 @@ def test_sweep(store, workers, point):
     recover(workers)
     assert [value for value, _ in runs("record")] == ["s"]
     assert not FailedJob.objects.exists()
+    assert_settled(store)
+
+
+@crash_cases("step")
+def test_step_saved_then_killed(store, workers, point):
+    """Killed between a step's end and the job's next line: the step's side effect
+    happened once, and the rerun received the saved result."""
+    jobs.charge.push("o1")
+    crash_worker(workers, point)
+    assert runs("charged") == [("o1", 1)] and runs("receipt") == []
+    recover(workers)
+    assert runs("charged") == [("o1", 1)]
+    assert runs("receipt") == [("ch_o1_1", 2)]
+    assert_settled(store)
+
+
+@crash_cases("iterate")
+def test_iterate_cursor_saved_then_killed(store, workers, point):
+    """Killed just after a chunk's cursor was saved (the 3rd): the rerun starts after
+    that chunk, so no number is done twice and none is missed."""
+    jobs.walk.push(50, 10)
+    crash_worker(workers, point, nth=3)
+    assert len(runs("walk")) == 30
+    recover(workers)
+    values = sorted(int(v) for v, _ in runs("walk"))
+    assert values == list(range(50))
+    assert {a for _, a in runs("walk")} == {1, 2}
     assert_settled(store)

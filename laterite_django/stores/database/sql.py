@@ -21,6 +21,7 @@ __all__ = [
     "BATCH_FINISHED",
     "BUSY",
     "CHANNEL",
+    "CHECKPOINT",
     "CLAIM_LOCK",
     "CLEAR",
     "CLEAR_BATCHED",
@@ -50,6 +51,7 @@ __all__ = [
     "REQUEUE_SET",
     "ROW",
     "RUNNING",
+    "SAVE_CHECKPOINT",
     "SAVE_PROGRESS",
     "SET_CONCURRENCY_KEY",
     "STARTS",
@@ -156,6 +158,10 @@ MINUTES = (
 )
 # Params: progress text, id, token (Store.save_progress).
 SAVE_PROGRESS = f"UPDATE {TABLE} SET progress = %s WHERE id = %s AND token = %s"
+# Params: id (Store.checkpoint).
+CHECKPOINT = f"SELECT checkpoint FROM {TABLE} WHERE id = %s"
+# Params: checkpoint text, id, token (Store.save_checkpoint).
+SAVE_CHECKPOINT = f"UPDATE {TABLE} SET checkpoint = %s WHERE id = %s AND token = %s"
 # Params: limit. The running jobs (Store.running).
 RUNNING = (
     f"SELECT id, name, queue, attempts, claimed_by, progress, token FROM {TABLE} "
@@ -250,14 +256,17 @@ def returning(table: str = TABLE) -> str:
     return "RETURNING " + ", ".join(f"{table}.{column}" for column in COLUMNS)
 
 
-def release(uncharged: bool, started: bool = True, due: str = "%s") -> str:
-    """Params: due's (available_at), error, id, token. Back to the queue, first of its
-    batch, due at `due` (SQL); `uncharged`, `started`: see Store.release."""
+def release(uncharged: bool, started: bool = True, due: str = "%s",
+            checkpoint: bool = False) -> str:
+    """Params: due's (available_at), error, the checkpoint text if `checkpoint`, id,
+    token. Back to the queue, first of its batch, due at `due` (SQL); `uncharged`,
+    `started`, `checkpoint`: see Store.release."""
     counts = "" if not uncharged else (
         "uncounted = uncounted + 1, " if started else "attempts = attempts - 1, ")
+    kept = "checkpoint = %s, " if checkpoint else ""
     return (
         f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', "
-        f"{counts}claim_position = 0, available_at = {due}, last_error = %s, "
+        f"{counts}claim_position = 0, available_at = {due}, last_error = %s, {kept}"
         f"unique_key = {KEEP_KEY} WHERE id = %s AND token = %s"
     )
 

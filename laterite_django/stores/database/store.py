@@ -393,7 +393,7 @@ class DatabaseStore(Store):
     @guarded
     def release(
         self, claim: Claim, available_at: datetime | timedelta, error: str = "", *,
-        uncharged: bool = False, started: bool = True,
+        uncharged: bool = False, started: bool = True, checkpoint: str | None = None,
     ) -> bool:
         value: Any
         due, value = "%s", available_at
@@ -404,8 +404,10 @@ class DatabaseStore(Store):
                 value = timezone.now() + available_at
         if isinstance(value, datetime):
             value = self._ts(value)
+        kept = [] if checkpoint is None else [checkpoint]
         statement, params = self.dialect.waking(
-            sql.release(uncharged, started, due), [value, error, claim.id, claim.token])
+            sql.release(uncharged, started, due, checkpoint is not None),
+            [value, error, *kept, claim.id, claim.token])
         try:
             return self._execute_prepared(statement, params)[1] == 1
         except IntegrityError:
@@ -580,6 +582,15 @@ class DatabaseStore(Store):
             for claim, text in items:
                 saved += self._execute(sql.SAVE_PROGRESS, [text, claim.id, claim.token])[1]
         return saved
+
+    @guarded
+    def checkpoint(self, claim: Claim) -> str:
+        rows, _ = self._execute(sql.CHECKPOINT, [claim.id], fetch=True)
+        return rows[0][0] if rows else ""
+
+    @guarded
+    def save_checkpoint(self, claim: Claim, text: str) -> bool:
+        return self._execute(sql.SAVE_CHECKPOINT, [text, claim.id, claim.token])[1] == 1
 
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:

@@ -1,0 +1,226 @@
+"""Long jobs that pick up where they stopped: `cx.iterate`, `cx.step` and the checkpoint
+they save.
+
+A job walks its rows in chunks (`cx.iterate`); after each chunk the cursor is saved
+with the job under its claim (the store's `save_checkpoint`, which a worker whose
+claim was lost cannot do). When its worker is asked to stop, the job ends at the next
+chunk boundary and goes back to its queue, due now, not charged a try; a later run,
+after that or after a crash, starts from the last saved cursor. `cx.step(name)` saves
+a block's result once the block has run, and later runs get that result instead of
+running it again. Where nothing is stored (inline mode), the checkpoint lives in
+memory for the one run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Model, Q, QuerySet
+
+from .core.checkpoint import Checkpoint, Iteration
+from .core.crash_points import crash_point
+
+__all__ = ["Checkpoints", "ClaimLost", "HandedOver", "Step", "keyset_pages"]
+
+# A page fetcher: (cursor, how many) -> (items, the cursor after them; None at the end).
+Fetch = Callable[[Any, int], tuple[Sequence[Any], Any]]
+
+
+class HandedOver(BaseException):
+    """Raised at a chunk boundary of `cx.iterate` when the job's worker is stopping: the
+    job goes back to its queue with its cursor. A BaseException, so that a job's own
+    `except Exception` lets it through (and the worker goes by the flag it set, should
+    a job swallow it all the same)."""
+
+
+class ClaimLost(BaseException):
+    """Raised in a job whose checkpoint could not be saved because its claim was taken
+    back (its worker stopped beating): another run owns the job, and keeps what it
+    saved. The attempt ends; its settling finds the claim lost and changes nothing."""
+
+
+@dataclass(slots=True)
+class Step:
+    """One `cx.step` block: `todo` is True until a run of the block has completed and
+    been saved; `result` is what the block set (saved with it, given back later)."""
+
+    name: str
+    todo: bool
+    result: Any = None
+
+
+class Checkpoints:
+    """One run's checkpoint: read from the store on first use, saved under the claim.
+
+    `load` and `save` are the store's, bound to the claim (None: nothing is stored, the
+    checkpoint lives in memory); `stopping` tells whether the worker was asked to stop;
+    `report` takes `cx.iterate`'s progress (items done) for the admin and queue_status.
+    """
+
+    def __init__(
+        self,
+        load: Callable[[], str] | None = None,
+        save: Callable[[str], bool] | None = None,
+        stopping: Callable[[], bool] = lambda: False,
+        report: Callable[[int, Any], None] | None = None,
+    ) -> None:
+        self._load = load
+        self._save = save
+        self._stopping = stopping
+        self._report = report
+        self._value: Checkpoint | None = None
+        self._loops = 0  # cx.iterate calls made in this run
+        self._current: Iteration | None = None
+        self.handed_over = False
+
+    @property
+    def value(self) -> Checkpoint:
+        """The checkpoint, read on first use."""
+        if self._value is None:
+            self._value = Checkpoint.parse(self._load() if self._load is not None else "")
+        return self._value
+
+    @property
+    def position(self) -> Any:
+        """The saved cursor of the loop running now (None before its first chunk)."""
+        return None if self._current is None else self._current.cursor
+
+    def save(self) -> None:
+        """Store the checkpoint under the claim; raise ClaimLost if the claim was lost."""
+        if self._save is not None and not self._save(self.value.dump()):
+            raise ClaimLost("the job's claim was taken back: its checkpoint was not saved")
+
+    def snoozed(self) -> str:
+        """The checkpoint text with one more snooze counted (stored with the release)."""
+        self.value.snoozes += 1
+        return self.value.dump()
+
+    # -- cx.iterate ------------------------------------------------------------------
+
+    def iterate(self, source: Any, by: str | Sequence[str] | None = None,
+                chunk: int = 100) -> Iterator[Any]:
+        """The items of `source`, chunk by chunk, from the saved cursor on (see
+        JobContext.iterate)."""
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"cx.iterate: chunk must be an integer >= 1, got {chunk!r}")
+        if isinstance(source, QuerySet):
+            fetch = keyset_pages(source, "pk" if by is None else by)
+        elif callable(source):
+            if by is not None:
+                raise ValueError("cx.iterate: `by` names the fields of a queryset; a fetch "
+                                 f"function keeps its own cursor (got by={by!r})")
+            fetch = source
+        else:
+            raise TypeError(
+                f"cx.iterate takes a queryset or a function fetch(cursor, n) -> (items, "
+                f"next_cursor), not {type(source).__name__}")
+        place = self.value.iteration(self._loops)
+        self._loops += 1
+        self._current = place
+        return self._walk(place, fetch, chunk)
+
+    def _walk(self, place: Iteration, fetch: Fetch, chunk: int) -> Iterator[Any]:
+        while not place.finished:
+            if self._stopping():
+                self.handed_over = True
+                raise HandedOver(f"stopping: handed over at {json.dumps(place.cursor)}")
+            found = fetch(place.cursor, chunk)
+            if not (isinstance(found, tuple | list) and len(found) == 2
+                    and isinstance(found[0], Sequence) and not isinstance(found[0], str)):
+                raise TypeError(f"cx.iterate: a fetch function returns (items, next_cursor), "
+                                f"items a list, not {found!r:.200}")
+            items, after = found
+            yield from items
+            # The chunk is done (the loop asked for what follows it): save past it.
+            place.done += len(items)
+            if after is None:
+                place.finished = True
+            else:
+                place.cursor = _json_value(after, "the cursor")
+            self.save()
+            crash_point("iterate.after_save")  # the cursor past a chunk not yet handed on
+            if self._report is not None:
+                self._report(place.done, place.cursor)
+
+    # -- cx.step ---------------------------------------------------------------------
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[Step]:
+        """A block whose completion is saved (see JobContext.step)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"cx.step: a step's name is a non-empty string, got {name!r}")
+        saved = self.value.steps
+        step = Step(name, todo=name not in saved, result=saved.get(name))
+        yield step
+        if step.todo:  # the block ran to its end: saved before anything else happens
+            saved[name] = _json_value(step.result, f"the result of step {name!r}")
+            self.save()
+            crash_point("step.after_save")  # the step saved, the job's next line not run
+
+
+def keyset_pages(queryset: QuerySet, by: str | Sequence[str]) -> Fetch:
+    """A fetch function over `queryset` by keyset pagination on the fields `by`: each
+    page holds the rows after the last one's values in the queryset's order (never an
+    OFFSET, so a page costs the same at row 10 and at row 10 million)."""
+    fields = [by] if isinstance(by, str) else list(by)
+    if not fields or not all(isinstance(f, str) and f for f in fields):
+        raise ValueError(f"cx.iterate: `by` names one field or a tuple of fields, got {by!r}")
+    pk = queryset.model._meta.pk
+    assert pk is not None
+    names = [pk.name if f == "pk" else f for f in fields]
+    ordering = [o for o in queryset.query.order_by if isinstance(o, str)]
+    if not ordering and queryset.query.default_ordering:
+        ordering = [o for o in queryset.model._meta.ordering if isinstance(o, str)]
+    if ordering:
+        ordered = [pk.name if o.lstrip("-") == "pk" else o.lstrip("-") for o in ordering]
+        if ordered != names:
+            raise ValueError(
+                f"cx.iterate: the queryset is ordered by {ordering}, not by {fields}: order "
+                f"it by the fields of `by` (or not at all)")
+        descending = [o.startswith("-") for o in ordering]
+    else:
+        queryset = queryset.order_by(*names)
+        descending = [False] * len(names)
+
+    def fetch(cursor: Any, n: int) -> tuple[list[Any], Any]:
+        page = queryset
+        if cursor is not None:
+            values = [cursor] if len(names) == 1 else list(cursor)
+            page = page.filter(_after(names, descending, values))
+        items = list(page[:n])
+        if len(items) < n:
+            return items, None
+        last = [_field(items[-1], name) for name in names]
+        return items, last[0] if len(names) == 1 else last
+
+    return fetch
+
+
+def _after(names: list[str], descending: list[bool], values: list[Any]) -> Q:
+    """The rows after `values` in the order of `names`: (a > x) OR (a = x AND b > y)..."""
+    after = Q()
+    for i, name in enumerate(names):
+        lookup = "lt" if descending[i] else "gt"
+        term = Q(**{f"{name}__{lookup}": values[i]})
+        for j in range(i):
+            term &= Q(**{names[j]: values[j]})
+        after |= term
+    return after
+
+
+def _field(item: Any, name: str) -> Any:
+    value = item[name] if isinstance(item, dict) else getattr(item, name)
+    return value.pk if isinstance(value, Model) else value
+
+
+def _json_value(value: Any, what: str) -> Any:
+    """`value` as JSON will give it back (dates as ISO text), or TypeError naming it."""
+    try:
+        return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"cx: {what} must be JSON, got {value!r:.200} ({e})") from e
