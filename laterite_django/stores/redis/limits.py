@@ -20,14 +20,11 @@ set, its recent starts) and claims in the same script.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...core.limits import QueueLimit
 from ...core.values import NewJob
 from .values import job_fields, pack
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["claim_args", "push_limited_args"]
 

@@ -549,9 +549,7 @@ class RedisStore(Store):
         self, queues: Sequence[str], timeout: float, stop: threading.Event, *,
         longest: float | None = None,
     ) -> None:
-        """Block on the queues' wake-up lists until a push, a delayed job falls due,
-        `timeout` (or `longest`: pushes, releases and requeues all wake the list)
-        passes or `stop` is set."""
+        """Block on the queues' wake-up lists (Waiting.wait)."""
         self._waiting.wait(queues, timeout, stop, longest=longest)
 
     @guarded
