@@ -1026,6 +1026,43 @@ QUEUE_LOCK_IDS = (
 )
 LIMITED_LOCK_QUEUES = f"SELECT count(pg_advisory_xact_lock(id)) FROM {QUEUE_LOCK_IDS}"
 
+
+def _queue_room(given_back: str | None = None) -> str:
+    """The first common table expressions of both limited claims: `q`, the limited queues
+    in their order; `pruned`, their starts past their period deleted; `room`, how many
+    jobs each may start now: its concurrency less its running jobs (plus `given_back`, a
+    count of them this claim gives back), and its rate less its recent starts.
+
+    Params: queues, concurrency, rate, period (arrays, NULL for none), NO_LIMIT,
+    NO_LIMIT. Times are the server's (NOW).
+    """
+    plus = "" if given_back is None else f"+ {given_back} "
+    return (
+        f"q AS (SELECT * FROM unnest(%s::varchar[], %s::int[], %s::int[], %s::float8[]) "
+        f"WITH ORDINALITY AS q(name, conc, rate, period, ord)), "
+        # The starts past their period go (under the queue's lock: one claim at a time).
+        f"pruned AS (DELETE FROM {STARTS} s USING q WHERE s.queue = q.name AND q.rate IS NOT NULL "
+        f"AND s.started_at <= {NOW} - make_interval(secs => q.period) RETURNING 1), "
+        # Materialized: each count runs once per claim, and only for a queue with that limit.
+        f"room AS MATERIALIZED (SELECT q.name, q.ord, LEAST("
+        f"CASE WHEN q.conc IS NULL THEN %s ELSE q.conc - (SELECT count(*) FROM {TABLE} r "
+        f"WHERE r.queue = q.name AND r.token IS NOT NULL) {plus}END, "
+        f"CASE WHEN q.rate IS NULL THEN %s ELSE q.rate - (SELECT count(*) FROM {STARTS} s "
+        f"WHERE s.queue = q.name AND s.started_at > {NOW} "
+        f"- make_interval(secs => q.period)) END) AS room "
+        f"FROM q), "
+    )
+
+
+# The last of both limited claims, after their `claimed`: the starts of the claimed jobs
+# recorded (for a queue with a rate), and the claimed rows returned.
+_STARTED_AND_CLAIMED = (
+    f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, {NOW} FROM claimed c "
+    f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "
+    f"SELECT {', '.join(COLUMNS)} FROM claimed "
+    f"WHERE (SELECT count(*) FROM started) + (SELECT count(*) FROM pruned) >= 0"
+)
+
 # The claimed rows are the picked ones still waiting.
 _PICKED_STILL_WAITING = f" AND {TABLE}.id = picked.id AND {TABLE}.token IS NULL"
 # Params: queues, concurrency, rate, period (arrays, NULL for none), NO_LIMIT,
@@ -1033,19 +1070,7 @@ _PICKED_STILL_WAITING = f" AND {TABLE}.id = picked.id AND {TABLE}.token IS NULL"
 LIMITED_CLAIM = (
     f"WITH keys AS MATERIALIZED (SELECT current_setting('{KEYS_SETTING}')::varchar[] AS keys, "
     f"current_setting('{IDS_SETTING}')::bigint[] AS ids), "
-    f"q AS (SELECT * FROM unnest(%s::varchar[], %s::int[], %s::int[], %s::float8[]) "
-    f"WITH ORDINALITY AS q(name, conc, rate, period, ord)), "
-    # The starts past their period go (under the queue's lock: one claim at a time).
-    f"pruned AS (DELETE FROM {STARTS} s USING q WHERE s.queue = q.name AND q.rate IS NOT NULL "
-    f"AND s.started_at <= {NOW} - make_interval(secs => q.period) RETURNING 1), "
-    # Materialized: each count runs once per claim, and only for a queue with that limit.
-    f"room AS MATERIALIZED (SELECT q.name, q.ord, LEAST("
-    f"CASE WHEN q.conc IS NULL THEN %s ELSE q.conc - (SELECT count(*) FROM {TABLE} r "
-    f"WHERE r.queue = q.name AND r.token IS NOT NULL) END, "
-    f"CASE WHEN q.rate IS NULL THEN %s ELSE q.rate - (SELECT count(*) FROM {STARTS} s "
-    f"WHERE s.queue = q.name AND s.started_at > {NOW} "
-    f"- make_interval(secs => q.period)) END) AS room "
-    f"FROM q), "
+    f"{_queue_room()}"
     # The running jobs of the locked keys (the partial index of claimed keyed jobs).
     f"running AS (SELECT concurrency_key AS key, count(*) AS n FROM {TABLE} "
     f"WHERE token IS NOT NULL AND concurrency_key = ANY((SELECT keys FROM keys)::varchar[]) "
@@ -1072,10 +1097,7 @@ LIMITED_CLAIM = (
     f"WHERE concurrency_key IS NULL OR nth <= concurrency_limit - running "
     f"ORDER BY ord, priority DESC, available_at, id LIMIT %s), "
     f"claimed AS ({claim_update(f'%s || {WAKES_QUIET}', where=_PICKED_STILL_WAITING)}), "
-    f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, {NOW} FROM claimed c "
-    f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "
-    f"SELECT {', '.join(COLUMNS)} FROM claimed "
-    f"WHERE (SELECT count(*) FROM started) + (SELECT count(*) FROM pruned) >= 0"
+    f"{_STARTED_AND_CLAIMED}"
 )
 
 
@@ -1154,32 +1176,16 @@ _PICKED_ID = f" AND {TABLE}.id = picked.id"
 # (NOW).
 QUEUE_LIMITED_CLAIM = (
     f"WITH done AS ({DELETE_FINISHED} RETURNING {TABLE}.queue), "
-    f"q AS (SELECT * FROM unnest(%s::varchar[], %s::int[], %s::int[], %s::float8[]) "
-    f"WITH ORDINALITY AS q(name, conc, rate, period, ord)), "
-    # The starts past their period go (under the queue's lock: one claim at a time).
-    f"pruned AS (DELETE FROM {STARTS} s USING q WHERE s.queue = q.name AND q.rate IS NOT NULL "
-    f"AND s.started_at <= {NOW} - make_interval(secs => q.period) RETURNING 1), "
-    # Materialized: each count runs once per claim, and only for a queue with that limit.
     # A job deleted by `done` was claimed by this worker's previous claim, committed
     # before this snapshot: the count has it, and it is given back, no more.
-    f"room AS MATERIALIZED (SELECT q.name, q.ord, LEAST("
-    f"CASE WHEN q.conc IS NULL THEN %s ELSE q.conc - (SELECT count(*) FROM {TABLE} r "
-    f"WHERE r.queue = q.name AND r.token IS NOT NULL) "
-    f"+ (SELECT count(*) FROM done WHERE done.queue = q.name) END, "
-    f"CASE WHEN q.rate IS NULL THEN %s ELSE q.rate - (SELECT count(*) FROM {STARTS} s "
-    f"WHERE s.queue = q.name AND s.started_at > {NOW} "
-    f"- make_interval(secs => q.period)) END) AS room "
-    f"FROM q), "
+    f"{_queue_room(given_back='(SELECT count(*) FROM done WHERE done.queue = q.name)')}"
     # The plain claim's pick (above), each queue's rows cut to its room.
     f"picked AS (SELECT ctid, id, "
     f"row_number() OVER (ORDER BY ord, priority DESC, available_at, id) - 1 AS position "
     f"FROM (SELECT room.ord, j.ctid, j.id, j.priority, j.available_at FROM room "
     f"CROSS JOIN LATERAL ({_DUE}) j ORDER BY room.ord LIMIT %s) found), "
     f"claimed AS ({claim_update(f'%s || {WAKES_QUIET}', where=_PICKED_ID)}), "
-    f"started AS (INSERT INTO {STARTS} (queue, started_at) SELECT c.queue, {NOW} FROM claimed c "
-    f"JOIN q ON q.name = c.queue WHERE q.rate IS NOT NULL RETURNING 1) "
-    f"SELECT {', '.join(COLUMNS)} FROM claimed "
-    f"WHERE (SELECT count(*) FROM started) + (SELECT count(*) FROM pruned) >= 0"
+    f"{_STARTED_AND_CLAIMED}"
 )
 
 
