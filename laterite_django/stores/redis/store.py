@@ -634,7 +634,7 @@ class RedisStore(Store):
     @guarded
     def release(
         self, claim: Claim, available_at: datetime | timedelta, error: str = "", *,
-        uncharged: bool = False, started: bool = True,
+        uncharged: bool = False, started: bool = True, checkpoint: str | None = None,
     ) -> bool:
         now = us(timezone.now())
         how = ("started" if started else "unstarted") if uncharged else ""
@@ -644,6 +644,8 @@ class RedisStore(Store):
         else:
             due = us(available_at)
         args = [now, claim.id, claim.token, due, error, how]
+        if checkpoint is not None:
+            args.append(checkpoint)
         return bool(self._run("release", args))
 
     @guarded
@@ -964,6 +966,17 @@ class RedisStore(Store):
         for claim, stored in items:
             args += [claim.id, claim.token, stored]
         return int(self._run("save_progress", args))
+
+    @guarded
+    def checkpoint(self, claim: Claim) -> str:
+        """See Store.checkpoint: the `checkpoint` field of the job's hash."""
+        found = self.client.hget(self.key("job", str(claim.id)), "checkpoint")
+        return found.decode() if found else ""
+
+    @guarded
+    def save_checkpoint(self, claim: Claim, text: str) -> bool:
+        """See Store.save_checkpoint: written only while the claim's token is the job's."""
+        return bool(self._run("save_checkpoint", [claim.id, claim.token, text]))
 
     @guarded
     def clear(self, queue: str | None = None) -> int:
