@@ -73,6 +73,8 @@ def test_duplicate_name_names_both_functions(scratch_jobs):
         ({"backoff": [1, -2]}, "got -2"),
         ({"retry_until": 5}, "retry_until must be a timedelta"),
         ({"unique_key": "key"}, "unique_key must be callable"),
+        ({"max_snoozes": -1}, "max_snoozes must be an integer >= 0 (0: no ceiling), got -1"),
+        ({"max_snoozes": 2.5}, "max_snoozes must be an integer >= 0 (0: no ceiling), got 2.5"),
     ],
 )
 def test_bad_options_are_named(options, message):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from django.test import override_settings
 
 from laterite_django import JobContext, Snooze
 from laterite_django.core.checkpoint import Checkpoint, Iteration
@@ -189,3 +190,18 @@ def test_a_checkpoint_round_trips_and_describes_itself():
     assert Checkpoint().dump() == ""
     assert value.describe() == ("12,500 items done, at 12500; 3 items done, finished; "
                                 "steps done: charge; snoozed 2 times")
+
+
+@override_settings(LATERITE_QUEUE_MODE="inline")
+@pytest.mark.django_db
+def test_inline_mode_iterates_and_steps_in_memory_and_raises_a_snooze():
+    from tests.testapp import jobs
+
+    jobs.walk.push(25, 10)
+    assert sorted(int(v) for v in Record.objects.filter(kind="walk")
+                  .values_list("value", flat=True)) == list(range(25))
+    jobs.charge.push("o9")
+    assert list(Record.objects.filter(kind="receipt").values_list("value", flat=True)) == [
+        "ch_o9_1"]
+    with pytest.raises(Snooze):
+        jobs.snoozy.push("s", times=1, seconds=5)

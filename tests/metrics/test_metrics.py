@@ -138,7 +138,7 @@ def test_each_settled_word_counts_under_the_outcomes_readme_lists():
         tally.ended(claim, word, 0.01)
     tally.flush()
     assert {outcome for _, _, outcome, _ in handed[0]["jobs"]} == {
-        "succeeded", "retried", "failed"}
+        "succeeded", "retried", "failed", "snoozed"}
 
 
 def test_a_busy_port_is_a_clear_error(workers):

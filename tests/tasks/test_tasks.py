@@ -490,3 +490,16 @@ def test_same_code_on_the_immediate_backend(db):
 def test_unknown_queue_is_invalid():
     with pytest.raises(InvalidTask, match="Queue 'nope' is not valid for backend"):
         tasks.record.using(queue_name="nope")
+
+
+def test_a_task_may_snooze_without_spending_a_try(workers):
+    """A task that raises Snooze runs again later, its tries unchanged, and no error is
+    recorded for the snoozes."""
+    result = tasks.snoozing.enqueue("z", 3)
+    drain(workers)
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL, result.errors
+    assert result.return_value == "z"
+    assert result.errors == []
+    assert Record.objects.filter(kind="task-snoozing").count() == 4
+    assert not FailedJob.objects.exists()

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from laterite_django import Fail
+from laterite_django import Fail, Snooze
 from tests.testapp.models import Record
 
 pytest.importorskip(
@@ -187,4 +187,13 @@ def nap(seconds: float, value: str) -> str:
     _record("nap-start", value)
     time.sleep(seconds)
     _record("nap-end", value)
+    return value
+
+
+@task()
+def snoozing(value: str, times: int) -> str:
+    """Snooze (0 s) `times` times, then return `value`."""
+    _record("task-snoozing", value)
+    if Record.objects.filter(kind="task-snoozing", value=value).count() <= times:
+        raise Snooze(0)
     return value

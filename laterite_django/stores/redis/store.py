@@ -971,7 +971,7 @@ class RedisStore(Store):
     def checkpoint(self, claim: Claim) -> str:
         """See Store.checkpoint: the `checkpoint` field of the job's hash."""
         found = self.client.hget(self.key("job", str(claim.id)), "checkpoint")
-        return found.decode() if found else ""
+        return text(found) if found else ""
 
     @guarded
     def save_checkpoint(self, claim: Claim, text: str) -> bool:
