@@ -63,6 +63,9 @@ def test_a_stop_signal_hands_the_job_over_at_a_chunk_boundary(store, workers):
     proc = workers.start("--processes", "1", env=ENV)
     err = Stderr(proc)
     wait_for(lambda: Record.objects.filter(kind="walk").count() >= 100, timeout=60)
+    # queue_status and the admin show how far it is: items done, and where.
+    running = wait_for(lambda: [r for r in store.running() if r.progress is not None])
+    assert running[0].progress.done >= 20 and running[0].progress.note.startswith("at ")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, err.text()
     done_before = Record.objects.filter(kind="walk").count()
