@@ -63,7 +63,7 @@ autodoc_default_options = {"members": True, "no-value": True}
 nitpick_ignore_regex = [
     # Types of Django, django-tasks and the standard library: no intersphinx (nothing is
     # fetched while building), so they have no page to link to.
-    ("py:class", r"(django|django_tasks|collections\.abc|typing)\..*"),
+    ("py:class", r"(django|django_tasks|collections\.abc|contextlib|typing)\..*"),
     ("py:class", r"Http(Request|Response)"),  # metrics.view's, imported for typing only
     # A job function's type variables: its arguments (P) and its return value (R).
     ("py:obj", r"laterite_django\.jobs\.[PR]"),
