@@ -504,3 +504,31 @@ def snoozy(value: str, times: int, seconds: float, cx: JobContext) -> None:
 def snoozy_twice(value: str, times: int, seconds: float, cx: JobContext) -> None:
     """snoozy, allowed two snoozes."""
     snoozy.func(value, times, seconds, cx)
+
+
+def _record_spans(total: int, chunk: int, cx: JobContext, pause: float) -> None:
+    """Walk 0..total-1 and record each chunk as one row: "first-last" with the attempt
+    and the pid of the worker that did it (written as the chunk's last number is done,
+    before the cursor moves past it); `pause` seconds per chunk, half before, half
+    after its row."""
+    first = None
+    for n in cx.iterate(numbers(total), chunk=chunk):
+        if first is None:
+            first = n
+            time.sleep(pause / 2)
+        if (n + 1) % chunk == 0 or n == total - 1:
+            _record("span", f"{first}-{n}", cx.attempt)
+            first = None
+            time.sleep(pause / 2)  # written, its cursor not yet saved
+
+
+@job("tests.spans", timeout=None, tries=1, backoff=0)
+def spans(total: int, chunk: int, cx: JobContext, pause: float = 0.0) -> None:
+    """A long walk recorded a row per chunk, on one try: a charged hand-over fails it."""
+    _record_spans(total, chunk, cx, pause)
+
+
+@job("tests.spans_sturdy", timeout=None, tries=6, backoff=0)
+def spans_sturdy(total: int, chunk: int, cx: JobContext, pause: float = 0.0) -> None:
+    """spans, with a try for each of up to 5 workers killed under it, and no more."""
+    _record_spans(total, chunk, cx, pause)
