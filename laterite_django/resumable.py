@@ -76,6 +76,7 @@ class Checkpoints:
         self._value: Checkpoint | None = None
         self._loops = 0  # cx.iterate calls made in this run
         self._current: Iteration | None = None
+        self._walking = False  # a cx.iterate loop of this run is under way
         self.handed_over = False
 
     @property
@@ -119,12 +120,24 @@ class Checkpoints:
             raise TypeError(
                 f"cx.iterate takes a queryset or a function fetch(cursor, n) -> (items, "
                 f"next_cursor), not {type(source).__name__}")
+        if self._walking:
+            raise ValueError(
+                "cx.iterate: loops cannot nest (a resumed run could not tell the inner "
+                "loops apart); iterate over the outer items' pages and do the inner work "
+                "in the loop's body")
         place = self.value.iteration(self._loops)
         self._loops += 1
         self._current = place
         return self._walk(place, fetch, chunk)
 
     def _walk(self, place: Iteration, fetch: Fetch, chunk: int) -> Iterator[Any]:
+        self._walking = True
+        try:
+            yield from self._chunks(place, fetch, chunk)
+        finally:
+            self._walking = False
+
+    def _chunks(self, place: Iteration, fetch: Fetch, chunk: int) -> Iterator[Any]:
         while not place.finished:
             if self._stopping():
                 self.handed_over = True
@@ -158,7 +171,9 @@ class Checkpoints:
         step = Step(name, todo=name not in saved, result=saved.get(name))
         yield step
         if step.todo:  # the block ran to its end: saved before anything else happens
-            saved[name] = _json_value(step.result, f"the result of step {name!r}")
+            # As later runs will get it back: JSON (a tuple becomes a list).
+            step.result = saved[name] = _json_value(step.result,
+                                                    f"the result of step {name!r}")
             self.save()
             crash_point("step.after_save")  # the step saved, the job's next line not run
 
@@ -195,7 +210,8 @@ def keyset_pages(queryset: QuerySet, by: str | Sequence[str]) -> Fetch:
         items = list(page[:n])
         if len(items) < n:
             return items, None
-        last = [_field(items[-1], name) for name in names]
+        last = [_field(items[-1], name, given) for name, given in zip(names, fields,
+                                                                       strict=True)]
         return items, last[0] if len(names) == 1 else last
 
     return fetch
@@ -213,8 +229,13 @@ def _after(names: list[str], descending: list[bool], values: list[Any]) -> Q:
     return after
 
 
-def _field(item: Any, name: str) -> Any:
-    value = item[name] if isinstance(item, dict) else getattr(item, name)
+def _field(item: Any, name: str, given: str) -> Any:
+    """The value of field `name` (`given` as the caller named it, "pk" say) of a model
+    instance, or of a `.values()` row keyed by either name."""
+    if isinstance(item, dict):
+        value = item[given] if given in item else item[name]
+    else:
+        value = getattr(item, name)
     return value.pk if isinstance(value, Model) else value
 
 

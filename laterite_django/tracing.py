@@ -9,7 +9,7 @@ the failed list's retry, and costs nothing when there is no span.
 Each attempt runs in a span `laterite run <job>` (kind CONSUMER) with the
 attributes `laterite.id`, `laterite.job`, `laterite.queue`, `laterite.attempt`
 and `laterite.outcome` (succeeded, retried, failed); an exception the job
-raised is recorded on it, and the span's status is ERROR unless it succeeded.
+raised is recorded on it, and the span's status is ERROR unless it succeeded or snoozed.
 The span is current while the job runs, so the job's own spans (and its pushes)
 nest under it.
 
@@ -57,7 +57,10 @@ LINK_AFTER = timedelta(minutes=15)
 # The payload's key for the push's trace context.
 KEY = "trace"
 # How a settled attempt is named in `laterite.outcome` (the metrics' words).
-OUTCOMES = {"succeeded": "succeeded", "retrying": "retried", "failed": "failed"}
+OUTCOMES = {"succeeded": "succeeded", "retrying": "retried", "failed": "failed",
+            "snoozed": "snoozed"}
+# Outcomes that are not errors: the job did what it meant to (a snooze is its own word).
+NOT_ERRORS = frozenset({"succeeded", "snoozed"})
 
 
 def enabled() -> bool:
@@ -127,7 +130,7 @@ class AttemptSpan:
         try:
             outcome = OUTCOMES.get(settled, settled)
             self.span.set_attribute("laterite.outcome", outcome)
-            if outcome != "succeeded":
+            if outcome not in NOT_ERRORS:
                 self.span.set_status(Status(StatusCode.ERROR, outcome))
             self.span.end()
         finally:

@@ -344,7 +344,7 @@ def _log(claim: Claim, settled: str, duration: float, decision: Any = None) -> N
         logger.warning("Job %s #%s failed after %s: %s", claim.name, claim.id, tries, error,
                        extra=extra)
     elif settled == Settled.SNOOZED:
-        job_lines.info("Job %s #%s snoozed; back in %s, its tries unchanged", claim.name,
+        logger.info("Job %s #%s snoozed; back in %s, its tries unchanged", claim.name,
                        claim.id, for_humans(decision.delay or 0.0),
                        extra={**extra, "delay": decision.delay})
     elif settled == Settled.RETURNED:

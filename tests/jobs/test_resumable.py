@@ -205,3 +205,25 @@ def test_inline_mode_iterates_and_steps_in_memory_and_raises_a_snooze():
         "ch_o9_1"]
     with pytest.raises(Snooze):
         jobs.snoozy.push("s", times=1, seconds=5)
+
+
+def test_loops_cannot_nest():
+    cx = context()
+    with pytest.raises(ValueError, match="loops cannot nest"):
+        for _ in cx.iterate(numbers(3)):
+            list(cx.iterate(numbers(3)))
+    assert list(cx.iterate(numbers(2))) == [0, 1]  # one after the other is fine
+
+
+@pytest.mark.django_db
+def test_values_rows_are_walked_by_the_field_as_named():
+    Record.objects.bulk_create(Record(kind="v", value=str(i)) for i in range(12))
+    rows = Record.objects.filter(kind="v").values("pk", "value")
+    assert [r["value"] for r in context().iterate(rows, chunk=5)] == [str(i) for i in range(12)]
+
+
+def test_a_step_result_is_given_as_later_runs_get_it():
+    cx = context()
+    with cx.step("pair") as step:
+        step.result = (1, 2)
+    assert step.result == [1, 2]

@@ -94,6 +94,14 @@ def test_a_failed_attempt_says_so(store, spans):
     assert span.events[0].attributes["exception.type"].endswith("Fail")
 
 
+def test_a_snoozed_attempt_is_not_an_error(store, spans):
+    jobs.snoozy.push("t", times=1, seconds=60)
+    run_jobs()
+    [span] = runs(spans, "tests.snoozy")
+    assert span.attributes["laterite.outcome"] == "snoozed"
+    assert span.status.status_code is not StatusCode.ERROR
+
+
 def test_an_attempt_long_after_its_push_links_to_it(store, spans, monkeypatch):
     with trace.get_tracer("tests").start_as_current_span("request") as request:
         jobs.record.push("late")
