@@ -11,7 +11,11 @@ from django.db import DatabaseError, connections
 from django.utils.connection import ConnectionDoesNotExist
 
 from .conf import DEFAULTS, message, problem, raw
+from .models import Job
 from .registry import registry
+from .schedules.definition import problems
+from .stores.database.pgbouncer import behind_pooler
+from .stores.database.wait import LISTEN_HINT
 from .stores.redis.alias import HINT, shared_alias_problem
 
 __all__ = ["CHECK_IDS", "check_jobs", "check_jobs_left_in_the_database", "check_listen",
@@ -205,8 +209,6 @@ def check_jobs(app_configs: Any = None, **kwargs: Any) -> list:
 def check_schedules(app_configs: Any = None, **kwargs: Any) -> list:
     """Report each bad schedule (LATERITE_QUEUE_SCHEDULES, @job(schedule=...)) by name:
     its rule, zone, job, arguments, `missed`, `overlap`, `queue` (laterite.E02x)."""
-    from .schedules.definition import problems
-
     return [Error(found.message, hint=found.hint, id=f"laterite.E{found.code:03d}")
             for found in problems()]
 
@@ -224,8 +226,6 @@ def check_jobs_left_in_the_database(app_configs: Any = None, databases: Any = No
     alias = raw("DATABASE")
     if not databases or raw("STORE") != "redis" or alias not in databases:
         return []
-    from .models import Job
-
     try:
         left = Job.objects.using(alias).count()
     except (DatabaseError, ConnectionDoesNotExist):
@@ -263,9 +263,6 @@ def check_listen(app_configs: Any = None, databases: Any = None, **kwargs: Any) 
         return []  # reported by check_settings
     if connections[alias].vendor != "postgresql":
         return []
-    from .stores.database.pgbouncer import behind_pooler
-    from .stores.database.wait import LISTEN_HINT
-
     try:
         import psycopg
 

@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
+from ..core.cancel import Outcome
 from ..stores import get_store
 
 __all__ = [
@@ -137,8 +138,6 @@ def cancel_selected(
 ) -> None:
     """Cancel jobs (flow control): waiting ones go to the failed list, running ones are
     told and interrupted after a grace, finished ones are left alone."""
-    from ..core.cancel import Outcome
-
     ids = selected_ids(request, queryset)
     outcomes: dict[int, str] = {}
     for start in range(0, len(ids), CHUNK):

@@ -13,6 +13,8 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
+from ..core.progress import Progress
+
 __all__ = ["breakable", "fraction_bar", "moment", "preformatted", "pretty_json", "progress_bar"]
 
 # Where a long job, queue or host name may wrap in a narrow column.
@@ -62,8 +64,6 @@ def pretty_json(text: str) -> SafeString:
 def progress_bar(job: Any) -> SafeString | str:
     """A running job's progress (`cx.progress`): a bar when it has a total, then its
     words (the note cut short, whole on hover); "" when its attempt said none."""
-    from ..core.progress import Progress
-
     progress = Progress.parse(getattr(job, "progress", ""), job.token)
     if progress is None:
         return ""

@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from ..models import Job
 from ..registry import registry
 from ..stores import get_store
+from ..workflows.actions import batch_jobs_filter
 from .states import STATES, state_filter
 from .summary import queue_summary
 
@@ -97,8 +98,6 @@ class BatchFilter(admin.SimpleListFilter):
         return [] if chosen is None else [(chosen, f"#{chosen}")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        from ..workflows.actions import batch_jobs_filter
-
         value = self.value()
         if value is None:
             return queryset

@@ -17,6 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ..exceptions import LateriteConfigurationError, StoreUnavailable
+from ..schedules import actions
 
 __all__ = ["ScheduleAdmin"]
 
@@ -42,8 +43,6 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None
                         ) -> HttpResponse:
-        from ..schedules import actions
-
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         if request.method == "POST":
@@ -65,8 +64,6 @@ class ScheduleAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "laterite_django/admin/schedule_list.html", context)
 
     def _act(self, request: HttpRequest) -> HttpResponse:
-        from ..schedules import actions
-
         if not self.has_change_permission(request):
             raise PermissionDenied("Changing a schedule needs the change permission on it.")
         action, name = request.POST.get("action", ""), request.POST.get("name", "")

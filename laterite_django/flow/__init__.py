@@ -10,21 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..core.values import job_ids
+from ..stores import get_store
+
 __all__ = ["cancel", "pause_queue", "resume_queue"]
 
 
 def pause_queue(*names: str) -> None:
     """Pause these queues: no worker claims their jobs once LATERITE_QUEUE_POLL
     seconds have passed; pushes are still accepted and running jobs finish."""
-    from ..stores import get_store
-
     get_store().pause(_queue_names(names))
 
 
 def resume_queue(*names: str) -> None:
     """Resume paused queues; the workers waiting for them are woken."""
-    from ..stores import get_store
-
     get_store().resume(_queue_names(names))
 
 
@@ -35,9 +34,6 @@ def cancel(job_id: int | str) -> str:
     one is told (`cx.cancelled`, `cx.check()`) and interrupted after a grace; a job
     that finished already (or never existed) is left alone: "finished".
     """
-    from ..core.values import job_ids
-    from ..stores import get_store
-
     given: list = [job_id]
     (outcome,) = get_store().cancel(job_ids(given)).values()
     return outcome

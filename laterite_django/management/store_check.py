@@ -23,6 +23,7 @@ from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections, router
 
+from ..conf import settings
 from ..core.backoff import Growing
 from ..exceptions import StoreNotMigrated, StoreUnavailable
 from ..stores import Store
@@ -61,8 +62,6 @@ class StoreCommand(BaseCommand):
                       fail_level, databases or [])
 
     def execute(self, *args: Any, **options: Any) -> Any:
-        from ..conf import settings
-
         try:
             return super().execute(*args, **options)
         except StoreUnavailable as e:

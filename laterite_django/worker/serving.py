@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connections
 
 from ..conf import settings
+from . import threads
 
 __all__ = [
     "install_signal_hooks",
@@ -42,25 +43,17 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGQUIT")
 
 
-def _threads() -> Any:
-    """The worker.threads module, imported at first use: it imports the stores, hence the
-    models, and this module is imported from gunicorn.conf.py, before the apps are ready."""
-    from . import threads
-
-    return threads
-
-
 def start_serving() -> None:
     """Start the worker threads if LATERITE_QUEUE_MODE is "worker" (once per process)."""
     if settings.MODE != "worker":
         return
-    _threads().ensure_started()
+    threads.ensure_started()
     install_signal_hooks()
 
 
 def on_request_started(sender: object, **kwargs: object) -> None:
     """A request reached this process: it serves, so its worker threads run."""
-    if _threads().running_here():
+    if threads.running_here():
         return
     if getattr(sender, "__module__", "") == "django.test.client":
         return  # the test client: the test runner is no web server
@@ -78,7 +71,7 @@ def post_worker_init(worker: object) -> None:
 
 def worker_exit(server: object, worker: object) -> None:
     """gunicorn hook: stop the threads as a worker process leaves (exit does it too)."""
-    _threads().stop_all()
+    threads.stop_all()
 
 
 # -- ASGI -------------------------------------------------------------------------------
@@ -124,7 +117,7 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 
 def _stop_in_thread() -> None:
     try:
-        _threads().stop_all()
+        threads.stop_all()
     finally:
         connections.close_all()
 
@@ -156,7 +149,6 @@ def install_signal_hooks() -> None:
 
 def _on_stop_signal(signum: int, frame: Any) -> None:
     """Chained before the server's own handler (or the default action)."""
-    threads = _threads()
     previous = _previous.get(signum, signal.SIG_DFL)
     if previous is signal.default_int_handler:
         # Ctrl-C raises KeyboardInterrupt, which may be caught: if it ends the
