@@ -7,10 +7,12 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from ..core.crash_points import crash_point
 from ..core.values import NewJob
+from . import estimates
 from .callbacks import with_limit
 from .errors import guarded
 
@@ -30,17 +32,26 @@ class FailedList:
 
     # -- the failed list (in the database for every store) --------------------
 
-    def _failed_rows(self, ids: Iterable[int] | None):
+    def _failed_rows(self, ids: Iterable[int] | None) -> QuerySet[FailedJob]:
+        """The failed jobs (these ids, or all) on this store's database."""
+        # Models load after the app registry is ready (stores/__init__ imports this module
+        # while Django loads INSTALLED_APPS): imported on first use.
         from ..models import FailedJob
 
         rows = FailedJob.objects.using(self.database)
         return rows.all() if ids is None else rows.filter(pk__in=list(ids))
 
+    def _job_rows(self) -> QuerySet[Job]:
+        """The `Job` table's rows on this store's database (the database store's jobs;
+        the retried_from_* columns of a retried job)."""
+        # Models load after the app registry is ready: imported on first use (as above).
+        from ..models import Job
+
+        return Job.objects.using(self.database)
+
     @guarded
     def failed_counts(self) -> dict[str, int]:
         """Return the number of failed jobs per queue."""
-        from django.db.models import Count
-
         return dict(
             self._failed_rows(None)
             .values_list("queue")
@@ -101,13 +112,13 @@ class FailedList:
         """Record on each retried job (its new id) the failed job it came from and
         that one's error, as its `Job` row's `retried_from_*` columns. The Redis
         store keeps them in the job's data instead."""
-        from ..models import Job
-
+        jobs = self._job_rows()
         rows = [
-            Job(pk=job_id, retried_from_id=failed.pk, retried_from_error=failed.error_summary)
+            jobs.model(pk=job_id, retried_from_id=failed.pk,
+                       retried_from_error=failed.error_summary)
             for job_id, failed in links
         ]
-        Job.objects.using(self.database).bulk_update(
+        jobs.bulk_update(
             rows, ["retried_from_id", "retried_from_error"], batch_size=500
         )
 
@@ -119,9 +130,7 @@ class FailedList:
 
     def _failed_states(self, ids: Sequence[int]) -> dict[int, str]:
         """"failed" for each of `ids` whose job is in the failed list (job_states)."""
-        from ..models import FailedJob
-
-        found = FailedJob.objects.using(self.database).filter(job_id__in=list(ids))
+        found = self._failed_rows(None).filter(job_id__in=list(ids))
         return {job_id: "failed" for job_id in found.values_list("job_id", flat=True)
                 if job_id is not None}
 
@@ -162,14 +171,10 @@ class FailedList:
         """Return the first `limit` distinct job names in `model`'s table, sorted:
         through its name index where it has one (the failed list), else by reading
         every row once (the job table)."""
-        from .estimates import distinct_names
-
-        return distinct_names(self.database, model, limit)
+        return estimates.distinct_names(self.database, model, limit)
 
     @guarded
     def estimated_rows(self, model: type[Job | FailedJob]) -> int | None:
         """Return the database's estimate of the rows in `model`'s table without
         counting them, or None where it has none (SQLite, a table never analyzed)."""
-        from .estimates import estimated_rows
-
-        return estimated_rows(self.database, model)
+        return estimates.estimated_rows(self.database, model)

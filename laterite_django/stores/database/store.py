@@ -441,6 +441,9 @@ class DatabaseStore(Store):
     # that column, which moves the cursor forward to the moment of the change.
 
     def _schedule_rows(self) -> Any:
+        # Models load after the app registry is ready (this package is imported with
+        # stores.database.workflows, which workflows.batches imports while Django loads
+        # INSTALLED_APPS): imported on first use.
         from ...models import ScheduleRecord
 
         return ScheduleRecord._default_manager.using(self.database)
@@ -452,14 +455,12 @@ class DatabaseStore(Store):
 
     @guarded
     def add_schedules(self, names: Sequence[str], since: datetime) -> int:
-        from ...models import ScheduleRecord
-
         rows = self._schedule_rows()
         missing = set(names) - set(rows.filter(name__in=list(names)).values_list("name", flat=True))
         if not missing:
             return 0
         before = rows.filter(name__in=missing).count()
-        rows.bulk_create([ScheduleRecord(name=name, last_tick=since) for name in sorted(missing)],
+        rows.bulk_create([rows.model(name=name, last_tick=since) for name in sorted(missing)],
                          ignore_conflicts=True)
         return rows.filter(name__in=missing).count() - before
 
@@ -488,8 +489,6 @@ class DatabaseStore(Store):
 
     @guarded
     def fire_schedule(self, fire: ScheduleFire) -> Fired:
-        from ...models import Job
-
         rows = self._schedule_rows()
         with transaction.atomic(using=self.database):
             if fire.tick is not None:
@@ -504,8 +503,7 @@ class DatabaseStore(Store):
                     return Fired("advanced")
                 if fire.skip_if_running:
                     previous = rows.filter(name=fire.name).values_list("job_id", flat=True).first()
-                    if previous is not None and Job.objects.using(self.database).filter(
-                            pk=previous).exists():
+                    if previous is not None and self._job_rows().filter(pk=previous).exists():
                         return Fired("overlap")
             elif fire.job is None:
                 raise ValueError("A ScheduleFire needs a tick, a job, or both.")
@@ -562,12 +560,10 @@ class DatabaseStore(Store):
 
     @guarded
     def job_states(self, ids: Iterable[int]) -> dict[int, str]:
-        from ...models import Job
-
         wanted = job_ids(ids)
         states: dict[int, str] = {}
         now = timezone.now()
-        rows = Job.objects.using(self.database).filter(pk__in=wanted)
+        rows = self._job_rows().filter(pk__in=wanted)
         for job_id, token, available_at in rows.values_list("id", "token", "available_at"):
             states[job_id] = ("running" if token is not None else
                               "delayed" if available_at > now else "waiting")
