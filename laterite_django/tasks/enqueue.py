@@ -17,10 +17,11 @@ from ..payload import check_keys, check_text
 from ..stores import get_store
 from .compat import Task, TaskResult, TaskResultStatus, task_enqueued
 from .limits import concurrency_of
-from .results import build_result
+from .results import build_result, records
 from .runner import task_job
 
 if TYPE_CHECKING:
+    from ..models import TaskResultRecord
     from .backend import LateriteBackend
 
 __all__ = ["enqueue_task", "unique_key_of", "waiting_result"]
@@ -50,8 +51,6 @@ def enqueue_task(
     A task with a unique_key whose key already waits is not queued again:
     the waiting task's result is returned instead.
     """
-    from ..models import TaskResultRecord
-
     backend.validate_task(task)
     enqueued_at = timezone.now()
     result: TaskResult[Any] = TaskResult(
@@ -87,7 +86,7 @@ def enqueue_task(
     inline = settings.MODE == "inline"
 
     def record(job_id: object = None) -> TaskResultRecord:
-        return TaskResultRecord.objects.using(settings.DATABASE).create(
+        return records().create(
             id=result.id,
             task_path=task.module_path,
             backend=backend.alias,
@@ -166,10 +165,8 @@ def enqueue_task(
 
 def waiting_result(alias: str, key: str | None) -> TaskResult | None:
     """The newest result of `alias` with unique key `key` still waiting to run, or None."""
-    from ..models import TaskResultRecord
-
     found = (
-        TaskResultRecord.objects.using(settings.DATABASE)
+        records()
         .filter(backend=alias, unique_key=key, status=TaskResultStatus.READY)
         .order_by("-enqueued_at")
         .first()

@@ -11,12 +11,17 @@ import sys
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from ..conf import settings
 from .compat import InvalidTask, Task, TaskError, TaskResult, TaskResultStatus
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from ..models import TaskResultRecord
 
 __all__ = [
     "UnknownTask",
@@ -25,6 +30,7 @@ __all__ = [
     "build_result",
     "expiry",
     "load_record",
+    "records",
     "resolve_task",
     "update_record",
 ]
@@ -34,7 +40,10 @@ class WorkerLost(Exception):
     """Recorded as the error of an attempt whose worker died, when no tries remain."""
 
 
-def _records():
+def records() -> QuerySet[TaskResultRecord]:
+    """Every task result, on laterite's database."""
+    # Models load after the app registry is ready (a Task declared while they load builds
+    # its backend, which imports this module): imported on first use.
     from ..models import TaskResultRecord
 
     return TaskResultRecord.objects.using(settings.DATABASE)
@@ -116,18 +125,18 @@ def build_result(record: Any, task: Task | None = None) -> TaskResult:
 
 def load_record(result_id: str, backend: str):
     """Return the record of `result_id` enqueued through `backend`, or None."""
-    return _records().filter(pk=str(result_id), backend=backend).first()
+    return records().filter(pk=str(result_id), backend=backend).first()
 
 
 async def aload_record(result_id: str, backend: str):
     """See load_record()."""
-    return await _records().filter(pk=str(result_id), backend=backend).afirst()
+    return await records().filter(pk=str(result_id), backend=backend).afirst()
 
 
 def update_record(result_id: str, change: Callable[[Any], None]):
     """Apply `change` to the locked record and save it; return it, or None if it is gone."""
     with transaction.atomic(using=settings.DATABASE):
-        record = _records().select_for_update().filter(pk=result_id).first()
+        record = records().select_for_update().filter(pk=result_id).first()
         if record is None:
             return None
         change(record)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings as django_settings
 from django.utils.module_loading import autodiscover_modules
@@ -24,7 +24,9 @@ from ..core.rules import Decision, JobOptions
 from ..core.values import Claim
 from ..jobs import JobFunction
 from ..registry import registry
-from .task_run import TaskRun, _summary
+
+if TYPE_CHECKING:
+    from .task_run import TaskRun
 
 __all__ = ["TASK_JOB", "TaskJob", "register_if_configured", "run_task", "task_job"]
 
@@ -44,18 +46,8 @@ class TaskJob(JobFunction):
     """The `laterite.task` job: its options are those of the Task each call runs."""
 
     def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
-        # Optional dependency: Django's Tasks framework (django.tasks, or the django_tasks
-        # backport), which these import; this module is imported without it (ready()).
-        from .lookup import laterite_backend
-        from .results import resolve_task
-
         call = _call_of(args, kwargs)
-        try:
-            backend = laterite_backend(call["backend"])
-            tries, backoff, timeout = backend.run_options(resolve_task(call["task"]))
-        except Exception as e:
-            raise ValueError(f"cannot run task {call['task']!r}: {_summary(e)}") from e
-        return JobOptions(tries=tries, backoff=backoff, timeout=timeout)
+        return _task_run().options(call["task"], call["backend"])
 
     def concurrency_of(self, args: Sequence[Any], kwargs: Mapping[str, Any]
                        ) -> tuple[int, str] | None:
@@ -69,8 +61,17 @@ class TaskJob(JobFunction):
     def after_settle(self, claim: Claim, decision: Decision) -> None:
         args, kwargs = payload.decode(claim.payload)
         call = _call_of(args, kwargs)
-        TaskRun(call["task"], call["args"], call["kwargs"], call["backend"], call["result"],
-                _context(claim)).settled(decision)
+        _task_run()(call["task"], call["args"], call["kwargs"], call["backend"], call["result"],
+                    _context(claim)).settled(decision)
+
+
+def _task_run() -> type[TaskRun]:
+    """TaskRun, which runs a task's attempt, imported on first use."""
+    # Optional dependency: Django's Tasks framework (django.tasks, or the django_tasks
+    # backport), which task_run imports; this module is imported without it (ready()).
+    from .task_run import TaskRun
+
+    return TaskRun
 
 
 def _call_of(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,4 +126,4 @@ def run_task(
     `unique_key`, `concurrency` and `concurrency_key` are the backend's, computed at
     enqueue: the store keeps them with the job, the run ignores them.
     """
-    return TaskRun(task, args, kwargs, backend, result, cx).run()
+    return _task_run()(task, args, kwargs, backend, result, cx).run()

@@ -1,4 +1,8 @@
-"""One attempt of one task (`TaskRun`): start it, call it and record its outcome in its result."""
+"""One attempt of one task (`TaskRun`): start it, call it and record its outcome in its result.
+
+Needs Django's Tasks framework (tasks.compat): the task job (runner.py), which a worker
+imports without it, imports this module on first use.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +17,15 @@ from typing import Any
 from django.utils import timezone
 
 from ..context import JobContext
-from ..core.rules import Action, Decision
+from ..core.rules import Action, Decision, JobOptions
 from ..core.sizes import storable
 from ..exceptions import Cancelled, Fail, Snooze
 from ..worker.attempt import WorkerStopped
 from ..worker.execute import JobTimeout
 from ..worker.loop import default_worker_name
+from .compat import TaskContext, normalize_json, task_finished, task_started
+from .lookup import laterite_backend
+from .results import WorkerLost, build_result, expiry, resolve_task, update_record
 
 __all__ = ["TaskRun"]
 
@@ -32,8 +39,6 @@ def _worker_id() -> str:
 
 def _call(task: Any, task_result: Any, args: list, kwargs: dict) -> Any:
     if task.takes_context:
-        from .compat import TaskContext
-
         args = [TaskContext(task_result=task_result), *args]
     if iscoroutinefunction(task.func):
         # Run in this thread, so a timeout (SIGALRM) interrupts the coroutine itself.
@@ -66,10 +71,19 @@ class TaskRun:
             finished_at=None, errors=[], worker_ids=[], return_value=None, expires_at=None,
         )
 
-    def run(self) -> Any:
-        from .compat import normalize_json, task_started
-        from .results import resolve_task
+    @staticmethod
+    def options(path: str, alias: str) -> JobOptions:
+        """The tries, backoff and timeout of the task at module path `path` through the
+        backend TASKS[alias]: the task's own, else the backend's. Raise ValueError
+        saying why when either cannot be found."""
+        try:
+            backend = laterite_backend(alias)
+            tries, backoff, timeout = backend.run_options(resolve_task(path))
+        except Exception as e:
+            raise ValueError(f"cannot run task {path!r}: {_summary(e)}") from e
+        return JobOptions(tries=tries, backoff=backoff, timeout=timeout)
 
+    def run(self) -> Any:
         try:
             self._backend()
             self.task = resolve_task(self.path)
@@ -102,8 +116,6 @@ class TaskRun:
 
     def settled(self, decision: Decision) -> None:
         """Record how the worker settled this attempt in the task's result."""
-        from .results import WorkerLost
-
         raised = _take_raised(self.cx.id)
         if decision.action is Action.DELETE:
             return  # recorded by run() as it returned
@@ -134,8 +146,6 @@ class TaskRun:
         return len(record.errors) < self.cx.attempt
 
     def _backend(self) -> None:
-        from .lookup import laterite_backend  # optional dependency: the Tasks framework
-
         backend = laterite_backend(self.alias)
         self.sender = type(backend)
         self.ttl = backend.result_ttl
@@ -144,16 +154,12 @@ class TaskRun:
 
     def _record(self, change: Callable[[Any], None]) -> Any:
         """Apply `change` to the stored result (or the unsaved one); return it."""
-        from .results import update_record
-
         if self.result_id is None:
             change(self.unsaved)
             return self.unsaved
         return update_record(self.result_id, change)
 
     def _result(self, record: Any) -> Any:
-        from .results import build_result
-
         return build_result(record, self.task)
 
     def _start(self) -> Any:
@@ -194,8 +200,6 @@ class TaskRun:
     def _ended(self, status: str, then: Callable[[Any], None]) -> Callable[[Any], None]:
         """The change that ends a result with `status`, now, to expire after the task's
         result lifetime; `then` adds what this ending keeps (its error, its value)."""
-        from .results import expiry
-
         ttl = self.ttl
 
         def change(record: Any) -> None:
@@ -213,8 +217,6 @@ class TaskRun:
         On failure this runs inside the except block, as in Django's own
         backends, so the framework's log line carries the traceback.
         """
-        from .compat import task_finished
-
         record = self._record(change) or self._record_unsaved(change)
         task_finished.send(sender=self.sender, task_result=self._result(record))
 
