@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Q
 
 from ..conf import settings
+from ..models import Batch
 from .batches import cancel_batch
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
-
-    from ..models import Batch
 
 __all__ = [
     "CANCELLED", "FINISHED", "STATES", "UNKNOWN", "WAS_CANCELLED", "CancelOutcome",
@@ -58,8 +57,6 @@ def state_filter(state: str) -> Q:
 
 def batches(state: str | None = None) -> QuerySet[Batch]:
     """Every batch (or those in `state`), newest first, on laterite's database."""
-    from ..models import Batch
-
     rows = Batch.objects.using(settings.DATABASE).order_by("-created_at", "-id")
     return rows if state is None else rows.filter(state_filter(state))
 
@@ -98,8 +95,6 @@ def cancel(batch_id: int) -> CancelOutcome:
 
     A batch that finished or was cancelled before is left as it is, and said so; so is
     one whose last job ends while it is being cancelled."""
-    from ..models import Batch
-
     rows = Batch.objects.using(settings.DATABASE)
     before = rows.filter(pk=batch_id).first()
     if before is None:

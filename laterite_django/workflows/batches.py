@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -21,12 +21,27 @@ from .. import capture
 from ..async_push import refuse_event_loop
 from ..calls import JobCall
 from ..conf import settings
+from ..registry import registry
+from ..stores import get_store
+from ..stores.database.workflows import add_to_batch as count_added
+from ..stores.database.workflows import empty_batch_callbacks
 
 if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
     from ..core.values import NewJob
     from ..models import Batch
 
-__all__ = ["BatchPlan", "add_to_batch", "batch", "cancel_batch"]
+__all__ = ["BatchParams", "BatchPlan", "add_to_batch", "batch", "cancel_batch"]
+
+
+def _batches() -> QuerySet[Batch]:
+    """Every batch's row, on laterite's database."""
+    # Models load after the app registry is ready (laterite_django/__init__ imports this
+    # module while Django loads INSTALLED_APPS): imported on first use.
+    from ..models import Batch
+
+    return Batch.objects.using(settings.DATABASE)
 
 
 def _checked(calls: object, what: str) -> list[JobCall]:
@@ -85,11 +100,9 @@ class BatchPlan:
 
         Inline mode runs the jobs now, then the callbacks as a worker would push them;
         `testing.capture_jobs()` records the jobs and returns an unsaved row."""
-        from ..models import Batch
-
         refuse_event_loop("batch")
         now = timezone.now()
-        row = Batch(name=self.name, total=len(self.calls), pending=len(self.calls),
+        row = _batches().model(name=self.name, total=len(self.calls), pending=len(self.calls),
                     allow_failures=self.allow_failures, then_call=self.callbacks[0],
                     catch_call=self.callbacks[1], finally_call=self.callbacks[2],
                     created_at=now)
@@ -106,8 +119,6 @@ class BatchPlan:
             if jobs:
                 _store(jobs)
             else:  # nothing to wait for: the callbacks go now
-                from ..stores.database.workflows import empty_batch_callbacks
-
                 callbacks = empty_batch_callbacks(using, row.pk, row.allow_failures,
                                                   self.callbacks)
                 if callbacks:
@@ -148,33 +159,32 @@ class BatchPlan:
 
 def _store(jobs: list[NewJob]) -> None:
     """Hand jobs of any names to the store, in the open transaction (see module doc)."""
-    from ..registry import registry
-
     job = registry.find(jobs[0].name)
     if job is None:  # a callback whose job is unknown here: stored as written
-        from ..stores import get_store
-
         get_store().push(jobs)
         return
     job.store_jobs(jobs)
 
 
-def batch(
-    calls: Sequence[JobCall],
-    *,
-    then: JobCall | None = None,
-    catch: JobCall | None = None,
-    finally_: JobCall | None = None,
-    allow_failures: bool = False,
-    name: str = "",
-) -> BatchPlan:
+class BatchParams(TypedDict, total=False):
+    """The options `batch()` hands to BatchPlan, typed as BatchPlan takes them (which
+    gives their defaults); mypy checks the one against the other where batch() passes them."""
+
+    then: JobCall | None
+    catch: JobCall | None
+    finally_: JobCall | None
+    allow_failures: bool
+    name: str
+
+
+def batch(calls: Sequence[JobCall], **options: Unpack[BatchParams]) -> BatchPlan:
     """Jobs to run together, then callbacks: `batch([a.call(1), ...], then=b.call()).push()`.
 
     `then` is pushed once when every job succeeded (or, with allow_failures=True, when
     all ended), `catch` once at the first job that failed for good, `finally_` once
-    when every job ended either way."""
-    return BatchPlan(calls, then=then, catch=catch, finally_=finally_,
-                     allow_failures=allow_failures, name=name)
+    when every job ended either way. The options are BatchPlan's, with its defaults
+    (`allow_failures=False`, `name=""`)."""
+    return BatchPlan(calls, **options)
 
 
 def add_to_batch(batch_id: int, calls: Sequence[JobCall]) -> int:
@@ -185,14 +195,10 @@ def add_to_batch(batch_id: int, calls: Sequence[JobCall]) -> int:
     if not calls:
         return 0
     using = settings.DATABASE
-    from ..stores.database.workflows import add_to_batch as count_added
-
     with transaction.atomic(using=using):
         total = count_added(using, batch_id, len(calls))
         if total is None:
-            from ..models import Batch
-
-            found = Batch.objects.using(using).filter(pk=batch_id).first()
+            found = _batches().filter(pk=batch_id).first()
             if found is not None and found.cancelled_at is not None:
                 return 0  # a job of a cancelled batch still running: nothing to add
             raise ValueError(f"Batch {batch_id} has finished (or does not exist): "
@@ -207,15 +213,12 @@ def cancel_batch(batch_id: int) -> int:
     failed), running ones finish; `then` and `catch` are never pushed, `finally_` is,
     once every job has ended. Return how many jobs were removed now (a job claimed
     meanwhile is dropped by the worker that claimed it, unrun)."""
-    from ..models import Batch
-    from ..stores import get_store
-
-    using = settings.DATABASE
-    updated = Batch.objects.using(using).filter(
+    rows = _batches()
+    updated = rows.filter(
         pk=batch_id, finished_at__isnull=True, cancelled_at__isnull=True
     ).update(cancelled_at=timezone.now())
     if not updated:
-        if not Batch.objects.using(using).filter(pk=batch_id).exists():
+        if not rows.filter(pk=batch_id).exists():
             raise ValueError(f"No batch has id {batch_id}.")
         return 0
     return get_store().drop_batch(batch_id)

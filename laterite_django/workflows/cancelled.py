@@ -8,6 +8,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ..conf import settings
 from ..core.marks import marks_of
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ def batch_cancelled(claim: Claim) -> bool:
     known = _known.get(batch[0])  # one dict read: atomic, no lock needed
     if known is not None and now - known[0] < FRESH:
         return known[1]
-    from ..conf import settings
+    # Models load after the app registry is ready (worker.attempt imports this module, and
+    # gunicorn.conf.py and apps.py import the worker before it is): imported on first use.
     from ..models import Batch
 
     try:
