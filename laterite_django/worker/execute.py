@@ -8,10 +8,11 @@ import ctypes
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +194,9 @@ def run_job(
     the job caught the JobTimeout and returned.
     """
     if threading.current_thread() is not threading.main_thread():
-        return _run_in_thread(job, args, kwargs, cx, timeout)
+        # The partial adds no frame (it is called in C): the timer finds call_job's frame
+        # right above _run_in_thread's, both shielded.
+        return _run_in_thread(partial(call_job, job, args, kwargs, cx), cx, timeout)
     ran = Ran()
     # The handler stays installed between jobs (swapping it twice per job costs more
     # than many a job); it raises only while a limit is armed or a cancel is due.
@@ -244,14 +247,9 @@ def interrupt(watch: Any) -> None:
             ctypes.c_ulong(watch.thread_id), ctypes.py_object(Cancelled))
 
 
-def _run_in_thread(
-    job: JobFunction,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    cx: JobContext,
-    timeout: float | None,
-) -> Ran:
-    """`run_job` off the main thread (the `worker` mode): no signals there.
+def _run_in_thread(call: Callable[[], Any], cx: JobContext, timeout: float | None) -> Ran:
+    """`run_job` off the main thread (the `worker` mode), `call` being its call_job:
+    no signals there.
 
     A timer thread raises JobTimeout in this thread at its next bytecode, and
     again every REPEAT seconds, but only while the job's own code runs. Code
@@ -284,7 +282,7 @@ def _run_in_thread(
         timer.daemon = True
         timer.start()
     try:
-        ran.result = call_job(job, args, kwargs, cx)
+        ran.result = call()
     except BaseException as error:
         ran.error = error
     finally:
