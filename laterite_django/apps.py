@@ -13,8 +13,11 @@ from . import context, inline, jobs
 from .calls import link_job
 from .flow.limits import limits_of
 from .schedules import tasks as scheduled_tasks
-from .stores import callbacks
+from .stores import callbacks, on_setting_changed
+from .tasks import runner as task_runner
 from .worker.execute import run_here
+from .worker.serving import on_request_started
+from .worker.threads import ensure_started
 from .workflows.batches import add_to_batch
 
 
@@ -34,11 +37,9 @@ class LateriteConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Imported once the models are: these import the stores, which import the models.
-        from . import checks  # noqa: F401 -- registers the system checks
-        from .stores import on_setting_changed
-        from .worker.serving import on_request_started
-        from .worker.threads import ensure_started
+        # Registers the system checks as it is imported; it imports the models, so it is
+        # imported here, once they are loaded.
+        from . import checks  # noqa: F401
 
         # The layers below call up through these: the inline mode runs a job as the worker
         # would, a running job adds calls to its batch, a push in the `worker` mode starts
@@ -59,8 +60,6 @@ class LateriteConfig(AppConfig):
         autodiscover_modules("jobs")
         # Django's Tasks framework: when TASKS names LateriteBackend, the worker
         # needs the job that runs tasks.
-        from .tasks.runner import register_if_configured
-
-        register_if_configured()
+        task_runner.register_if_configured()
         # Schedules of tasks: every worker needs the job that enqueues them.
         scheduled_tasks.register_if_configured()
