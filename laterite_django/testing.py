@@ -24,6 +24,7 @@ from .capture import CapturedPush, capture_jobs
 from .conf import settings
 from .core.values import Claim
 from .stores import Store, get_store
+from .stores.redis import RedisStore
 from .worker.execute import in_this_thread
 from .worker.loop import Worker
 
@@ -114,8 +115,6 @@ def _queues(queue: str | Sequence[str] | None) -> list[str]:
 
 def _send_outbox(store: Store) -> None:
     """Move the Redis store's pushes made in the open transaction to Redis."""
-    from .stores.redis import RedisStore
-
     if isinstance(store, RedisStore):
         store.move_outbox()
 
