@@ -21,26 +21,40 @@ __all__ = ["BatchFilter", "NameFilter", "QueueFilter", "StateFilter"]
 NAMES_SHOWN = 500
 
 
-class QueueFilter(admin.SimpleListFilter):
+class _FieldFilter(admin.SimpleListFilter):
+    """Filter by the value of the field its `parameter_name` names: the values offered
+    (`values`), in order, and the one chosen among them."""
+
+    parameter_name: str  # set by each subclass: the field it filters on
+
+    def values(self, request: HttpRequest, model_admin) -> set[str]:
+        """The values to offer."""
+        raise NotImplementedError
+
+    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+        values = self.values(request, model_admin)
+        chosen = self.value()
+        if chosen:
+            values.add(chosen)
+        return [(value, value) for value in sorted(values)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() is None:
+            return queryset
+        return queryset.filter(**{self.parameter_name: self.value()})
+
+
+class QueueFilter(_FieldFilter):
     """Filter by queue; the choices come from the summary, so no extra query."""
 
     title = "queue"
     parameter_name = "queue"
 
-    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
-        queues = set(queue_summary(request).queues)
-        chosen = self.value()
-        if chosen:
-            queues.add(chosen)
-        return [(queue, queue) for queue in sorted(queues)]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() is None:
-            return queryset
-        return queryset.filter(queue=self.value())
+    def values(self, request: HttpRequest, model_admin) -> set[str]:
+        return set(queue_summary(request).queues)
 
 
-class NameFilter(admin.SimpleListFilter):
+class NameFilter(_FieldFilter):
     """Filter by job name. On the failed list the choices are the names in its table,
     read through its name index; on the jobs list, the jobs this project registers
     (the job table has no name index: it would cost every push and every claim, and
@@ -49,20 +63,10 @@ class NameFilter(admin.SimpleListFilter):
     title = "name"
     parameter_name = "name"
 
-    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+    def values(self, request: HttpRequest, model_admin) -> set[str]:
         if model_admin.model is Job:
-            names = set(registry.names()[:NAMES_SHOWN])
-        else:
-            names = set(get_store().job_names(model_admin.model, NAMES_SHOWN))
-        chosen = self.value()
-        if chosen:
-            names.add(chosen)
-        return [(name, name) for name in sorted(names)]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() is None:
-            return queryset
-        return queryset.filter(name=self.value())
+            return set(registry.names()[:NAMES_SHOWN])
+        return set(get_store().job_names(model_admin.model, NAMES_SHOWN))
 
 
 class StateFilter(admin.SimpleListFilter):
