@@ -46,7 +46,23 @@ from .states import STATES, state_of
 __all__ = ["FailedJobAdmin", "JobAdmin"]
 
 
-class JobAdmin(ReadOnlyQueueAdmin):
+class _JobColumns:
+    """The columns both lists show alike."""
+
+    @admin.display(description="name", ordering="name")
+    def job_name(self, obj: Job | FailedJob) -> SafeString:
+        return breakable(obj.name)
+
+    @admin.display(description="queue", ordering="queue")
+    def queue_name(self, obj: Job | FailedJob) -> SafeString:
+        return breakable(obj.queue)
+
+    @admin.display(description="payload")
+    def payload_json(self, obj: Job | FailedJob) -> SafeString:
+        return pretty_json(obj.payload)
+
+
+class JobAdmin(_JobColumns, ReadOnlyQueueAdmin):
     """Jobs waiting or running: their state, and making them due now."""
 
     # Fits a 1400 px window with the navigation sidebar open: who claimed a job shows
@@ -81,14 +97,6 @@ class JobAdmin(ReadOnlyQueueAdmin):
         ids = list(queryset.order_by().values_list("pk", flat=True))
         delete_jobs(queryset.db, ids, get_store().push)
 
-    @admin.display(description="name", ordering="name")
-    def job_name(self, obj: Job) -> SafeString:
-        return breakable(obj.name)
-
-    @admin.display(description="queue", ordering="queue")
-    def queue_name(self, obj: Job) -> SafeString:
-        return breakable(obj.queue)
-
     @admin.display(description="state")
     def state(self, obj: Job) -> SafeString:
         value = state_of(obj, timezone.now())
@@ -119,10 +127,6 @@ class JobAdmin(ReadOnlyQueueAdmin):
     @admin.display(description="claimed at")
     def claimed(self, obj: Job) -> SafeString | str:
         return moment(obj.claimed_at)
-
-    @admin.display(description="payload")
-    def payload_json(self, obj: Job) -> SafeString:
-        return pretty_json(obj.payload)
 
     @admin.display(description="progress")
     def progress_said(self, obj: Job) -> SafeString | str:
@@ -212,7 +216,7 @@ class JobAdmin(ReadOnlyQueueAdmin):
         return super().render_change_form(request, context, add, change, form_url, obj)
 
 
-class FailedJobAdmin(ReadOnlyQueueAdmin):
+class FailedJobAdmin(_JobColumns, ReadOnlyQueueAdmin):
     """The failed list: why each job failed, and putting it back on its queue."""
 
     list_display = ("id", "job_name", "queue_name", "attempts", "failed", "error_line")
@@ -233,14 +237,6 @@ class FailedJobAdmin(ReadOnlyQueueAdmin):
         "traceback", "payload_json", "unique_key",
     )
 
-    @admin.display(description="name", ordering="name")
-    def job_name(self, obj: FailedJob) -> SafeString:
-        return breakable(obj.name)
-
-    @admin.display(description="queue", ordering="queue")
-    def queue_name(self, obj: FailedJob) -> SafeString:
-        return breakable(obj.queue)
-
     @admin.display(description="pushed at")
     def pushed(self, obj: FailedJob) -> SafeString | str:
         return moment(obj.pushed_at)
@@ -257,10 +253,6 @@ class FailedJobAdmin(ReadOnlyQueueAdmin):
     @admin.display(description="traceback")
     def traceback(self, obj: FailedJob) -> SafeString:
         return format_html("<pre>{}</pre>", obj.error)
-
-    @admin.display(description="payload")
-    def payload_json(self, obj: FailedJob) -> SafeString:
-        return pretty_json(obj.payload)
 
     def get_actions(self, request: HttpRequest, action_location: Any = None):
         # `action_location` exists from Django 6.1 on (actions on the change form); mypy
