@@ -42,10 +42,13 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # `python bench/iterate.py`
     sys.path.insert(0, str(ROOT))
+
+from bench.profile_push import schedstat_ns  # noqa: E402
 
 STORES = ("laterite_pg", "laterite_sqlite", "laterite_redis")
 SOURCES = ("range", "table")
@@ -183,21 +186,39 @@ def run(args: argparse.Namespace) -> dict:
 
     worker = Worker(["default"], name="bench-iterate", store=store)
 
-    def one_pass(source: str, way: str) -> tuple[float, float]:
-        """(seconds, CPU seconds of this process) of one walk over every row."""
+    backend = None
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        if schedstat_ns(pid, "postgres") is not None:
+            def backend() -> float:  # CPU seconds of this connection's server process
+                return (schedstat_ns(pid, "postgres") or 0) / 1e9
+
+    def one_pass(source: str, way: str) -> dict[str, float]:
+        """One walk over every row: its seconds, the CPU seconds of this process and of
+        its PostgreSQL backend (0 on SQLite), and the seconds and CPU seconds (this
+        thread's) spent saving the cursor and reporting the progress."""
         claim = None
+        spent = {"save": 0.0, "save_cpu": 0.0}
         if way == "without saving":
             checkpoints = Checkpoints(load=None, save=None)
         else:
             noop.push(0)
             (claim,) = store.claim(["default"], worker.name, limit=1)
             checkpoints = _checkpoints(worker, claim)
+            # Timed in the walk itself: the saves' share of the same seconds, which the
+            # machine's other work moves far less than a ratio of two passes.
+            checkpoints.save = timed(checkpoints.save, spent)  # type: ignore[method-assign]
+            checkpoints._report = timed(checkpoints._report, spent)
         if way == ASYNC:
             with connection.cursor() as cursor:
                 cursor.execute("SET synchronous_commit = off")
+        server = backend() if backend else 0.0
         cpu, wall = time.process_time(), time.perf_counter()
         walk(source, checkpoints)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        server = (backend() if backend else 0.0) - server
         if way == ASYNC:
             with connection.cursor() as cursor:
                 cursor.execute("RESET synchronous_commit")
@@ -205,20 +226,21 @@ def run(args: argparse.Namespace) -> dict:
             saved = Checkpoint.parse(store.checkpoint(claim)).iterations
             assert saved[0].done == rows and saved[0].finished, saved
             store.delete([claim])
-        return wall, cpu
+        return {"wall": wall, "cpu": cpu, "server_cpu": server, **spent}
 
     ways = WAYS
     if args.store == "laterite_pg":
         ways += (ASYNC,)
     keys = [(source, way) for source in SOURCES for way in ways]
     for key in keys:  # warm up: connections, statements, the table in the cache
-        one_pass(*key)
-    got: dict[str, list[tuple[float, float]]] = {f"{s}|{w}": [] for s, w in keys}
+        if key[0] == "range" or key[1] == WAYS[0]:
+            one_pass(*key)
+    got: dict[str, list[dict[str, float]]] = {f"{s}|{w}": [] for s, w in keys}
     for r in range(args.rounds):
         for source, way in keys if r % 2 == 0 else keys[::-1]:
             got[f"{source}|{way}"].append(one_pass(source, way))
-            print(f"  round {r + 1} {source} {way}: {got[f'{source}|{way}'][-1][0]:.2f} s",
-                  file=sys.stderr)
+            figures = ", ".join(f"{k} {v:.2f}" for k, v in got[f"{source}|{way}"][-1].items())
+            print(f"  round {r + 1} {source} {way}: {figures}", file=sys.stderr)
     store.clear()
     if args.store == "laterite_redis":
         from django_redis import get_redis_connection
@@ -228,36 +250,59 @@ def run(args: argparse.Namespace) -> dict:
             "vendor": connection.vendor, "passes": got}
 
 
+def timed(call: Any, spent: dict[str, float]) -> Any:
+    """`call`, adding the seconds and this thread's CPU seconds each call takes to
+    spent["save"] and spent["save_cpu"]."""
+    clock, cpu_clock = time.perf_counter, time.thread_time
+
+    def wrapper(*args: Any) -> Any:
+        start, cpu = clock(), cpu_clock()
+        try:
+            return call(*args)
+        finally:
+            spent["save"] += clock() - start
+            spent["save_cpu"] += cpu_clock() - cpu
+
+    return wrapper
+
+
 # -- the report ----------------------------------------------------------------------
 
 def report(results: list[dict], args: argparse.Namespace) -> str:
     lines = [
         "| store | source | saving | rows/s without saving | rows/s with saving | "
-        "with / without (median of rounds) | rounds' ratios | saving, us per chunk | "
-        "CPU, us per chunk |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "with / without: in the walk | pass to pass (each round's) | CPU, pass to pass | "
+        "saving per chunk: us | CPU us, here + PostgreSQL |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         chunks = -(-result["rows"] // result["chunk"])
         passes = result["passes"]
         for source in SOURCES:
             without = passes[f"{source}|without saving"]
-            rate0 = statistics.median(result["rows"] / w for w, _ in without)
+            rate0 = statistics.median(result["rows"] / p["wall"] for p in without)
             for way in (WAYS[1], ASYNC):
                 with_ = passes.get(f"{source}|{way}")
                 if with_ is None:
                     continue
                 pairs = list(zip(without, with_, strict=True))
-                ratios = [w0 / w1 for (w0, _), (w1, _) in pairs]
-                extra = [(w1 - w0) / chunks * 1e6 for (w0, _), (w1, _) in pairs]
-                extra_cpu = [(c1 - c0) / chunks * 1e6 for (_, c0), (_, c1) in pairs]
-                rate1 = statistics.median(result["rows"] / w for w, _ in with_)
+                ratios = [p0["wall"] / p1["wall"] for p0, p1 in pairs]
+                cpu = statistics.median(
+                    (p0["cpu"] + p0["server_cpu"]) / (p1["cpu"] + p1["server_cpu"])
+                    for p0, p1 in pairs)
+                inside = statistics.median((p["wall"] - p["save"]) / p["wall"] for p in with_)
+                saving = statistics.median(p["save"] / chunks * 1e6 for p in with_)
+                here = statistics.median(p["save_cpu"] / chunks * 1e6 for p in with_)
+                server = statistics.median((p1["server_cpu"] - p0["server_cpu"]) / chunks * 1e6
+                                           for p0, p1 in pairs)
+                rate1 = statistics.median(result["rows"] / p["wall"] for p in with_)
                 how = "as the store saves" if way == WAYS[1] else "synchronous_commit off"
+                on_pg = result["store"] == "laterite_pg"
                 lines.append(
                     f"| {result['store']} | {source} | {how} | {rate0:,.0f} | {rate1:,.0f} | "
-                    f"**{statistics.median(ratios):.3f}** | "
-                    f"{', '.join(f'{x:.2f}' for x in ratios)} | "
-                    f"{statistics.median(extra):,.0f} | {statistics.median(extra_cpu):,.0f} |")
+                    f"**{inside:.3f}** | {statistics.median(ratios):.3f} "
+                    f"({', '.join(f'{x:.2f}' for x in ratios)}) | {cpu:.3f} | "
+                    f"{saving:,.0f} | {here:,.0f}{f' + {server:,.0f}' if on_pg else ''} |")
     return "\n".join(lines) + "\n"
 
 
