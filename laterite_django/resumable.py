@@ -65,7 +65,7 @@ class Checkpoints:
     def __init__(
         self,
         load: Callable[[], str] | None = None,
-        save: Callable[[str], bool] | None = None,
+        save: Callable[[str, bool], bool] | None = None,
         stopping: Callable[[], bool] = lambda: False,
         report: Callable[[int, Any], None] | None = None,
     ) -> None:
@@ -91,9 +91,10 @@ class Checkpoints:
         """The saved cursor of the loop running now (None before its first chunk)."""
         return None if self._current is None else self._current.cursor
 
-    def save(self) -> None:
-        """Store the checkpoint under the claim; raise ClaimLost if the claim was lost."""
-        if self._save is not None and not self._save(self.value.dump()):
+    def save(self, durable: bool = True) -> None:
+        """Store the checkpoint under the claim (`durable`: see Store.save_checkpoint);
+        raise ClaimLost if the claim was lost."""
+        if self._save is not None and not self._save(self.value.dump(), durable):
             raise ClaimLost("the job's claim was taken back: its checkpoint was not saved")
 
     def snoozed(self) -> str:
@@ -155,7 +156,7 @@ class Checkpoints:
                 place.finished = True
             else:
                 place.cursor = _json_value(after, "the cursor")
-            self.save()
+            self.save(durable=False)  # a cursor lost to a server's crash: a chunk again
             crash_point("iterate.after_save")  # the cursor past a chunk not yet handed on
             if self._report is not None:
                 self._report(place.done, place.cursor)

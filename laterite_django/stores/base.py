@@ -202,9 +202,14 @@ class Store(FailedList, abc.ABC):
         core.checkpoint). Read once per run by a job that iterates, steps or snoozes."""
         raise NotImplementedError
 
-    def save_checkpoint(self, claim: Claim, text: str) -> bool:
+    def save_checkpoint(self, claim: Claim, text: str, *, durable: bool = True) -> bool:
         """Store `text` as the job's checkpoint if the claim is still held; False if it
-        was lost (another run owns the job now, and what it saved stays)."""
+        was lost (another run owns the job now, and what it saved stays).
+
+        Not `durable` (a cursor of cx.iterate): a store may commit it without waiting
+        for its disk (PostgreSQL: no WAL flush waited for, as claims commit); a crash of
+        the store's server itself may then lose the last saves, and their chunks are
+        done again, as after any crash. A step's result is saved durable."""
         raise NotImplementedError
 
     def running(self, limit: int = 100) -> list[Running]:

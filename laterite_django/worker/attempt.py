@@ -170,7 +170,8 @@ def _checkpoints(worker: Worker, claim: Claim) -> Checkpoints:
 
     return Checkpoints(
         load=lambda: patiently(lambda: store.checkpoint(claim)),
-        save=lambda text: patiently(lambda: store.save_checkpoint(claim, text)),
+        save=lambda text, durable: patiently(
+            lambda: store.save_checkpoint(claim, text, durable=durable)),
         stopping=worker.stopping.is_set, report=report)
 
 

@@ -35,7 +35,7 @@ class Saved:
     def load(self) -> str:
         return self.text
 
-    def save(self, text: str) -> bool:
+    def save(self, text: str, durable: bool = True) -> bool:
         if self.held:
             self.text = text
             self.saves.append(text)

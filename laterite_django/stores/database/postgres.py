@@ -758,6 +758,11 @@ DELETE_FINISHED = (
     f"AND {TABLE}.token = done.tokens[array_position(done.ids, {TABLE}.id)]"
 )
 DELETE = f"{DELETE_FINISHED} AND {_ASYNC_COMMIT} IS NOT NULL"
+# Params: checkpoint text, id, token. A cursor of cx.iterate saved as claims commit: a
+# crash of the server itself may lose the last ones, whose chunks are then done again
+# (Store.save_checkpoint, not durable).
+SAVE_CURSOR = (f"UPDATE {TABLE} SET checkpoint = %s WHERE id = %s AND token = %s "
+               f"AND {_ASYNC_COMMIT} IS NOT NULL")
 # Params: ids, tokens (finished), then claim_params().
 SETTLE_AND_CLAIM = f"WITH done AS ({DELETE}), {PICKED} {CLAIM_UPDATE}"
 # Both by name (run_claim); their values' types are the server's to infer.

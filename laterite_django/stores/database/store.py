@@ -585,8 +585,12 @@ class DatabaseStore(Store):
         return rows[0][0] if rows else ""
 
     @guarded
-    def save_checkpoint(self, claim: Claim, text: str) -> bool:
-        return self._execute(sql.SAVE_CHECKPOINT, [text, claim.id, claim.token])[1] == 1
+    @keeps_callers_settings
+    def save_checkpoint(self, claim: Claim, text: str, *, durable: bool = True) -> bool:
+        statement = sql.SAVE_CHECKPOINT
+        if not durable and self.dialect is postgres:
+            statement = postgres.SAVE_CURSOR
+        return self._execute_prepared(statement, [text, claim.id, claim.token])[1] == 1
 
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:

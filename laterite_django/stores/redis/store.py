@@ -974,7 +974,7 @@ class RedisStore(Store):
         return text(found) if found else ""
 
     @guarded
-    def save_checkpoint(self, claim: Claim, text: str) -> bool:
+    def save_checkpoint(self, claim: Claim, text: str, *, durable: bool = True) -> bool:
         """See Store.save_checkpoint: written only while the claim's token is the job's."""
         return bool(self._run("save_checkpoint", [claim.id, claim.token, text]))
 
