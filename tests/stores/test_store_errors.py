@@ -48,6 +48,8 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "counts": store.counts,
         "oldest_waiting": store.oldest_waiting,
         "save_progress": lambda: store.save_progress([(claim, "{}")]),
+        "checkpoint": lambda: store.checkpoint(claim),
+        "save_checkpoint": lambda: store.save_checkpoint(claim, "{}"),
         "running": store.running,
         "add_minutes": lambda: store.add_minutes([Minute("default", now, 1, 0)]),
         "minutes": lambda: store.minutes(now),
