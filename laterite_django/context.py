@@ -114,6 +114,9 @@ class Pushed:
     status: Literal["queued", "ran", "duplicate"]
     id: int | str | None = None
     result: object = None  # the return value of an inline run
+    # A debounced push that replaced the waiting job holding its key (that job's id),
+    # rather than store a new one.
+    debounced: bool = False
 
     @property
     def queued(self) -> bool:

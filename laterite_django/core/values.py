@@ -37,6 +37,12 @@ class NewJob:
     # (push_at). `available_at` is then this host's reckoning of the same moment,
     # which stores on one host (SQLite) and inline runs use.
     delay: float | None = None
+    # A debounced push (`debounce=S`, its key in `unique_key`): a waiting job holding the
+    # key is replaced (these arguments, due S seconds from the store's now) rather than
+    # a new one stored, but never made due later than `debounce_max` seconds after the
+    # push that stored it (None: no such deadline). `delay` is then S too.
+    debounce: float | None = None
+    debounce_max: float | None = None
 
 
 @dataclass(slots=True)

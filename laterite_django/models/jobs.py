@@ -76,6 +76,11 @@ class Job(models.Model):
     cancel_requested_at = models.DateTimeField(
         null=True, blank=True, help_text="A cancel was asked while it ran."
     )
+    debounce_until = models.DateTimeField(
+        null=True, blank=True,
+        help_text="A debounced job: the latest a later push with its key may make it due "
+                  "(its first push plus debounce_max).",
+    )
 
     class Meta:
         db_table = "laterite_job"
@@ -176,6 +181,16 @@ class OutboxJob(models.Model):
         null=True, blank=True,
         help_text="Seconds after its move to Redis at which the job is due, by Redis's "
                   "clock (NULL: due at available_at, a moment given by its pusher).",
+    )
+    debounce = models.FloatField(
+        null=True, blank=True,
+        help_text="A debounced push: it replaces the waiting job holding its unique_key, "
+                  "due this many seconds after its move (NULL: a plain push).",
+    )
+    debounce_max = models.FloatField(
+        null=True, blank=True,
+        help_text="A debounced push: the longest its job may wait after the push that "
+                  "stored it, in seconds (NULL: no such deadline).",
     )
 
     class Meta:

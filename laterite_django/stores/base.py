@@ -54,6 +54,13 @@ class Store(FailedList, abc.ABC):
         """Store `jobs` in one round trip; return each one's id, or None if dropped
         as a duplicate of a waiting job with the same unique key."""
 
+    @abc.abstractmethod
+    def push_debounced(self, job: NewJob) -> tuple[int, bool]:
+        """Store debounced job `job` (NewJob.debounce, its key in `unique_key`) in one
+        atomic step: replace the waiting job that holds the key (the new arguments, due
+        `debounce` seconds from the store's now but not past that job's deadline), else
+        store it as a new job; return (id, whether a waiting job was replaced)."""
+
     @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Push `jobs` once the transaction open on this store's database commits, and
@@ -62,7 +69,15 @@ class Store(FailedList, abc.ABC):
         The jobs' ids are not known here. The Redis store overrides this to keep
         the jobs in a database outbox meanwhile.
         """
-        transaction.on_commit(lambda: self.push(jobs), using=self.database)
+        transaction.on_commit(lambda: self._push_any(jobs), using=self.database)
+
+    def _push_any(self, jobs: Sequence[NewJob]) -> list[int | None]:
+        """Push `jobs`, the debounced ones (NewJob.debounce) by `push_debounced`, in order;
+        return each one's id (None: dropped as a duplicate)."""
+        if all(job.debounce is None for job in jobs):
+            return self.push(jobs)
+        return [self.push_debounced(job)[0] if job.debounce is not None
+                else self.push([job])[0] for job in jobs]
 
     @abc.abstractmethod
     def claim(self, queues: Sequence[str], worker: str, limit: int = 1,

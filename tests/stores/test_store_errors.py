@@ -34,8 +34,11 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
                   pushed_at=now, token="0" * 32)
     job = NewJob(name="tests.record", queue="default", payload="{}", available_at=now,
                  pushed_at=now)
+    debounced = NewJob(name="tests.record", queue="default", payload="{}", available_at=now,
+                       pushed_at=now, unique_key="k", delay=5.0, debounce=5.0)
     return {
         "push": lambda: store.push([job]),
+        "push_debounced": lambda: store.push_debounced(debounced),
         "claim": lambda: store.claim(["default"], "w"),
         "settle_and_claim": lambda: store.settle_and_claim([claim], ["default"], "w"),
         "requeue_abandoned": lambda: store.requeue_abandoned(0, "worker lost"),

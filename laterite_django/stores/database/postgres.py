@@ -49,6 +49,7 @@ from .sql import (
 
 __all__ = [
     "AFTER_NOW",
+    "AFTER_NOW_PUSH",
     "CLAIM",
     "CLAIM_UPDATE",
     "COUNTED_CLAIM",
@@ -71,6 +72,7 @@ __all__ = [
     "MUST_WAKE",
     "NOW",
     "PICKED",
+    "PUSH_DEBOUNCED",
     "QUEUE_LIMITED_CLAIM",
     "QUEUE_LIMITED_LOCK",
     "QUEUE_LOCK_IDS",
@@ -100,6 +102,7 @@ __all__ = [
     "make_due",
     "prepares",
     "push",
+    "push_debounced",
     "push_one",
     "queue_limited_claim",
     "requeue_abandoned",
@@ -563,6 +566,9 @@ def _due(available_at: str, delay: str) -> str:
     return f"COALESCE({available_at}, statement_timestamp() + make_interval(secs => {delay}))"
 
 
+# The server's now plus a number of seconds (params: the seconds; NULL gives NULL).
+AFTER_NOW_PUSH = "statement_timestamp() + make_interval(secs => %s)"
+
 # One pushed row (params: name, queue, payload, priority, pushed_at, available_at, delay,
 # retry_until, unique_key).
 _ROW = f"(%s, %s, %s, %s, %s, {_due('%s', '%s')}, 0, %s, %s, '', '', 0)"
@@ -637,6 +643,45 @@ def push_one(connection: Any, job: NewJob, ts: Any) -> int | None:
     else:
         result = run_prepared(connection, prepared, texts, params, _FORMATS)
     return int(result.get_value(0, 0)) if result.ntuples else None
+
+
+# A debounced push (Store.push_debounced): one statement that inserts the job, or, when a
+# waiting job holds its key, replaces that job's arguments (and name, queue, priority,
+# retry window, concurrency key: everything the push gives) and moves its due time to
+# the new one, never past its `debounce_until` (its first push plus debounce_max). The
+# row is found through the partial unique index of waiting jobs, as a keyed push finds
+# a duplicate, and locked by ON CONFLICT: a push racing it waits for its commit, then
+# replaces in turn; a job claimed meanwhile has left the index, so the push inserts a
+# new job. `xmax` is 0 in the row an INSERT made and the transaction's id in the one
+# ON CONFLICT updated, which tells the two apart. Both times are the server's (its
+# now plus the seconds given), as a delayed push's. A push of its own, so the plain
+# and keyed pushes above stay as they are. Params: name, queue, payload, priority,
+# pushed_at, debounce (seconds), retry_until, unique_key, debounce_max (seconds or
+# NULL), concurrency_key, concurrency_limit.
+PUSH_DEBOUNCED = (
+    f"INSERT INTO {TABLE} ({INSERT_COLUMNS}, debounce_until, concurrency_key, "
+    f"concurrency_limit) VALUES (%s, %s, %s, %s, %s, {AFTER_NOW_PUSH}, 0, %s, %s, '', '', 0, "
+    f"{AFTER_NOW_PUSH}, %s, %s) "
+    f"ON CONFLICT (unique_key) WHERE token IS NULL AND unique_key IS NOT NULL DO UPDATE SET "
+    f"name = EXCLUDED.name, queue = EXCLUDED.queue, payload = EXCLUDED.payload, "
+    f"priority = EXCLUDED.priority, retry_until = EXCLUDED.retry_until, "
+    f"concurrency_key = EXCLUDED.concurrency_key, "
+    f"concurrency_limit = EXCLUDED.concurrency_limit, "
+    f"debounce_until = COALESCE({TABLE}.debounce_until, EXCLUDED.debounce_until), "
+    f"available_at = LEAST(EXCLUDED.available_at, "
+    f"COALESCE({TABLE}.debounce_until, EXCLUDED.available_at)) "
+    f"RETURNING id, xmax::text <> '0', "
+    f"CASE WHEN {MUST_NOTIFY} THEN pg_notify('{CHANNEL}', queue) END"
+)
+
+
+def push_debounced(job: NewJob) -> Statement:
+    """The push of debounced job `job` (PUSH_DEBOUNCED); returns one (id, replaced) row."""
+    return PUSH_DEBOUNCED, [
+        job.name, job.queue, job.payload, job.priority, job.pushed_at, job.debounce,
+        job.retry_until, job.unique_key, job.debounce_max, job.concurrency_key,
+        job.concurrency_limit,
+    ]
 
 
 # -- Claim, delete, requeue ---------------------------------------------------

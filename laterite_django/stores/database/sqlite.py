@@ -31,9 +31,10 @@ from .sql import (
 )
 
 __all__ = [
-    "DROP_BATCH_FIND", "LIMITED_CLAIM_PRUNE", "LIMITED_CLAIM_START", "NOW", "SWEEP_BATCH",
-    "claim", "claim_update", "delete", "delete_marked", "execute_prepared", "insert_ends",
-    "limited_claim", "make_due", "push", "push_one", "requeue_abandoned", "waking",
+    "DROP_BATCH_FIND", "INSERT_DEBOUNCED", "LIMITED_CLAIM_PRUNE", "LIMITED_CLAIM_START", "NOW",
+    "REPLACE_DEBOUNCED", "SWEEP_BATCH", "claim", "claim_update", "delete", "delete_marked",
+    "execute_prepared", "insert_ends", "limited_claim", "make_due", "push", "push_debounced",
+    "push_one", "requeue_abandoned", "waking",
 ]
 
 Statement = tuple[str, list[Any]]
@@ -101,6 +102,51 @@ def push_one(connection: Any, job: NewJob, ts: Callable[[Any], Any]) -> int | No
 _PUSH_ONE = (
     f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {ROW} ON CONFLICT DO NOTHING RETURNING id"
 )
+
+
+# A debounced push (Store.push_debounced) on SQLite: the UPDATE of the waiting job that
+# holds the key, then, if it found none, the INSERT of a new job, run in one
+# transaction (DatabaseStore.push_debounced). The UPDATE takes the database's write
+# lock as it starts, whether it changes a row or not, and the transaction keeps it to
+# its commit: no other push can insert a job with that key, nor a claim take the one
+# found, between the two, so exactly one waiting job holds a key however many
+# processes push it. (An upsert would do it in one statement, but RETURNING cannot
+# tell an inserted row from an updated one.) Times are this host's clock's, as every
+# due time on SQLite: the job's now plus the seconds given.
+# Params: name, queue, payload, priority, retry_until, concurrency_key,
+# concurrency_limit, debounce_until, available_at, available_at, unique_key.
+REPLACE_DEBOUNCED = (
+    f"UPDATE {TABLE} SET name = %s, queue = %s, payload = %s, priority = %s, "
+    f"retry_until = %s, concurrency_key = %s, concurrency_limit = %s, "
+    f"debounce_until = COALESCE(debounce_until, %s), "
+    f"available_at = MIN(%s, COALESCE(debounce_until, %s)) "
+    f"WHERE unique_key = %s AND token IS NULL RETURNING id"
+)
+# Params: a ROW's, then debounce_until, concurrency_key, concurrency_limit.
+INSERT_DEBOUNCED = (
+    f"INSERT INTO {TABLE} ({INSERT_COLUMNS}, debounce_until, concurrency_key, "
+    f"concurrency_limit) VALUES {ROW[:-1]}, %s, %s, %s) RETURNING id"
+)
+
+
+def push_debounced(job: NewJob, ts: Callable[[Any], Any]) -> tuple[Statement, Statement]:
+    """The replacement, then the insertion, of debounced job `job` (REPLACE_DEBOUNCED,
+    INSERT_DEBOUNCED): each returns the job's id if it stored it."""
+    assert job.debounce is not None
+    due = ts(job.pushed_at + timedelta(seconds=job.debounce))
+    until = (None if job.debounce_max is None
+             else ts(job.pushed_at + timedelta(seconds=job.debounce_max)))
+    return (
+        (REPLACE_DEBOUNCED, [
+            job.name, job.queue, job.payload, job.priority, ts(job.retry_until),
+            job.concurrency_key, job.concurrency_limit, until, due, due, job.unique_key,
+        ]),
+        (INSERT_DEBOUNCED, [
+            job.name, job.queue, job.payload, job.priority, ts(job.pushed_at), due,
+            ts(job.retry_until), job.unique_key, until, job.concurrency_key,
+            job.concurrency_limit,
+        ]),
+    )
 
 
 def claim_update(picked: str, where: str = "") -> str:

@@ -156,6 +156,21 @@ class DatabaseStore(Store):
             return ids
         return self._push(jobs)
 
+    @guarded
+    def push_debounced(self, job: NewJob) -> tuple[int, bool]:
+        if self.postgres:
+            # One upsert (postgres.PUSH_DEBOUNCED), in the caller's transaction if open.
+            rows, _ = self._execute(*postgres.push_debounced(job), fetch=True)
+            return int(rows[0][0]), bool(rows[0][1])
+        replace, insert = sqlite.push_debounced(job, self._ts)
+        # The UPDATE holds SQLite's write lock to the commit (see sqlite.REPLACE_DEBOUNCED).
+        with transaction.atomic(using=self.database):
+            rows, _ = self._execute(*replace, fetch=True)
+            if rows:
+                return int(rows[0][0]), True
+            rows, _ = self._execute(*insert, fetch=True)
+            return int(rows[0][0]), False
+
     def _push(self, jobs: Sequence[NewJob]) -> list[int | None]:
         # Within one batch the first job with a key wins, as if pushed one by one.
         seen: set[str] = set()

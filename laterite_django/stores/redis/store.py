@@ -63,6 +63,7 @@ from .values import (
     EPOCH,
     PUSH_CHUNK,
     claim_args,
+    debounced_args,
     dt,
     job_fields,
     pack,
@@ -97,7 +98,7 @@ OUTBOX_BATCH = 500
 # The fields of a NewJob an outbox row keeps, the same on both: written to the row at
 # the push, read back into a NewJob at the move (the concurrency key is not kept).
 KEPT = ("name", "queue", "payload", "priority", "pushed_at", "available_at", "retry_until",
-        "unique_key", "delay")
+        "unique_key", "delay", "debounce", "debounce_max")
 
 # Items of a list of ends counted per database transaction (each the ends of one
 # FINISH call, or one end of DROP_BATCH); jobs looked at per DROP_BATCH call (each
@@ -319,6 +320,30 @@ class RedisStore(Store):
         return ids
 
     @guarded
+    def push_debounced(self, job: NewJob) -> tuple[int, bool]:
+        job_id, replaced = self._push_debounced(job)
+        return job_id, replaced
+
+    def _push_debounced(self, job: NewJob, mark: str = "") -> tuple[int, bool]:
+        """Run PUSH_DEBOUNCED (lua/push_debounced.lua) for `job`; with `mark` (an outbox
+        row's), a job whose mark an earlier push set is not pushed again (id 0). Waits
+        for a replica as `push` does when LATERITE_QUEUE_REDIS_WAIT is set."""
+        args = [self.prefix, str(us(timezone.now())), *debounced_args(job), mark]
+        wait = settings.REDIS_WAIT
+        if wait is None:
+            result = self._push("push_debounced", args[1:])
+        else:
+            result, confirmed = calls.run_push_replicated(
+                self.client, "push_debounced", args, wait)
+            if confirmed < 1:
+                raise PushNotReplicated(
+                    f"The redis store pushed a debounced job to {describe_redis(self.alias)}, "
+                    f"but no replica confirmed it within {wait:g} s "
+                    f"(LATERITE_QUEUE_REDIS_WAIT): a failover now would lose it.",
+                    [int(result[0]) or None])
+        return int(result[0]), bool(int(result[1]))
+
+    @guarded
     def push_on_commit(self, jobs: Sequence[NewJob]) -> None:
         """Keep `jobs` in the database outbox, in the open transaction; they move to
         Redis on commit, or at a worker's sweep if Redis is away."""
@@ -435,13 +460,33 @@ class RedisStore(Store):
                 # Marked with their rows: if this transaction's commit is lost after the
                 # push (a crash, a lost connection), the rows come back and are moved
                 # again, and Redis stores each job once all the same.
-                ids = self.push(jobs, once=[_outbox_mark(row) for row in rows])
+                ids = self._push_marked(jobs, [_outbox_mark(row) for row in rows])
                 crash_point("push.outbox.after_redis_push")  # dies: the rows come back
             except PushNotReplicated as e:
                 # On the primary all the same: moved. Pushing them again would double them.
                 logger.warning("%s", e, extra={"action": "push_not_replicated"})
                 ids = e.ids
         return {row.pk: job_id for row, job_id in zip(rows, ids, strict=True)}
+
+    def _push_marked(self, jobs: Sequence[NewJob], marks: Sequence[str]) -> list[int | None]:
+        """Push the outbox's `jobs` with their `marks` (see push's `once`), in order: the
+        debounced ones (NewJob.debounce) by PUSH_DEBOUNCED, one at a time."""
+        if all(job.debounce is None for job in jobs):
+            return self.push(jobs, once=marks)
+        ids: list[int | None] = []
+        unconfirmed: PushNotReplicated | None = None
+        for job, mark in zip(jobs, marks, strict=True):
+            try:
+                if job.debounce is None:
+                    ids += self.push([job], once=[mark])
+                else:
+                    ids.append(self._push_debounced(job, mark)[0] or None)
+            except PushNotReplicated as e:  # on the primary all the same: go on
+                ids += e.ids
+                unconfirmed = e
+        if unconfirmed is not None:
+            raise PushNotReplicated(str(unconfirmed), ids)
+        return ids
 
     def sweep_outbox(self) -> int:
         """Move whatever the outbox holds (the workers' sweep); log and go on if that

@@ -14,8 +14,8 @@ from typing import Any, overload
 from ...core.values import Claim, NewJob
 
 __all__ = [
-    "AGAIN_WITHIN", "EPOCH", "PUSH_CHUNK", "claim_args", "claims", "dt", "job_fields", "pack",
-    "push_args", "push_packed", "text", "us",
+    "AGAIN_WITHIN", "EPOCH", "PUSH_CHUNK", "claim_args", "claims", "debounced_args", "dt",
+    "job_fields", "pack", "push_args", "push_packed", "text", "us",
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -71,6 +71,26 @@ def job_fields(job: NewJob) -> tuple[str, ...]:
         "" if job.retry_until is None else str(us(job.retry_until)),
         "0" if job.unique_key is None else "1",
         job.unique_key or "",
+    )
+
+
+def debounced_args(job: NewJob) -> tuple[str, ...]:
+    """PUSH_DEBOUNCED's values of `job` after the prefix and now, up to its mark (see
+    lua/push_debounced.lua): times in microseconds, the waits counted from the server's
+    now."""
+    assert job.debounce is not None and job.unique_key is not None
+    return (
+        job.name,
+        job.queue,
+        job.payload,
+        str(int(job.priority)),
+        str(us(job.pushed_at)),
+        str(round(job.debounce * 1_000_000)),
+        "" if job.retry_until is None else str(us(job.retry_until)),
+        job.unique_key,
+        "" if job.debounce_max is None else str(round(job.debounce_max * 1_000_000)),
+        job.concurrency_key or "",
+        "" if job.concurrency_limit is None else str(job.concurrency_limit),
     )
 
 
