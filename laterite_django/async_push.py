@@ -22,6 +22,7 @@ from . import capture, inline
 from .conf import settings
 from .context import Pushed
 from .exceptions import PushFromEventLoop
+from .push_checks import DEBOUNCE_NAMES, split_debounce
 
 if TYPE_CHECKING:
     from .core.values import NewJob
@@ -62,27 +63,36 @@ class AsyncPushes(Generic[P, R]):
         def new_jobs(
             self, calls: Sequence[tuple[Sequence[Any], Mapping[str, Any]]], *,
             at: datetime | None = None, queue: str | None = None, priority: int | None = None,
-            delay: float = 0.0,
+            delay: float = 0.0, debounce: Mapping[str, Any] | None = None,
         ) -> list[NewJob]: ...
         def store_jobs(self, new_jobs: Sequence[NewJob]) -> list[Pushed]: ...
+        def store_debounced(self, new_jobs: Sequence[NewJob]) -> list[Pushed]: ...
+        def _refuse_debounce(self, form: str) -> None: ...
         def _seconds(self, delay: timedelta | float) -> float: ...
         def _checked_when(self, when: datetime) -> datetime: ...
         def _pairs(self, calls: Iterable[Any]) -> list[tuple[Sequence[Any], Mapping[str, Any]]]:
             ...
 
     async def apush(self, *args: P.args, **kwargs: P.kwargs) -> Pushed:
-        """`push()` for async code."""
+        """`push()` for async code (debounce options included)."""
+        if kwargs and not DEBOUNCE_NAMES.isdisjoint(kwargs):
+            job_kwargs, given = split_debounce(kwargs)
+            return (await self._astore(self.new_jobs([(args, job_kwargs)], debounce=given)))[0]
         return (await self.aenqueue_many([(args, kwargs)]))[0]
 
     async def apush_in(
         self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs
     ) -> Pushed:
         """`push_in()` for async code."""
+        if kwargs and not DEBOUNCE_NAMES.isdisjoint(kwargs):
+            self._refuse_debounce("push_in")
         return (await self._astore(self.new_jobs([(args, kwargs)],
                                                  delay=self._seconds(delay))))[0]
 
     async def apush_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """`push_at()` for async code."""
+        if kwargs and not DEBOUNCE_NAMES.isdisjoint(kwargs):
+            self._refuse_debounce("push_at")
         return (await self.aenqueue_many([(args, kwargs)], at=self._checked_when(when)))[0]
 
     async def apush_many(self, calls: Iterable[Any]) -> list[Pushed]:
@@ -110,4 +120,6 @@ class AsyncPushes(Generic[P, R]):
             return capture.record(self, new_jobs)  # type: ignore[arg-type]
         if settings.MODE == "inline":
             return [await inline.arun(self, new) for new in new_jobs]  # type: ignore[arg-type]
+        if new_jobs and new_jobs[0].debounce is not None:  # all debounced, or none
+            return await sync_to_async(self.store_debounced, thread_sensitive=True)(new_jobs)
         return await sync_to_async(self.store_jobs, thread_sensitive=True)(new_jobs)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from . import payload
 from .core.marks import with_marks
 from .core.values import NewJob
+from .push_checks import DEBOUNCE_NAMES
 from .registry import registry
 
 if TYPE_CHECKING:
@@ -32,7 +33,13 @@ class JobCall:
     @classmethod
     def checked(cls, job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any]
                 ) -> JobCall:
-        """The call, once its arguments fit the function and encode as JSON."""
+        """The call, once its arguments fit the function and encode as JSON; refused for
+        a debounced job, which a chain or batch could not replace in place."""
+        if job.debounce is not None or not DEBOUNCE_NAMES.isdisjoint(kwargs):
+            raise ValueError(
+                f"Job {job.name!r}: a debounced job cannot be part of a chain or a batch "
+                f"(their jobs are pushed once, in their turn, never replaced); push it "
+                f"with push(..., debounce=...) instead.")
         job._check_registered()
         job._check_arguments(args, kwargs)
         payload.encode(job.name, args, kwargs)  # raises InvalidPayload naming the argument

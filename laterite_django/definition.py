@@ -7,7 +7,7 @@ from numbers import Real
 from typing import TYPE_CHECKING
 
 from .core.backoff import validate_backoff
-from .push_checks import priority_problem
+from .push_checks import DEBOUNCE_NAMES, debounce_seconds, priority_problem
 
 if TYPE_CHECKING:
     from .jobs import JobFunction
@@ -42,6 +42,7 @@ def check_options(job: JobFunction) -> None:
             f"{label}: unique_key must be callable(*args, **kwargs) -> str or None, "
             f"got {job.unique_key!r}."
         )
+    _check_debounce(job, label)
     if isinstance(job.priority, bool) or not isinstance(job.priority, int):
         raise TypeError(f"{label}: priority must be an integer, got {job.priority!r}.")
     problem = priority_problem(job.priority)
@@ -59,3 +60,37 @@ def check_options(job: JobFunction) -> None:
             f"{label}: concurrency_key must be callable(*args, **kwargs) -> str or None, "
             f"and goes with concurrency=N; got {job.concurrency_key!r}."
         )
+
+
+def _check_debounce(job: JobFunction, label: str) -> None:
+    """Refuse a function with a parameter a push keeps for itself, and debounce options
+    that do not go together (see PushChecks._debounce_of for the same at a push)."""
+    for parameter in job._call_signature.parameters:
+        if parameter in DEBOUNCE_NAMES:
+            raise TypeError(
+                f"{label}: its function has a parameter named {parameter!r}, a name push() "
+                f"keeps for its own debounce options (debounce, debounce_max, "
+                f"debounce_key); rename the parameter.")
+    if job.debounce is None:
+        if job.debounce_max is not None or job.debounce_key is not None:
+            raise ValueError(
+                f"{label}: debounce_max and debounce_key go with debounce=S (seconds); got "
+                f"debounce_max={job.debounce_max!r}, debounce_key={job.debounce_key!r}.")
+        return
+    seconds = debounce_seconds(job.name, "debounce", job.debounce)
+    if job.debounce_max is not None and debounce_seconds(
+            job.name, "debounce_max", job.debounce_max) < seconds:
+        raise ValueError(f"{label}: debounce_max ({job.debounce_max!r}) must be at least "
+                         f"debounce ({job.debounce!r}).")
+    # Without a debounce_key here, each push must give its own (debounce_key=...).
+    if job.debounce_key is not None and not callable(job.debounce_key):
+        raise TypeError(
+            f"{label}: debounce_key must be callable(*args, **kwargs) -> str, got "
+            f"{job.debounce_key!r}.")
+    if job.unique_key is not None:
+        raise ValueError(
+            f"{label}: unique_key and debounce do not go together: a push either drops "
+            f"itself (unique_key) or replaces the waiting job (debounce_key), and the two "
+            f"keys share one namespace; use one of them.")
+    if job.schedule is not None:
+        raise ValueError(f"{label}: a scheduled job cannot debounce (schedule and debounce).")

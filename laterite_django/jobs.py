@@ -23,7 +23,7 @@ from .core.sizes import PRIORITY_MIN as _PRIORITY_MIN
 from .core.sizes import UNIQUE_KEY_MAX, unfit
 from .core.values import NewJob
 from .definition import check_options
-from .push_checks import Call, PushChecks
+from .push_checks import DEBOUNCE_NAMES, Call, Debounce, PushChecks, split_debounce
 from .registry import registry
 from .stores import get_store
 
@@ -68,6 +68,9 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         concurrency: int | None = None,
         concurrency_key: Callable[..., str | None] | None = None,
         max_snoozes: int = 100,
+        debounce: float | timedelta | None = None,
+        debounce_max: float | timedelta | None = None,
+        debounce_key: Callable[..., str] | None = None,
     ) -> None:
         self.func = func
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
@@ -88,6 +91,11 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         # At most `concurrency` of its jobs run at once: per key, or per job name (flow/).
         self.concurrency = concurrency
         self.concurrency_key = concurrency_key
+        # Every push debounced (see Debounce): due `debounce` after the last push of its
+        # `debounce_key(*args, **kwargs)`, not later than `debounce_max` after the first.
+        self.debounce = debounce
+        self.debounce_max = debounce_max
+        self.debounce_key = debounce_key
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)
         self.takes_cx = "cx" in signature.parameters
@@ -115,17 +123,38 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     # -- pushing --------------------------------------------------------------------
 
     def push(self, *args: P.args, **kwargs: P.kwargs) -> Pushed:
-        """Store a call to run as soon as a worker is free."""
+        """Store a call to run as soon as a worker is free.
+
+        With `debounce=S` (seconds or a timedelta), `debounce_key=K` and optionally
+        `debounce_max=M`, names the push keeps for itself: if a job holding key K is
+        waiting, it takes this call's arguments and is due S seconds from now, but not
+        later than M seconds after its first push (`Pushed.debounced`); else a new job
+        holding K is due in S seconds.
+        """
+        if kwargs and not DEBOUNCE_NAMES.isdisjoint(kwargs):
+            args_kwargs, given = split_debounce(kwargs)
+            return self._push_one(args, args_kwargs, None, None, None, given=given)
         return self._push_one(args, kwargs, None, None, None)
 
     def push_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run after `delay` (a timedelta or seconds), counted from the
         store's now by its clock (see NewJob.delay)."""
+        if kwargs and not DEBOUNCE_NAMES.isdisjoint(kwargs):
+            self._refuse_debounce("push_in")
         return self._push_one(args, kwargs, None, None, None, self._seconds(delay))
 
     def push_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> Pushed:
         """Store a call to run at `when`, an aware datetime."""
+        if kwargs and not DEBOUNCE_NAMES.isdisjoint(kwargs):
+            self._refuse_debounce("push_at")
         return self._push_one(args, kwargs, self._checked_when(when), None, None)
+
+    def _refuse_debounce(self, form: str) -> None:
+        """Refuse a debounce given to a push that sets its own due time."""
+        raise TypeError(
+            f"Job {self.name!r}: {form} takes no debounce, debounce_max or debounce_key: a "
+            f"debounced job's due time is the debounce's; use push(..., debounce=S, "
+            f"debounce_key=K).")
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> JobCall:
         """A call of this job to push later, in a chain or a batch; checked and encoded
@@ -144,26 +173,38 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         at: datetime | None = None,
         queue: str | None = None,
         priority: int | None = None,
+        debounce: float | timedelta | None = None,
+        debounce_max: float | timedelta | None = None,
+        debounce_key: str | None = None,
     ) -> Pushed:
         """Push one call with explicit options (`at`: an aware datetime within 10 years
-        of now)."""
+        of now; `debounce`, `debounce_max`, `debounce_key`: as push's, not with `at`)."""
+        given = None
+        if debounce is not None or debounce_max is not None or debounce_key is not None:
+            given = {"debounce": debounce, "debounce_max": debounce_max,
+                     "debounce_key": debounce_key}
         if at is not None:
             at = self._checked_when(at)
-        return self._push_one(args, kwargs, at, queue, priority)
+        return self._push_one(args, kwargs, at, queue, priority, given=given)
 
     def _push_one(self, args: Sequence[Any], kwargs: Mapping[str, Any], at: datetime | None,
-                  queue: str | None, priority: int | None, delay: float = 0.0) -> Pushed:
+                  queue: str | None, priority: int | None, delay: float = 0.0,
+                  given: Mapping[str, Any] | None = None) -> Pushed:
         """enqueue_many for one call, in fewer steps: the push most code makes, whose
-        every Python call shows in its cost (the same checks, in the same order)."""
+        every Python call shows in its cost (the same checks, in the same order).
+        `given`: the push's own debounce options, if it named any."""
         if running_loop() is not None:
             refuse_event_loop(self.name)
         queue = self._ready(queue)
         now = timezone.now()
-        new = self._new_job(args, kwargs, at, queue, priority, now, tracing.carrier(), delay)
+        new = self._new_job(args, kwargs, at, queue, priority, now, tracing.carrier(), delay,
+                            given)
         if capture.capturing():
             return capture.record(self, [new])[0]
         if settings.MODE == "inline":
             return inline.run(self, new)
+        if new.debounce is not None:
+            return self.store_debounced((new,))[0]
         return self.store_jobs((new,))[0]
 
     def enqueue_many(
@@ -181,6 +222,9 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             return capture.record(self, new_jobs)
         if settings.MODE == "inline":
             return [inline.run(self, new) for new in new_jobs]
+        if self.debounce is not None:
+            # Each call debounced by its own key, one after the other.
+            return self.store_debounced(new_jobs)
         return self.store_jobs(new_jobs)
 
     def new_jobs(
@@ -191,15 +235,17 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         queue: str | None = None,
         priority: int | None = None,
         delay: float = 0.0,
+        debounce: Mapping[str, Any] | None = None,
     ) -> list[NewJob]:
         """Check and encode (args, kwargs) pairs as jobs to store; no I/O. Without `at`,
-        each is due `delay` seconds after the store's now, by its clock (NewJob.delay)."""
+        each is due `delay` seconds after the store's now, by its clock (NewJob.delay).
+        `debounce`: the push's own debounce options (see push), over the job's."""
         queue = self._ready(queue)
         if at is not None:
             at = self._checked_when(at)
         now = timezone.now()
         trace = tracing.carrier()  # the pusher's span, for the attempts' spans
-        return [self._new_job(args, kwargs, at, queue, priority, now, trace, delay)
+        return [self._new_job(args, kwargs, at, queue, priority, now, trace, delay, debounce)
                 for args, kwargs in calls]
 
     def _ready(self, queue: str | None) -> str:
@@ -219,10 +265,11 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
     def _new_job(
         self, args: Sequence[Any], kwargs: Mapping[str, Any], at: datetime | None,
         queue: str, priority: int | None, now: datetime, trace: Mapping[str, str] | None,
-        delay: float = 0.0,
+        delay: float = 0.0, given: Mapping[str, Any] | None = None,
     ) -> NewJob:
         """One call checked and encoded as a job to store (its queue checked already): due
-        at `at`, else `delay` seconds after the store's now (NewJob.delay)."""
+        at `at`, else `delay` seconds after the store's now (NewJob.delay); debounced
+        if the job or the push (`given`) says so."""
         self._check_arguments(args, kwargs)
         if priority is None:
             priority = self.priority
@@ -245,7 +292,22 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             limited = self.concurrency_of(args, kwargs)
             if limited is not None:
                 new.concurrency_limit, new.concurrency_key = limited
+        if given is not None or self.debounce is not None:
+            debounce = self._debounce_of(args, kwargs, given)
+            if debounce is not None:
+                self._debounced(new, debounce, at, delay)
         return new
+
+    def _debounced(self, new: NewJob, debounce: Debounce, at: datetime | None,
+                   delay: float) -> None:
+        """Make `new` a debounced push: its key, due `debounce.seconds` after the store's
+        now; refuse one given a due time of its own (push_at, push_in, `at`)."""
+        if at is not None or delay:
+            self._refuse_debounce("push_in" if delay else "push_at")
+        new.unique_key = debounce.key
+        new.debounce = new.delay = debounce.seconds
+        new.debounce_max = debounce.longest
+        new.available_at = new.pushed_at + timedelta(seconds=debounce.seconds)
 
     def concurrency_of(self, args: Sequence[Any], kwargs: Mapping[str, Any]
                        ) -> tuple[int, str] | None:
@@ -263,10 +325,7 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         caller's transaction); start the worker threads in `worker` mode."""
         store = get_store()
         if settings.MODE == "worker":
-            validate_all()  # no system check ran under a WSGI server: refuse bad settings
-            if _start_worker_threads is None:
-                raise RuntimeError("laterite_django is not ready: is it in INSTALLED_APPS?")
-            _start_worker_threads()
+            self._start_worker_mode()
         alias = settings.DATABASE
         if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
             # The store cannot join the caller's transaction: push once it commits.
@@ -274,6 +333,31 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             return [Pushed("queued") for _ in new_jobs]
         ids = store.push(new_jobs)
         return [Pushed("duplicate") if i is None else Pushed("queued", i) for i in ids]
+
+    def store_debounced(self, new_jobs: Sequence[NewJob]) -> list[Pushed]:
+        """Hand checked debounced jobs to the store one at a time, in order (each its own
+        atomic step: Store.push_debounced); after the commit if the store cannot join the
+        caller's transaction, when whether each replaced a waiting job is not known."""
+        store = get_store()
+        if settings.MODE == "worker":
+            self._start_worker_mode()
+        alias = settings.DATABASE
+        if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
+            store.push_on_commit(new_jobs)
+            return [Pushed("queued") for _ in new_jobs]
+        pushed = []
+        for new in new_jobs:
+            job_id, replaced = store.push_debounced(new)
+            pushed.append(Pushed("queued", job_id, debounced=replaced))
+        return pushed
+
+    @staticmethod
+    def _start_worker_mode() -> None:
+        """In the `worker` mode, refuse bad settings and start the worker threads."""
+        validate_all()  # no system check ran under a WSGI server: refuse bad settings
+        if _start_worker_threads is None:
+            raise RuntimeError("laterite_django is not ready: is it in INSTALLED_APPS?")
+        _start_worker_threads()
 
     def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
         """The options the worker's rules apply to one call: this job's own.
@@ -310,6 +394,9 @@ class JobParams(TypedDict, total=False):
     concurrency: int | None
     concurrency_key: Callable[..., str | None] | None
     max_snoozes: int
+    debounce: float | timedelta | None
+    debounce_max: float | timedelta | None
+    debounce_key: Callable[..., str] | None
 
 
 def job(name: str | Callable[..., Any] | None = None, **options: Unpack[JobParams]) -> Any:
@@ -319,7 +406,9 @@ def job(name: str | Callable[..., Any] | None = None, **options: Unpack[JobParam
     arguments at each tick of a cron expression ("0 3 * * *") or every so many seconds
     (or a timedelta): see the README's Schedules. With `concurrency=N`, at most N of its
     jobs run at once across every worker: per `concurrency_key(*args, **kwargs)` if
-    given (a key of None: per job name).
+    given (a key of None: per job name). With `debounce=S` and
+    `debounce_key=callable(*args, **kwargs) -> str` (and optionally `debounce_max=M`),
+    every push is debounced (see JobFunction.push).
     """
 
     def decorate(func: Callable[P, R]) -> JobFunction[P, R]:

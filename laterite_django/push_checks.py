@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +24,24 @@ from .core.sizes import (
 from .exceptions import JobNotRegistered
 from .registry import registry
 
-__all__ = ["Call", "PushChecks", "priority_problem"]
+__all__ = ["DEBOUNCE_NAMES", "Call", "Debounce", "PushChecks", "debounce_seconds",
+           "priority_problem", "split_debounce"]
 
 Call = tuple | list | Mapping[str, Any]
+
+# The keyword arguments a push reads as its own (a debounced push), never the job's: a
+# job function may not take a parameter of these names (definition.check_options).
+DEBOUNCE_NAMES = frozenset({"debounce", "debounce_max", "debounce_key"})
+
+
+@dataclass(frozen=True, slots=True)
+class Debounce:
+    """How one push debounces: due `seconds` after the last push of `key`, but never
+    later than `longest` seconds after the first (None: no such deadline)."""
+
+    seconds: float
+    longest: float | None
+    key: str
 
 
 class PushChecks:
@@ -36,6 +52,9 @@ class PushChecks:
         qualified_function: str
         retry_until: timedelta | Callable[..., datetime] | None
         unique_key: Callable[..., str | None] | None
+        debounce: float | timedelta | None
+        debounce_max: float | timedelta | None
+        debounce_key: Callable[..., str] | None
         _call_signature: inspect.Signature
         _good_shapes: set[tuple | int]
 
@@ -180,6 +199,82 @@ class PushChecks:
         if problem:
             raise ValueError(f"Job {self.name!r}: {problem}.")
         return key
+
+
+    def _debounce_of(self, args: Sequence[Any], kwargs: Mapping[str, Any],
+                     given: Mapping[str, Any] | None) -> Debounce | None:
+        """How a call is debounced: by the push's own `debounce`, `debounce_max` and
+        `debounce_key` (`given`, None if it names none) over the job's options; None if
+        it is not. Raise naming a value that is not one, or a set that does not go
+        together (a max without a debounce, a debounce without a key, or with the job's
+        unique_key: the two share one namespace and a push either drops or replaces)."""
+        name = self.name
+        given = given or {}
+        for option in given:
+            if option not in DEBOUNCE_NAMES:
+                raise TypeError(f"Job {name!r}: {option!r} is not a debounce option.")
+        seconds = given.get("debounce")
+        longest = given.get("debounce_max")
+        key = given.get("debounce_key")
+        # Each option the push does not give is the job's.
+        if seconds is None:
+            seconds = self.debounce
+        if longest is None:
+            longest = self.debounce_max
+        if seconds is None:
+            if longest is not None or key is not None:
+                raise ValueError(
+                    f"Job {name!r}: debounce_max and debounce_key go with debounce=S (seconds); "
+                    f"got debounce_max={longest!r}, debounce_key={key!r} without it.")
+            return None
+        wait = debounce_seconds(name, "debounce", seconds)
+        most = None if longest is None else debounce_seconds(name, "debounce_max", longest)
+        if most is not None and most < wait:
+            raise ValueError(
+                f"Job {name!r}: debounce_max ({longest!r}) must be at least debounce "
+                f"({seconds!r}).")
+        if self.unique_key is not None:
+            raise ValueError(
+                f"Job {name!r} has a unique_key and is pushed with debounce: a push either "
+                f"drops itself (unique_key) or replaces the waiting job (debounce_key), "
+                f"and the two keys share one namespace; use one of them.")
+        if key is None and self.debounce_key is not None:
+            key = self.debounce_key(*args, **kwargs)
+        if key is None:
+            raise ValueError(
+                f"Job {name!r}: debounce needs a key, the push's debounce_key=... or the "
+                f"job's @job(debounce_key=callable); got none.")
+        if not isinstance(key, str):
+            raise TypeError(f"Job {name!r}: debounce_key must be a str, got {key!r}.")
+        problem = unfit("the debounce_key", key, UNIQUE_KEY_MAX)
+        if problem:
+            raise ValueError(f"Job {name!r}: {problem}.")
+        return Debounce(wait, most, key)
+
+
+def split_debounce(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A push's keyword arguments split in two: the job's, and the push's own debounce
+    options (DEBOUNCE_NAMES)."""
+    given = {name: kwargs[name] for name in DEBOUNCE_NAMES if name in kwargs}
+    return {name: value for name, value in kwargs.items() if name not in given}, given
+
+
+def debounce_seconds(name: str, option: str, value: Any) -> float:
+    """`value` of option `option` (debounce, debounce_max) in seconds: a number or a
+    timedelta above 0 and within MAX_DELAY; else raise naming it."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(
+            f"Job {name!r}: {option} must be seconds (a number) or a timedelta, got "
+            f"{value!r}.")
+    if not (0 < seconds <= MAX_DELAY):  # NaN compares false too
+        raise ValueError(
+            f"Job {name!r}: {option} must be more than 0 seconds and at most "
+            f"{MAX_DELAY:.0f} (10 years), got {value!r}.")
+    return float(seconds)
 
 
 def priority_problem(priority: Any) -> str | None:
