@@ -85,8 +85,18 @@ class JobAdmin(_JobColumns, ReadOnlyQueueAdmin):
     readonly_fields = (
         "id", "name", "queue", "state", "attempts", "priority", "pushed", "due_at",
         "retry_until_at", "claimed_by", "claimed", "token", "payload_json", "unique_key",
-        "last_error_text", "progress_said", "checkpoint_said",
+        "last_error_text", "progress_said", "checkpoint_said", "debounce_deadline",
     )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
+        """The fieldsets, with the debounce deadline among the times of a debounced job."""
+        if obj is None or obj.debounce_until is None:
+            return self.fieldsets
+        return tuple(
+            (name, {"fields": (*options["fields"], "debounce_deadline")})
+            if name == "When" else (name, options)
+            for name, options in self.fieldsets
+        )
 
     def delete_model(self, request: HttpRequest, obj: Job) -> None:
         self.delete_queryset(request, Job.objects.using(obj._state.db).filter(pk=obj.pk))
@@ -123,6 +133,11 @@ class JobAdmin(_JobColumns, ReadOnlyQueueAdmin):
     @admin.display(description="retry until")
     def retry_until_at(self, obj: Job) -> SafeString | str:
         return moment(obj.retry_until)
+
+    @admin.display(description="debounced until")
+    def debounce_deadline(self, obj: Job) -> SafeString | str:
+        """The latest a debounced push may make it due (its first push plus debounce_max)."""
+        return moment(obj.debounce_until)
 
     @admin.display(description="claimed at")
     def claimed(self, obj: Job) -> SafeString | str:
