@@ -45,8 +45,11 @@ ROWS = int(short_or_full(20_000, 100_000))
 TERMS = int(short_or_full(4, 10))
 KILLS = int(short_or_full(2, 5))
 POOL = 4
-# Seconds the job sleeps after each chunk: the walk lasts long enough for every signal.
-PAUSE = 0.05
+# Seconds the job sleeps in each chunk: the walk lasts long enough for every signal.
+PAUSE = 0.1
+# The signals come before the walk's last END chunks (a SIGTERM in the last chunk would
+# let the job end there, on a worker that is stopping).
+END = 3
 # INFO: a worker's banner says it is up (its stop signals handled from then on).
 ENV = {"LATERITE_TEST_RETRY_AFTER": "3", "LATERITE_TEST_LOG_LEVEL": "INFO"}
 
@@ -109,10 +112,9 @@ def last_chunk() -> tuple[int, int] | None:
     return None if row is None else (int(row[0].split("-")[1]), row[1])
 
 
-def plan(rng: random.Random, terms: int, kills: int) -> list[tuple[int, bool, int]]:
-    """(signal, at the job's worker?, numbers done before it) for each signal, in the
-    order sent: at random chunks of the walk, a quarter of them at idle workers (the
-    first of each kind always at the job's)."""
+def plan(rng: random.Random, terms: int, kills: int) -> list[tuple[int, bool]]:
+    """(signal, at the job's worker?) for each signal, in the order sent: a quarter of
+    them at idle workers (the first of each kind always at the job's)."""
     signals = [signal.SIGTERM] * terms + [signal.SIGKILL] * kills
     rng.shuffle(signals)
     at_runner = [rng.random() >= 0.25 for _ in signals]
@@ -122,15 +124,24 @@ def plan(rng: random.Random, terms: int, kills: int) -> list[tuple[int, bool, in
     others = [i for i in range(len(signals)) if i not in firsts]
     if all(at_runner) and others:
         at_runner[rng.choice(others)] = False
-    chunks = ROWS // CHUNK
-    moments = sorted(rng.sample(range(2, chunks - 2), len(signals)))
-    return [(s, r, m * CHUNK) for s, r, m in zip(signals, at_runner, moments, strict=True)]
+    return list(zip(signals, at_runner, strict=True))
+
+
+def next_moment(rng: random.Random, left: int) -> int:
+    """The last number of a chunk a little ahead, picked at random so that the `left`
+    signals still to send fit before the walk's last END chunks."""
+    last = last_chunk()
+    done = 0 if last is None else (last[0] + 1) // CHUNK
+    room = ROWS // CHUNK - END - done
+    return (done + rng.randint(1, max(1, room // left))) * CHUNK - 1
 
 
 def moment(pool: Pool, after: int, at_runner: bool) -> tuple[int, int, list[int]] | None:
     """Once `after` numbers are done, on a worker not yet signalled (and with an idle
     worker up, if one is aimed at): the numbers done, the job's worker, the idle ones."""
     last = last_chunk()
+    if last and last[0] == ROWS - 1:
+        pytest.fail(f"the walk ended before the signals did (on worker {last[1]})")
     if not last or last[0] < after or last[1] not in pool.live:
         return None
     idle = [pid for pid in pool.ready() if pid != last[1]]
@@ -145,10 +156,12 @@ def chaos(store, workers, job, terms: int, kills: int, seed: int) -> tuple[list[
     job.push(ROWS, CHUNK, pause=PAUSE)
     sent: list[Sent] = []
     try:
-        for signum, at_runner, after in plan(rng, terms, kills):
+        signals = plan(rng, terms, kills)
+        for i, (signum, at_runner) in enumerate(signals):
+            after = next_moment(rng, len(signals) - i)
             done, runner, idle = wait_for(lambda a=after, r=at_runner: moment(pool, a, r),
                                           timeout=120, every=0.02)
-            time.sleep(rng.uniform(0, PAUSE * 2))  # anywhere in a chunk
+            time.sleep(rng.uniform(0, PAUSE))  # anywhere in a chunk
             target = runner if at_runner else rng.choice(idle)
             pool.replace(target, signum)
             sent.append(Sent(signum, at_runner, done))
