@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import payload
+from . import encryption
 from .context import Pushed
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def record(job: JobFunction, new_jobs: Sequence[NewJob]) -> list[Pushed]:
     captures = _open.get()
     results = []
     for new in new_jobs:
-        args, kwargs = payload.decode(new.payload)
+        args, kwargs, _ = encryption.open_arguments(new.payload)  # as a worker sees them
         captured = CapturedPush(
             name=new.name, args=tuple(args), kwargs=dict(kwargs), queue=new.queue,
             at=new.available_at, unique_key=new.unique_key, priority=new.priority, job=job,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from typing import Any
 
@@ -18,8 +19,8 @@ from .stores.database.pgbouncer import behind_pooler
 from .stores.database.wait import LISTEN_HINT
 from .stores.redis.alias import HINT, shared_alias_problem
 
-__all__ = ["CHECK_IDS", "check_jobs", "check_jobs_left_in_the_database", "check_listen",
-           "check_schedules", "check_settings"]
+__all__ = ["CHECK_IDS", "check_encryption", "check_jobs", "check_jobs_left_in_the_database",
+           "check_listen", "check_schedules", "check_settings"]
 
 # Every id the package's system checks report, with its level and what it means: the
 # manual's list of checks is made from this (docs/_ext), and a test keeps it and the
@@ -64,6 +65,18 @@ CHECK_IDS: dict[str, tuple[str, str]] = {
                                "database's alias."),
     "laterite.E041": ("Error", "LATERITE_QUEUE_REDIS_WAIT is not None or seconds > 0."),
     "laterite.E042": ("Error", "LATERITE_QUEUE_REDIS_EPHEMERAL is not True or False."),
+    "laterite.E043": ("Error", "LATERITE_QUEUE_ENCRYPTION_KEYS is malformed: not a list of "
+                               "{'id', 'key'}, or a key not 32 bytes after base64 decoding."),
+    "laterite.E044": ("Error", "LATERITE_QUEUE_ENCRYPTION_KEYS lists a key id twice."),
+    "laterite.E045": ("Error", "LATERITE_QUEUE_ENCRYPTION_HASH_KEY is not None or base64 of "
+                               "32 bytes or more."),
+    "laterite.E046": ("Error", "A job encrypts its arguments but "
+                               "LATERITE_QUEUE_ENCRYPTION_KEYS lists no key."),
+    "laterite.E047": ("Error", "A job encrypts its arguments but the cryptography package "
+                               "is not installed."),
+    "laterite.E048": ("Error", "A job computes a unique, concurrency or debounce key from "
+                               "encrypted arguments but LATERITE_QUEUE_ENCRYPTION_HASH_KEY "
+                               "is not set."),
     "laterite.W001": ("Warning", "A job's queue is not in LATERITE_QUEUE_QUEUES: a plain "
                                  "`queue_work` never runs it."),
     "laterite.W002": ("Warning", "A LATERITE_QUEUE_* setting that laterite does not know."),
@@ -203,6 +216,41 @@ def check_jobs(app_configs: Any = None, **kwargs: Any) -> list:
         for job in registry
         if job.queue not in queues
     ]
+
+
+@register()
+def check_encryption(app_configs: Any = None, **kwargs: Any) -> list:
+    """Report jobs that encrypt their arguments where nothing could: no key listed, no
+    `cryptography` package, or keys made of them with no key to hash them under."""
+    encrypted = [job for job in registry if job.encrypt]
+    if not encrypted:
+        return []
+    names = ", ".join(repr(job.name) for job in encrypted[:5]) + (
+        f" and {len(encrypted) - 5} more" if len(encrypted) > 5 else "")
+    errors: list = []
+    if not raw("ENCRYPTION_KEYS"):
+        errors.append(Error(
+            f"Jobs {names} encrypt their arguments, but LATERITE_QUEUE_ENCRYPTION_KEYS lists "
+            f"no key: their pushes are refused.",
+            hint="Set LATERITE_QUEUE_ENCRYPTION_KEYS = [{'id': '2026-12', 'key': base64 of "
+            "32 random bytes}] (see the how-to guide Encrypted arguments).",
+            id="laterite.E046"))
+    if importlib.util.find_spec("cryptography") is None:
+        errors.append(Error(
+            f"Jobs {names} encrypt their arguments, but the cryptography package is not "
+            f"installed.",
+            hint="pip install 'laterite-django[crypto]'.", id="laterite.E047"))
+    keyed = [job.name for job in encrypted if job.unique_key is not None
+             or job.concurrency_key is not None or job.debounce is not None]
+    if keyed and raw("ENCRYPTION_HASH_KEY") is None:
+        errors.append(Error(
+            f"Jobs {', '.join(map(repr, keyed))} compute a unique, concurrency or debounce "
+            f"key from encrypted arguments, but LATERITE_QUEUE_ENCRYPTION_HASH_KEY is not "
+            f"set: those keys are stored as its HMAC, never in plain.",
+            hint="Set LATERITE_QUEUE_ENCRYPTION_HASH_KEY to base64 of 32 random bytes, and "
+            "keep it: it does not rotate with the encryption keys.",
+            id="laterite.E048"))
+    return errors
 
 
 @register()

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 
+from .core.cipher import hash_key_problem, keys_problem
 from .core.limits import limits_problem
 from .exceptions import LateriteConfigurationError
 
@@ -47,6 +48,8 @@ DEFAULTS: dict[str, Any] = {
     "LISTEN_DATABASE": None,
     "REDIS_WAIT": None,
     "REDIS_EPHEMERAL": False,
+    "ENCRYPTION_KEYS": [],
+    "ENCRYPTION_HASH_KEY": None,
 }
 
 # What each setting is and the values it takes, one entry per DEFAULTS key: the manual's
@@ -86,6 +89,13 @@ DESCRIPTIONS: dict[str, str] = {
                   "PushNotReplicated if none confirms in time.",
     "REDIS_EPHEMERAL": "True if the queue's Redis is meant to keep nothing across a "
                        "restart, so `queue_work` does not warn that it has no persistence.",
+    "ENCRYPTION_KEYS": "The keys of encrypted job arguments (@job(encrypt=...)), newest first: "
+                       "a list of {'id': str, 'key': base64 of 32 bytes}; the first encrypts, "
+                       "every one decrypts. Needs the `crypto` extra.",
+    "ENCRYPTION_HASH_KEY": "None, or base64 of 32 bytes or more: the HMAC key that unique, "
+                           "concurrency and debounce keys computed from encrypted arguments "
+                           "are stored under (as hashes). It does not rotate with the "
+                           "encryption keys; changing it changes those keys' meaning.",
 }
 
 
@@ -221,6 +231,29 @@ def _redis_ephemeral(value: Any) -> Problem | None:
     return None
 
 
+def _encryption_keys(value: Any) -> Problem | None:
+    """The keys of encrypted arguments: each an id and 32 bytes, no id twice."""
+    found = keys_problem(value)
+    if found is None:
+        return None
+    what, duplicate = found
+    if duplicate:
+        return Problem(44, what)
+    return Problem(43, what,
+                   hint="Make a key with: python -c \"import base64, os; "
+                   "print(base64.b64encode(os.urandom(32)).decode())\"")
+
+
+def _encryption_hash_key(value: Any) -> Problem | None:
+    """The HMAC key of keys computed from encrypted arguments, or None."""
+    what = hash_key_problem(value)
+    return None if what is None else Problem(45, what)
+
+
+# Settings whose value is a secret: never quoted in a message.
+SECRETS = frozenset({"ENCRYPTION_KEYS", "ENCRYPTION_HASH_KEY"})
+
+
 RULES: dict[str, Callable[[Any], Problem | None]] = {
     "MODE": _mode,
     "STORE": _store,
@@ -237,6 +270,8 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "LISTEN_DATABASE": _listen_database,
     "REDIS_WAIT": _redis_wait,
     "REDIS_EPHEMERAL": _redis_ephemeral,
+    "ENCRYPTION_KEYS": _encryption_keys,
+    "ENCRYPTION_HASH_KEY": _encryption_hash_key,
 }
 
 
@@ -251,7 +286,10 @@ def problem(name: str, value: Any) -> Problem | None:
 
 
 def message(name: str, value: Any, found: Problem) -> str:
-    """The error text for a bad value: the setting, the value given and what is allowed."""
+    """The error text for a bad value: the setting, the value given and what is allowed
+    (a secret's value is not shown)."""
+    if name in SECRETS:
+        return f"LATERITE_QUEUE_{name} is not allowed: {found.allowed}."
     return f"LATERITE_QUEUE_{name} is {value!r}; {found.allowed}."
 
 

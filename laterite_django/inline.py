@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from . import payload
+from . import encryption
 from .context import JobContext, Pushed
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def set_runner(run: Callable[[JobFunction, list[Any], dict[str, Any], JobContext
 
 
 def _call(job: JobFunction, new: NewJob) -> tuple[list[Any], dict[str, Any], JobContext]:
-    args, kwargs = payload.decode(new.payload)  # run on what a worker would see
+    args, kwargs, _ = encryption.open_arguments(new.payload)  # what a worker would see
     cx = JobContext(id=None, name=job.name, queue=new.queue, attempt=1, pushed_at=new.pushed_at)
     return args, kwargs, cx
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypedDict, TypeVar, U
 from django.db import transaction
 from django.utils import timezone
 
-from . import capture, inline, payload, tracing
+from . import capture, encryption, inline, payload, tracing
 from .async_push import AsyncPushes, refuse_event_loop, running_loop
 from .calls import JobCall
 from .conf import settings, validate_all
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from .core.rules import Decision
     from .core.values import Claim
 
-__all__ = ["JobFunction", "job", "job_concurrency_key", "limit_of_payload", "set_thread_starter"]
+__all__ = ["JobFunction", "encrypted_positions", "job", "job_concurrency_key", "limit_of_payload",
+           "set_thread_starter"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,6 +72,7 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         debounce: float | timedelta | None = None,
         debounce_max: float | timedelta | None = None,
         debounce_key: Callable[..., str] | None = None,
+        encrypt: bool | Sequence[str] = False,
     ) -> None:
         self.func = func
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
@@ -102,6 +104,9 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         self._call_signature = signature.replace(
             parameters=[p for p in signature.parameters.values() if p.name != "cx"]
         )
+        # Arguments stored encrypted (see `encryption`): all (True), or those named.
+        self.encrypt = encrypt
+        self.encrypted_positions = encrypted_positions(self._call_signature, encrypt, self.name)
         self._good_shapes: set[tuple | int] = set()
         self._check_name_and_queue(self.queue)
         # The name and queue last checked at a push (_ready), so each is checked once.
@@ -279,7 +284,8 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         new = NewJob(
             name=name,
             queue=queue,
-            payload=payload.encode(name, args, kwargs, trace),
+            payload=payload.encode(name, args, kwargs, trace) if not self.encrypt
+            else encryption.sealed_payload(self, args, kwargs, trace),
             available_at=at or (now + timedelta(seconds=delay) if delay else now),
             pushed_at=now,
             retry_until=None if self.retry_until is None else self._retry_until(
@@ -296,6 +302,8 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             debounce = self._debounce_of(args, kwargs, given)
             if debounce is not None:
                 self._debounced(new, debounce, at, delay)
+        if self.encrypt:
+            encryption.hash_keys(self, new)
         return new
 
     def _debounced(self, new: NewJob, debounce: Debounce, at: datetime | None,
@@ -397,6 +405,7 @@ class JobParams(TypedDict, total=False):
     debounce: float | timedelta | None
     debounce_max: float | timedelta | None
     debounce_key: Callable[..., str] | None
+    encrypt: bool | Sequence[str]
 
 
 def job(name: str | Callable[..., Any] | None = None, **options: Unpack[JobParams]) -> Any:
@@ -408,7 +417,9 @@ def job(name: str | Callable[..., Any] | None = None, **options: Unpack[JobParam
     jobs run at once across every worker: per `concurrency_key(*args, **kwargs)` if
     given (a key of None: per job name). With `debounce=S` and
     `debounce_key=callable(*args, **kwargs) -> str` (and optionally `debounce_max=M`),
-    every push is debounced (see JobFunction.push).
+    every push is debounced (see JobFunction.push). With `encrypt=True` (or a list of
+    parameter names), its arguments (or those) are stored encrypted: see
+    docs/howto/encryption.md.
     """
 
     def decorate(func: Callable[P, R]) -> JobFunction[P, R]:
@@ -452,10 +463,40 @@ def limit_of_payload(name: str, text: str) -> tuple[int, str] | None:
     if job is None:
         return None
     try:
-        args, kwargs = payload.decode(text)
+        args, kwargs, _ = encryption.open_arguments(text)
     except Exception:
         return None
     try:
-        return job.concurrency_of(args, kwargs)
+        limited = job.concurrency_of(args, kwargs)
     except Exception:
         return None if job.concurrency is None else (job.concurrency, job.name)
+    if limited is not None and job.encrypt and limited[1] != job.name:
+        return limited[0], encryption.hashed(job.name, limited[1])
+    return limited
+
+
+def encrypted_positions(signature: inspect.Signature, encrypt: Any, job_name: str
+                        ) -> dict[str, int | None] | None:
+    """For `encrypt=[names]`: each name's position among the positional parameters
+    (None: keyword-only); None for `encrypt=True` or False. Raise TypeError naming a
+    name that is not a named parameter of the function."""
+    if isinstance(encrypt, bool):
+        return None
+    if isinstance(encrypt, str) or not isinstance(encrypt, Sequence) or not encrypt:
+        raise TypeError(f"Job {job_name!r}: encrypt must be True, False or a non-empty list "
+                        f"of parameter names, got {encrypt!r}.")
+    parameters = list(signature.parameters.values())
+    named = {p.name: p for p in parameters
+             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    positional = [p.name for p in parameters
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    positions: dict[str, int | None] = {}
+    for name in encrypt:
+        if not isinstance(name, str) or name not in named:
+            raise TypeError(
+                f"Job {job_name!r}: encrypt names {name!r}, which is not a named parameter of "
+                f"its function "
+                f"(its parameters: {', '.join(named) or 'none'}); use encrypt=True for "
+                f"*args and **kwargs.")
+        positions[name] = positional.index(name) if name in positional else None
+    return positions

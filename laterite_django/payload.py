@@ -10,7 +10,11 @@ from typing import Any
 
 from .exceptions import InvalidPayload
 
-__all__ = ["check_keys", "check_text", "decode", "encode", "schedule_of", "with_schedule"]
+__all__ = ["SEALED_KEY", "check_keys", "check_text", "decode", "decode_sealed", "encode",
+           "schedule_of", "with_schedule"]
+
+# The key of a payload's encrypted arguments (see `encryption`): {"key": id, "ct": ...}.
+SEALED_KEY = "encrypted"
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 # The C encoder `_encoder.encode` builds at each call, built once: a push's arguments
@@ -31,11 +35,12 @@ def _text(value: Any) -> str:
 
 def encode(
     job_name: str, args: Sequence[Any], kwargs: Mapping[str, Any],
-    trace: Mapping[str, str] | None = None,
+    trace: Mapping[str, str] | None = None, sealed: Mapping[str, str] | None = None,
 ) -> str:
     """Return the JSON text for a call, or raise InvalidPayload naming the bad argument.
 
     `trace`: the pusher's trace context (see `tracing`), kept under the key "trace".
+    `sealed`: the call's encrypted arguments (see `encryption`), under "encrypted".
     """
     try:
         text = _text({"args": list(args), "kwargs": dict(kwargs)})
@@ -50,6 +55,8 @@ def encode(
         # braces are its own; with no other, no argument holds a dict to look into.
         if text.count("{") > 2 or (kwargs and not all(isinstance(key, str) for key in kwargs)):
             check_keys(f"Job {job_name!r}", args, kwargs)
+        if sealed:
+            text = f'{text[:-1]},"{SEALED_KEY}":{_encoder.encode(dict(sealed))}}}'
         if trace:
             return f'{text[:-1]},"trace":{_encoder.encode(dict(trace))}}}'
         return text
@@ -181,7 +188,18 @@ def _check(job_name: str, label: str, value: Any) -> None:
 
 
 def decode(text: str | bytes) -> tuple[list[Any], dict[str, Any]]:
-    """Return (args, kwargs) from stored JSON, or raise InvalidPayload saying why not."""
+    """Return (args, kwargs) from stored JSON, or raise InvalidPayload saying why not.
+
+    Encrypted arguments are left as their placeholders: `encryption.open_arguments`
+    puts them back where the job runs.
+    """
+    args, kwargs, _ = decode_sealed(text)
+    return args, kwargs
+
+
+def decode_sealed(text: str | bytes) -> tuple[list[Any], dict[str, Any], Any]:
+    """(args, kwargs, its encrypted arguments or None) from stored JSON, or raise
+    InvalidPayload saying why not."""
     try:
         data = json.loads(text)
     except (TypeError, ValueError) as e:
@@ -191,11 +209,11 @@ def decode(text: str | bytes) -> tuple[list[Any], dict[str, Any]]:
             f'The payload must be an object {{"args": [...], "kwargs": {{...}}}}, '
             f"got {type(data).__name__}: {text!r:.200}"
         )
-    unknown = set(data) - {"args", "kwargs", "schedule", "trace", "chain", "batch"}
+    unknown = set(data) - {"args", "kwargs", "schedule", "trace", "chain", "batch", SEALED_KEY}
     if unknown:
         raise InvalidPayload(
             f'The payload has unknown keys {sorted(unknown)}; only "args" and "kwargs" '
-            f'(and "schedule", "trace", "chain", "batch") are allowed.'
+            f'(and "schedule", "trace", "chain", "batch", "{SEALED_KEY}") are allowed.'
         )
     args = data.get("args", [])
     kwargs = data.get("kwargs", {})
@@ -203,7 +221,7 @@ def decode(text: str | bytes) -> tuple[list[Any], dict[str, Any]]:
         raise InvalidPayload(f'The payload\'s "args" must be a list, got {args!r:.100}')
     if not isinstance(kwargs, dict):
         raise InvalidPayload(f'The payload\'s "kwargs" must be an object, got {kwargs!r:.100}')
-    return args, kwargs
+    return args, kwargs, data.get(SEALED_KEY)
 
 
 # A job pushed by a schedule carries the schedule's name and its tick in its payload,

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import traceback
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
+
+from .encryption import scrub
 
 try:  # the `otel` extra
     from opentelemetry import context as otel_context
@@ -121,9 +124,16 @@ class AttemptSpan:
         )
         self._token = otel_context.attach(trace.set_span_in_context(self.span))
 
-    def raised(self, error: BaseException) -> None:
-        """Record what the job raised."""
-        self.span.record_exception(error)
+    def raised(self, error: BaseException, secrets: Sequence[Any] = ()) -> None:
+        """Record what the job raised; for an encrypted job, its message and traceback
+        scrubbed of the arguments' plain forms (`secrets`: see encryption.scrub)."""
+        if not secrets:
+            self.span.record_exception(error)
+            return
+        stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        self.span.record_exception(error, attributes={
+            "exception.message": scrub(str(error), secrets),
+            "exception.stacktrace": scrub(stack, secrets)})
 
     def end(self, settled: str) -> None:
         """End the span with how the attempt was settled (a `Settled` word)."""

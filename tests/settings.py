@@ -173,3 +173,11 @@ TASKS = {
         "QUEUES": [],
     },
 }
+
+# The keys of encrypted job arguments (tests/testapp/encrypted_jobs.py), as JSON in
+# LATERITE_TEST_ENCRYPTION_KEYS for a worker subprocess given other keys (rotation).
+TEST_KEY_A = {"id": "test-a", "key": "dLuc85pqv+0tvDJ64U8FbDLozUIzHPlfwEb7BMckv0g="}
+TEST_KEY_B = {"id": "test-b", "key": "1CoY6kIbsApBGqE7wyV7AGxCgBZtef9UCVishtKUGs4="}
+LATERITE_QUEUE_ENCRYPTION_KEYS = json.loads(
+    os.environ.get("LATERITE_TEST_ENCRYPTION_KEYS", json.dumps([TEST_KEY_A])))
+LATERITE_QUEUE_ENCRYPTION_HASH_KEY = "Iu/AISvy2viEiF7KcjoGArHNNRqKl1h3URgON5SlO1U="

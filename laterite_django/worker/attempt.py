@@ -21,15 +21,23 @@ import asgiref
 from django.db import close_old_connections
 from django.utils import timezone
 
-from .. import payload
+from .. import encryption, payload
 from ..context import JobContext
 from ..core import rules
 from ..core.cancel import reason as cancel_reason
+from ..core.cipher import UndecryptableError
 from ..core.marks import marks_of
 from ..core.progress import check as check_progress
 from ..core.rules import Action, Attempt, Decision, Ending, JobOptions
 from ..core.values import Claim
-from ..exceptions import Cancelled, Fail, JobNotRegistered, Retry, Snooze
+from ..exceptions import (
+    Cancelled,
+    Fail,
+    JobNotRegistered,
+    LateriteConfigurationError,
+    Retry,
+    Snooze,
+)
 from ..flow.cancel import CancelWatch
 from ..registry import registry
 from ..resumable import Checkpoints
@@ -86,6 +94,7 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
     attempt: Attempt | None = None
     raised: BaseException | None = None
     stopped = False
+    secrets: list[Any] = []  # the encrypted arguments' values, scrubbed from error texts
     if job is None:
         try:
             registry.get(claim.name)  # for its message, which lists the known jobs
@@ -93,10 +102,14 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
             attempt = Attempt(Ending.UNRUNNABLE, f"unknown job: {e}")
     else:
         try:
-            args, kwargs = payload.decode(claim.payload)
+            args, kwargs, secrets = encryption.open_arguments(claim.payload)
             job._check_arguments(args, kwargs)
+        except (UndecryptableError, LateriteConfigurationError) as e:
+            attempt = Attempt(Ending.UNRUNNABLE,
+                              f"job #{claim.id} cannot be decrypted: {e}")
         except Exception as e:
-            attempt = Attempt(Ending.UNRUNNABLE, f"payload does not decode: {e}")
+            attempt = Attempt(Ending.UNRUNNABLE,
+                              f"payload does not decode: {encryption.scrub(str(e), secrets)}")
         else:
             try:
                 options = job.options_for(args, kwargs)
@@ -112,7 +125,7 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
         ran = _run(worker, job, claim, args, kwargs, options, watch, tidy, checkpoints)
         raised = ran.error
         if span is not None and raised is not None:
-            span.raised(raised)
+            span.raised(raised, secrets)
         stopped = isinstance(ran.error, WorkerStopped) or (
             ran.error is not None and worker.stopped_now)
         if stopped:
@@ -127,6 +140,8 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
             attempt = ending_of(ran, options)
             if attempt.ending is Ending.SNOOZED:
                 attempt = _snoozes_counted(worker, claim, attempt, checkpoints)
+        if secrets and attempt.error:
+            attempt = replace(attempt, error=encryption.scrub(attempt.error, secrets))
         if attempt.ending is Ending.SUCCEEDED:
             worker.hand.succeeded(claim)  # deleted with the next claim, or soon
             worker.monitor.succeeded(claim)

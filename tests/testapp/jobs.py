@@ -532,3 +532,6 @@ def spans(total: int, chunk: int, cx: JobContext, pause: float = 0.0) -> None:
 def spans_sturdy(total: int, chunk: int, cx: JobContext, pause: float = 0.0) -> None:
     """spans, with a try for each of up to 5 workers killed under it, and no more."""
     _record_spans(total, chunk, cx, pause)
+
+# Registered with the others: jobs with encrypted arguments.
+from .encrypted_jobs import broken, every, limited, named  # noqa: E402, F401
