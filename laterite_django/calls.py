@@ -40,6 +40,11 @@ class JobCall:
                 f"Job {job.name!r}: a debounced job cannot be part of a chain or a batch "
                 f"(their jobs are pushed once, in their turn, never replaced); push it "
                 f"with push(..., debounce=...) instead.")
+        if job.encrypt:
+            # A chain keeps the calls after each job in its payload as plain JSON links.
+            raise ValueError(
+                f"Job {job.name!r} encrypts its arguments: it cannot be part of a chain or a "
+                f"batch, whose calls are stored as plain links; push it on its own.")
         job._check_registered()
         job._check_arguments(args, kwargs)
         payload.encode(job.name, args, kwargs)  # raises InvalidPayload naming the argument

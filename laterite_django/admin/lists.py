@@ -37,6 +37,7 @@ from .actions import (
     retry_selected,
     run_now,
 )
+from .arguments import DecryptedArguments
 from .base import ReadOnlyQueueAdmin, answers_store_trouble
 from .display import breakable, moment, preformatted, pretty_json, progress_bar
 from .filters import BatchFilter, NameFilter, QueueFilter, StateFilter
@@ -46,8 +47,8 @@ from .states import STATES, state_of
 __all__ = ["FailedJobAdmin", "JobAdmin"]
 
 
-class _JobColumns:
-    """The columns both lists show alike."""
+class _JobColumns(DecryptedArguments):
+    """The columns both lists show alike, and the view of encrypted arguments."""
 
     @admin.display(description="name", ordering="name")
     def job_name(self, obj: Job | FailedJob) -> SafeString:

@@ -84,6 +84,8 @@ class Job(models.Model):
 
     class Meta:
         db_table = "laterite_job"
+        # Reading a job's encrypted arguments decrypted, in the admin (see encryption).
+        permissions = [("view_job_arguments", "Can view the decrypted arguments of jobs")]
         indexes = [
             # The claim: due jobs of one queue, by priority then age.
             models.Index(
