@@ -10,7 +10,8 @@ one script serves any queue; the store therefore needs a single Redis server
                            available_at, attempts, uncounted, retry_until, unique_key,
                            last_error, member; while claimed: token, claimed_at, claimed_by and
                            position, its place in the claimed batch; while being moved
-                           to the failed list: failing)
+                           to the failed list: failing; a debounced job: debounce_until,
+                           the latest a push with its key may make it due)
     P:queues               set of the queue names ever pushed to
     P:unique               hash: unique key -> id of the *waiting* job that holds it
     P:queue:<q>:ready      zset of due jobs: score -priority, member "<available_at>:<id>"
