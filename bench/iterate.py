@@ -53,9 +53,6 @@ from bench.profile_push import schedstat_ns  # noqa: E402
 STORES = ("laterite_pg", "laterite_sqlite", "laterite_redis")
 SOURCES = ("range", "table")
 WAYS = ("without saving", "with saving")
-# PostgreSQL only: with saving, the connection's commits not waiting for the WAL flush
-# (what the store's claims and deletions do), to price a save that did the same.
-ASYNC = "with saving, synchronous_commit off"
 TABLE = "bench_iterate_row"
 ADMIN = "host=127.0.0.1 user=postgres dbname=postgres"
 
@@ -211,27 +208,18 @@ def run(args: argparse.Namespace) -> dict:
             # machine's other work moves far less than a ratio of two passes.
             checkpoints.save = timed(checkpoints.save, spent)  # type: ignore[method-assign]
             checkpoints._report = timed(checkpoints._report, spent)
-        if way == ASYNC:
-            with connection.cursor() as cursor:
-                cursor.execute("SET synchronous_commit = off")
         server = backend() if backend else 0.0
         cpu, wall = time.process_time(), time.perf_counter()
         walk(source, checkpoints)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         server = (backend() if backend else 0.0) - server
-        if way == ASYNC:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET synchronous_commit")
         if claim is not None:
             saved = Checkpoint.parse(store.checkpoint(claim)).iterations
             assert saved[0].done == rows and saved[0].finished, saved
             store.delete([claim])
         return {"wall": wall, "cpu": cpu, "server_cpu": server, **spent}
 
-    ways = WAYS
-    if args.store == "laterite_pg":
-        ways += (ASYNC,)
-    keys = [(source, way) for source in SOURCES for way in ways]
+    keys = [(source, way) for source in SOURCES for way in WAYS]
     for key in keys:  # warm up: connections, statements, the table in the cache
         if key[0] == "range" or key[1] == WAYS[0]:
             one_pass(*key)
@@ -255,10 +243,10 @@ def timed(call: Any, spent: dict[str, float]) -> Any:
     spent["save"] and spent["save_cpu"]."""
     clock, cpu_clock = time.perf_counter, time.thread_time
 
-    def wrapper(*args: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         start, cpu = clock(), cpu_clock()
         try:
-            return call(*args)
+            return call(*args, **kwargs)
         finally:
             spent["save"] += clock() - start
             spent["save_cpu"] += cpu_clock() - cpu
@@ -281,10 +269,8 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
         for source in SOURCES:
             without = passes[f"{source}|without saving"]
             rate0 = statistics.median(result["rows"] / p["wall"] for p in without)
-            for way in (WAYS[1], ASYNC):
-                with_ = passes.get(f"{source}|{way}")
-                if with_ is None:
-                    continue
+            for way in WAYS[1:]:
+                with_ = passes[f"{source}|{way}"]
                 pairs = list(zip(without, with_, strict=True))
                 ratios = [p0["wall"] / p1["wall"] for p0, p1 in pairs]
                 cpu = statistics.median(
@@ -296,7 +282,7 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
                 server = statistics.median((p1["server_cpu"] - p0["server_cpu"]) / chunks * 1e6
                                            for p0, p1 in pairs)
                 rate1 = statistics.median(result["rows"] / p["wall"] for p in with_)
-                how = "as the store saves" if way == WAYS[1] else "synchronous_commit off"
+                how = "as the store saves"
                 on_pg = result["store"] == "laterite_pg"
                 lines.append(
                     f"| {result['store']} | {source} | {how} | {rate0:,.0f} | {rate1:,.0f} | "
