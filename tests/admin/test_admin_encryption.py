@@ -12,7 +12,7 @@ from laterite_django.models import FailedJob, Job
 from laterite_django.testing import run_jobs
 from tests.testapp.encrypted_jobs import broken, every
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # jobs run as a worker runs them
 
 EMAIL = "carol.private@example.com"
 TOKEN = "tok-admin-51d2"
