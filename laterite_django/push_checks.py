@@ -210,9 +210,6 @@ class PushChecks:
         unique_key: the two share one namespace and a push either drops or replaces)."""
         name = self.name
         given = given or {}
-        for option in given:
-            if option not in DEBOUNCE_NAMES:
-                raise TypeError(f"Job {name!r}: {option!r} is not a debounce option.")
         seconds = given.get("debounce")
         longest = given.get("debounce_max")
         key = given.get("debounce_key")
