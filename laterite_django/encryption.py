@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .jobs import JobFunction
 
 __all__ = ["PLACEHOLDER", "REDACTED", "UndecryptableError", "hash_keys", "hashed", "keyring",
-           "open_arguments", "scrub", "sealed_payload", "secret_values"]
+           "open_arguments", "resealed", "scrub", "sealed_payload", "secret_values"]
 
 logger = logging.getLogger("laterite.encryption")
 
@@ -147,6 +147,23 @@ def open_arguments(text: str | bytes) -> tuple[list[Any], dict[str, Any], list[A
         raise InvalidPayload(f"The encrypted arguments are malformed once decrypted "
                              f"({type(e).__name__}).") from None
     return args, kwargs, secrets
+
+
+def resealed(text: str) -> str | None:
+    """The payload `text` with its encrypted arguments sealed again under the first key,
+    or None if it has none or they are under that key already (queue_rekey).
+
+    Raise UndecryptableError if no listed key opens them.
+    """
+    if f'"{payload.SEALED_KEY}":' not in text:
+        return None
+    data = json.loads(text)
+    sealed = data.get(payload.SEALED_KEY)
+    ring = keyring()
+    if not isinstance(sealed, dict) or sealed.get("key") == ring.current_id:
+        return None
+    data[payload.SEALED_KEY] = ring.seal(ring.open(sealed))
+    return payload._encoder.encode(data)
 
 
 def secret_values(text: str | bytes) -> list[Any]:

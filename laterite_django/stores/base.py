@@ -359,3 +359,16 @@ class Store(FailedList, abc.ABC):
         for queue, failed in self.failed_counts().items():
             result.setdefault(queue, QueueCounts()).failed = failed
         return dict(sorted(result.items()))
+
+    # -- re-encryption (queue_rekey) --------------------------------------------
+
+    def unclaimed_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """(id, payload) of up to `limit` jobs not claimed (waiting, delayed) with an
+        id above `after`, by id: what queue_rekey reads, a chunk at a time."""
+        raise NotImplementedError
+
+    def replace_payloads(self, changes: Sequence[tuple[int, str, str]]) -> int:
+        """Set the payload of each job (id, old, new) that is still unclaimed and still
+        holds `old` (one claimed or replaced meanwhile is left as it is); return how
+        many were set."""
+        raise NotImplementedError

@@ -49,6 +49,20 @@ class FailedList:
 
         return Job.objects.using(self.database)
 
+    def failed_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """(id, payload) of up to `limit` failed jobs with an id above `after`, by id."""
+        rows = self._failed_rows(None).filter(pk__gt=after).order_by("pk")
+        return list(rows.values_list("pk", "payload")[:limit])
+
+    def replace_failed_payloads(self, changes: Sequence[tuple[int, str, str]]) -> int:
+        """Set the payload of each failed job (id, old, new) still holding `old`; return
+        how many were set."""
+        count = 0
+        with transaction.atomic(using=self.database):
+            for pk, old, new in changes:
+                count += self._failed_rows([pk]).filter(payload=old).update(payload=new)
+        return count
+
     @guarded
     def failed_counts(self) -> dict[str, int]:
         """Return the number of failed jobs per queue."""

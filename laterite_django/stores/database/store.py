@@ -851,3 +851,19 @@ class DatabaseStore(Store):
     def close(self) -> None:
         self._waiting.close()
         self.connection.close()
+
+    @guarded
+    def unclaimed_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
+        rows = self._job_rows().filter(pk__gt=after, token__isnull=True).order_by("pk")
+        return list(rows.values_list("pk", "payload")[:limit])
+
+    @guarded
+    def replace_payloads(self, changes: Sequence[tuple[int, str, str]]) -> int:
+        count = 0
+        with transaction.atomic(using=self.database):
+            for pk, old, new in changes:
+                # Only a row still unclaimed and unchanged: a claim (token set) or a
+                # debounced push (a new payload) since it was read wins.
+                count += self._job_rows().filter(
+                    pk=pk, token__isnull=True, payload=old).update(payload=new)
+        return count

@@ -1036,6 +1036,37 @@ class RedisStore(Store):
         self._client = None
 
     @guarded
+    def unclaimed_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """See Store.unclaimed_payloads: the ids of every queue's ready and delayed
+        zsets, sorted, then the payloads of the next `limit` of them."""
+        pipe = self.client.pipeline(transaction=False)
+        names = self.queues()
+        for queue in names:
+            pipe.zrange(self.key("queue", queue, "ready"), 0, -1)
+            pipe.zrange(self.key("queue", queue, "delayed"), 0, -1)
+        ids: set[int] = set()
+        for members in pipe.execute() if names else []:
+            # A ready member is "<available_at>:<id>", a delayed one the id.
+            ids.update(int(text(member).rsplit(":", 1)[-1]) for member in members)
+        wanted = sorted(job_id for job_id in ids if job_id > after)[:limit]
+        pipe = self.client.pipeline(transaction=False)
+        for job_id in wanted:
+            pipe.hmget(self.key("job", str(job_id)), "payload", "token")
+        found = []
+        for job_id, (payload, token) in zip(
+                wanted, pipe.execute() if wanted else [], strict=True):
+            if payload is not None and token is None:
+                found.append((job_id, text(payload)))
+        return found
+
+    @guarded
+    def replace_payloads(self, changes: Sequence[tuple[int, str, str]]) -> int:
+        if not changes:
+            return 0
+        return int(self._run("replace_payloads",
+                             [value for change in changes for value in change]))
+
+    @guarded
     def warnings(self) -> list[str]:
         """A server that evicts keys when full (any `maxmemory-policy` but
         `noeviction`) drops job hashes and the marks that keep a push from running
