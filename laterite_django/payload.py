@@ -56,7 +56,7 @@ def encode(
         if text.count("{") > 2 or (kwargs and not all(isinstance(key, str) for key in kwargs)):
             check_keys(f"Job {job_name!r}", args, kwargs)
         if sealed:
-            text = f'{text[:-1]},"{SEALED_KEY}":{_encoder.encode(dict(sealed))}}}'
+            text = f'{text[:-1]},"{SEALED_KEY}":{_text(sealed)}}}'
         if trace:
             return f'{text[:-1]},"trace":{_encoder.encode(dict(trace))}}}'
         return text

@@ -1,0 +1,122 @@
+"""What encrypted arguments cost: push one and drain, plain against `encrypt=True`.
+
+    python bench/encryption_cost.py [--store laterite_pg|laterite_redis|laterite_sqlite]
+                                    [--n 3000] [--rounds 7]
+
+In this process, against a scratch store of the bench's project (database
+`bench_<store>_enc`, dropped at the end; Redis: db 4 of $BENCH_REDIS_URL's server,
+flushed), each row pushes N jobs one `push` at a time with the same arguments (an
+id, an e-mail address, a token), then drains them with `testing.run_jobs()` (claim,
+decrypt, run, settle, as a worker does); the rows take turns (a b, b a, ...). Prints
+the medians: wall and CPU microseconds per push and per job drained, and the ratio
+of pushes per second, encrypted over plain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):  # `python bench/encryption_cost.py`
+    sys.path.insert(0, str(ROOT))
+
+ARGS = ("ann.example@example.org", "tok-3f9a7c1e5b2d")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", default="laterite_pg")
+    parser.add_argument("--n", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    os.environ.update(
+        BENCH_SYSTEM=args.store, BENCH_DB_SUFFIX="_enc",
+        DJANGO_SETTINGS_MODULE="bench.djproject.settings",
+        BENCH_REDIS_URL=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/4"),
+        BENCH_RUN_DIR=os.environ.get("BENCH_RUN_DIR", "/tmp/enc-bench"),
+    )
+    Path(os.environ["BENCH_RUN_DIR"]).mkdir(parents=True, exist_ok=True)
+    postgres = args.store != "laterite_sqlite"
+    name = f"bench_{args.store}_enc"
+    if postgres:
+        import psycopg
+
+        with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
+                             autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name}")
+            admin.execute(f"CREATE DATABASE {name}")
+    try:
+        run(args)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if postgres:
+            with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
+                                 autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+def run(args: argparse.Namespace) -> None:
+    import django
+    from django.conf import settings
+
+    django.setup()
+    settings.LATERITE_QUEUE_ENCRYPTION_KEYS = [
+        {"id": "bench", "key": base64.b64encode(os.urandom(32)).decode()}]
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from laterite_django import job
+    from laterite_django.stores import get_store
+    from laterite_django.testing import run_jobs
+
+    @job("bench.plain_args")
+    def plain(i, email, token):
+        pass
+
+    @job("bench.encrypted_args", encrypt=True)
+    def encrypted(i, email, token):
+        pass
+
+    rows = {"plain": plain, "encrypted": encrypted}
+    store = get_store()
+    store.clear()
+    for pushed in rows.values():  # warm up: connection, statements, the keyring
+        for i in range(200):
+            pushed.push(i, *ARGS)
+        run_jobs()
+    timed: dict[str, list[tuple[float, float, float, float]]] = {key: [] for key in rows}
+    keys = list(rows)
+    for r in range(args.rounds):
+        for key in keys if r % 2 == 0 else keys[::-1]:
+            push = rows[key].push
+            wall, cpu = time.perf_counter(), time.process_time()
+            for i in range(args.n):
+                push(i, *ARGS)
+            push_wall, push_cpu = time.perf_counter() - wall, time.process_time() - cpu
+            wall, cpu = time.perf_counter(), time.process_time()
+            drained = run_jobs()
+            drain_wall, drain_cpu = time.perf_counter() - wall, time.process_time() - cpu
+            assert drained == args.n, (key, drained)
+            timed[key].append((push_wall, push_cpu, drain_wall, drain_cpu))
+    per = {key: [statistics.median(t[k] for t in timed[key]) / args.n * 1e6
+                 for k in range(4)] for key in rows}
+    for key, (push_wall, push_cpu, drain_wall, drain_cpu) in per.items():
+        print(f"{args.store} {key:9} push wall {push_wall:6.1f} us ({1e6 / push_wall:,.0f}/s) "
+              f"cpu {push_cpu:6.1f} us | drain wall {drain_wall:6.1f} us/job "
+              f"({1e6 / drain_wall:,.0f}/s) cpu {drain_cpu:6.1f} us/job")
+    print(f"{args.store} encrypted/plain: push one {per['plain'][0] / per['encrypted'][0]:.3f}x, "
+          f"drain {per['plain'][2] / per['encrypted'][2]:.3f}x (pushes or jobs per second; "
+          f"medians of {args.rounds} alternating rounds of {args.n})")
+    store.clear()
+
+
+if __name__ == "__main__":
+    main()
