@@ -61,6 +61,7 @@ CHECK_IDS: dict[str, tuple[str, str]] = {
     "laterite.E027": ("Error", "A schedule name is defined twice (in the settings and by "
                                "@job(schedule=...))."),
     "laterite.E030": ("Error", "LATERITE_QUEUE_LIMITS is malformed."),
+    "laterite.E050": ("Error", "LATERITE_QUEUE_FAIRNESS is malformed."),
     "laterite.E040": ("Error", "LATERITE_QUEUE_LISTEN_DATABASE is not None or a PostgreSQL "
                                "database's alias."),
     "laterite.E041": ("Error", "LATERITE_QUEUE_REDIS_WAIT is not None or seconds > 0."),

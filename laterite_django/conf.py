@@ -20,6 +20,7 @@ from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 
 from .core.cipher import hash_key_problem, keys_problem
+from .core.fairness import fairness_problem
 from .core.limits import limits_problem
 from .exceptions import LateriteConfigurationError
 
@@ -45,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "SHUTDOWN_GRACE": 5,
     "SCHEDULES": {},
     "LIMITS": {},
+    "FAIRNESS": {},
     "LISTEN_DATABASE": None,
     "REDIS_WAIT": None,
     "REDIS_EPHEMERAL": False,
@@ -81,6 +83,9 @@ DESCRIPTIONS: dict[str, str] = {
                  "queue.",
     "LIMITS": "Flow control per queue: {queue: {'concurrency': N, 'rate': 'N/s|m|h'}}, "
               "either or both.",
+    "FAIRNESS": "Fair claims per queue: {queue: {key: weight, 'default_weight': weight}} "
+                "(weights from 0.01 to 10, 1 by default); a queue named here serves "
+                "its waiting fair keys in turn.",
     "LISTEN_DATABASE": "None, or the alias of a direct connection to the same PostgreSQL "
                        "that idle workers LISTEN on, when LATERITE_QUEUE_DATABASE goes "
                        "through a pooler such as PgBouncer.",
@@ -197,6 +202,11 @@ def _limits(value: Any) -> Problem | None:
     return None if found is None else Problem(30, found)
 
 
+def _fairness(value: Any) -> Problem | None:
+    found = fairness_problem(value)
+    return None if found is None else Problem(50, found)
+
+
 def _listen_database(value: Any) -> Problem | None:
     """None (LISTEN on LATERITE_QUEUE_DATABASE's own connection), or a PostgreSQL alias."""
     if value is None:
@@ -267,6 +277,7 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "SHUTDOWN_GRACE": _shutdown_grace,
     "SCHEDULES": _schedules,
     "LIMITS": _limits,
+    "FAIRNESS": _fairness,
     "LISTEN_DATABASE": _listen_database,
     "REDIS_WAIT": _redis_wait,
     "REDIS_EPHEMERAL": _redis_ephemeral,

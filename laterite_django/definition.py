@@ -43,6 +43,10 @@ def check_options(job: JobFunction) -> None:
             f"got {job.unique_key!r}."
         )
     _check_debounce(job, label)
+    if job.fair_key is not None and not callable(job.fair_key):
+        raise TypeError(
+            f"{label}: fair_key must be callable(*args, **kwargs) -> str or None, got "
+            f"{job.fair_key!r}.")
     if isinstance(job.priority, bool) or not isinstance(job.priority, int):
         raise TypeError(f"{label}: priority must be an integer, got {job.priority!r}.")
     problem = priority_problem(job.priority)

@@ -17,6 +17,7 @@ from .calls import JobCall
 from .conf import settings, validate_all
 from .context import Pushed
 from .core.backoff import Backoff
+from .core.fairness import cost_of, weight_of
 from .core.rules import JobOptions
 from .core.sizes import PRIORITY_MAX as _PRIORITY_MAX
 from .core.sizes import PRIORITY_MIN as _PRIORITY_MIN
@@ -73,6 +74,7 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         debounce_max: float | timedelta | None = None,
         debounce_key: Callable[..., str] | None = None,
         encrypt: bool | Sequence[str] = False,
+        fair_key: Callable[..., str | None] | None = None,
     ) -> None:
         self.func = func
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
@@ -98,6 +100,9 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         self.debounce = debounce
         self.debounce_max = debounce_max
         self.debounce_key = debounce_key
+        # Its queue serves its jobs key by key in turn (core/fairness.py), each job's key
+        # `fair_key(*args, **kwargs)` (None: the jobs without a key).
+        self.fair_key = fair_key
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)
         self.takes_cx = "cx" in signature.parameters
@@ -181,13 +186,18 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         debounce: float | timedelta | None = None,
         debounce_max: float | timedelta | None = None,
         debounce_key: str | None = None,
+        fair_key: str | None = None,
     ) -> Pushed:
         """Push one call with explicit options (`at`: an aware datetime within 10 years
-        of now; `debounce`, `debounce_max`, `debounce_key`: as push's, not with `at`)."""
+        of now; `debounce`, `debounce_max`, `debounce_key`: as push's, not with `at`;
+        `fair_key`: the key its queue serves it under, in turn with the others, over the
+        job's own fair_key)."""
         given = None
         if debounce is not None or debounce_max is not None or debounce_key is not None:
             given = {"debounce": debounce, "debounce_max": debounce_max,
                      "debounce_key": debounce_key}
+        if fair_key is not None:
+            given = {**(given or {}), "fair_key": fair_key}
         if at is not None:
             at = self._checked_when(at)
         return self._push_one(args, kwargs, at, queue, priority, given=given)
@@ -298,6 +308,12 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             limited = self.concurrency_of(args, kwargs)
             if limited is not None:
                 new.concurrency_limit, new.concurrency_key = limited
+        if given is not None and "fair_key" in given:
+            fair_key = given["fair_key"]
+            given = {k: v for k, v in given.items() if k != "fair_key"} or None
+            self._fair(new, args, kwargs, fair_key)
+        elif self.fair_key is not None or queue in settings.FAIRNESS:
+            self._fair(new, args, kwargs)
         if given is not None or self.debounce is not None:
             debounce = self._debounce_of(args, kwargs, given)
             if debounce is not None:
@@ -305,6 +321,22 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         if self.encrypt:
             encryption.hash_keys(self, new)
         return new
+
+    def _fair(self, new: NewJob, args: Sequence[Any], kwargs: Mapping[str, Any],
+              key: Any = None) -> None:
+        """Make `new` a job of a fair queue: its key (`key`, the push's own, else the
+        job's fair_key of the call) and the virtual time one job of it takes."""
+        if key is None and self.fair_key is not None:
+            key = self.fair_key(*args, **kwargs)
+        if key is not None:
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"Job {self.name!r}: the fair key {key!r} must be a str or None.")
+            problem = unfit("the fair_key", key, UNIQUE_KEY_MAX)
+            if problem:
+                raise ValueError(f"Job {self.name!r}: {problem}.")
+        new.fair_key = key
+        new.fair_cost = cost_of(weight_of(settings.FAIRNESS, new.queue, key))
 
     def _debounced(self, new: NewJob, debounce: Debounce, at: datetime | None,
                    delay: float) -> None:
@@ -406,6 +438,7 @@ class JobParams(TypedDict, total=False):
     debounce_max: float | timedelta | None
     debounce_key: Callable[..., str] | None
     encrypt: bool | Sequence[str]
+    fair_key: Callable[..., str | None] | None
 
 
 def job(name: str | Callable[..., Any] | None = None, **options: Unpack[JobParams]) -> Any:

@@ -43,6 +43,11 @@ class NewJob:
     # push that stored it (None: no such deadline). `delay` is then S too.
     debounce: float | None = None
     debounce_max: float | None = None
+    # A job of a fair queue (core/fairness.py): the virtual time one job of its key takes
+    # (the key's weight's cost_of), None if the queue is not served fairly; `fair_key`,
+    # its key (None: the jobs without a key, which share one turn).
+    fair_key: str | None = None
+    fair_cost: int | None = None
 
 
 @dataclass(slots=True)
