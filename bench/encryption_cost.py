@@ -9,7 +9,9 @@ flushed), each row pushes N jobs one `push` at a time with the same arguments (a
 id, an e-mail address, a token), then drains them with `testing.run_jobs()` (claim,
 decrypt, run, settle, as a worker does); the rows take turns (a b, b a, ...). Prints
 the medians: wall and CPU microseconds per push and per job drained, and the ratio
-of pushes per second, encrypted over plain.
+of pushes per second, encrypted over plain. Then each push call timed alone, the
+two jobs' calls interleaved one by one (steadier on a shared machine): the median
+call of each, and their ratio.
 """
 
 from __future__ import annotations
@@ -106,6 +108,20 @@ def run(args: argparse.Namespace) -> None:
             drain_wall, drain_cpu = time.perf_counter() - wall, time.process_time() - cpu
             assert drained == args.n, (key, drained)
             timed[key].append((push_wall, push_cpu, drain_wall, drain_cpu))
+    # Push one, the calls interleaved (plain, encrypted, plain, ...): each call timed,
+    # so a load that comes and goes on a shared machine falls on both rows alike.
+    calls: dict[str, list[float]] = {key: [] for key in rows}
+    clock = time.perf_counter
+    for i in range(args.n * args.rounds // 2):
+        for key in keys if i % 2 == 0 else keys[::-1]:
+            push = rows[key].push
+            started = clock()
+            push(i, *ARGS)
+            calls[key].append(clock() - started)
+        if i % 1000 == 999:
+            run_jobs()
+    run_jobs()
+    one = {key: statistics.median(calls[key]) * 1e6 for key in rows}
     per = {key: [statistics.median(t[k] for t in timed[key]) / args.n * 1e6
                  for k in range(4)] for key in rows}
     for key, (push_wall, push_cpu, drain_wall, drain_cpu) in per.items():
@@ -115,6 +131,9 @@ def run(args: argparse.Namespace) -> None:
     print(f"{args.store} encrypted/plain: push one {per['plain'][0] / per['encrypted'][0]:.3f}x, "
           f"drain {per['plain'][2] / per['encrypted'][2]:.3f}x (pushes or jobs per second; "
           f"medians of {args.rounds} alternating rounds of {args.n})")
+    print(f"{args.store} push one, interleaved calls: plain {one['plain']:.1f} us, encrypted "
+          f"{one['encrypted']:.1f} us (medians of {len(calls['plain'])} calls each): "
+          f"{one['plain'] / one['encrypted']:.3f}x")
     store.clear()
 
 
