@@ -52,6 +52,7 @@ class LateriteConfig(AppConfig):
         scheduled_tasks.set_task_resolver(resolve_task)
         callbacks.set_link_maker(link_job)
         callbacks.set_limit_finder(jobs.limit_of_payload)
+        callbacks.set_fair_finder(jobs.fair_of_payload)
         callbacks.set_limits_source(limits_of)
         setting_changed.connect(on_setting_changed, dispatch_uid="laterite_reset_store")
         # The `worker` mode: a process that serves requests runs its worker threads.

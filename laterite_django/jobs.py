@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from .core.rules import Decision
     from .core.values import Claim
 
-__all__ = ["JobFunction", "encrypted_positions", "job", "job_concurrency_key", "limit_of_payload",
-           "set_thread_starter"]
+__all__ = ["JobFunction", "encrypted_positions", "fair_of_payload", "job", "job_concurrency_key",
+           "limit_of_payload", "set_thread_starter"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -335,8 +335,9 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             problem = unfit("the fair_key", key, UNIQUE_KEY_MAX)
             if problem:
                 raise ValueError(f"Job {self.name!r}: {problem}.")
-        new.fair_key = key
         new.fair_cost = cost_of(weight_of(settings.FAIRNESS, new.queue, key))
+        # A key made from encrypted arguments is stored as its HMAC, as the other keys are.
+        new.fair_key = encryption.hashed(self.name, key) if self.encrypt and key else key
 
     def _debounced(self, new: NewJob, debounce: Debounce, at: datetime | None,
                    delay: float) -> None:
@@ -506,6 +507,33 @@ def limit_of_payload(name: str, text: str) -> tuple[int, str] | None:
     if limited is not None and job.encrypt and limited[1] != job.name:
         return limited[0], encryption.hashed(job.name, limited[1])
     return limited
+
+
+def fair_of_payload(name: str, queue: str, text: str) -> tuple[str | None, int] | None:
+    """The (fair key, cost) a push of job `name` into `queue` with this payload gives it,
+    for a job stored again from its payload (stores.callbacks.with_fair_turn); None for a
+    queue not served fairly.
+
+    A job unknown here, a payload that no longer decodes or a fair_key that raises now
+    takes the turn of the jobs without a key.
+    """
+    job = registry.find(name)
+    fair = settings.FAIRNESS
+    if (job is None or job.fair_key is None) and queue not in fair:
+        return None
+    key = None
+    if job is not None and job.fair_key is not None:
+        try:
+            args, kwargs, _ = encryption.open_arguments(text)
+            key = job.fair_key(*args, **kwargs)
+        except Exception:
+            key = None
+        if not isinstance(key, str):
+            key = None
+    cost = cost_of(weight_of(fair, queue, key))
+    if key is not None and job is not None and job.encrypt:
+        key = encryption.hashed(name, key)
+    return key, cost
 
 
 def encrypted_positions(signature: inspect.Signature, encrypt: Any, job_name: str

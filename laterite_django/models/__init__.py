@@ -13,9 +13,10 @@ from .schedules import ScheduleRecord
 from .minutes import MinuteCount
 from .flow import FlowStart, PausedQueue
 from .batches import Batch, BatchEnd
+from .flow import FairQueue, FairTurn
 # isort: on
 
 __all__ = [
-    "Batch", "BatchEnd", "FailedJob", "FlowStart", "Job", "MinuteCount", "OutboxJob",
-    "PausedQueue", "ScheduleRecord", "TaskResultRecord",
+    "Batch", "BatchEnd", "FailedJob", "FairQueue", "FairTurn", "FlowStart", "Job",
+    "MinuteCount", "OutboxJob", "PausedQueue", "ScheduleRecord", "TaskResultRecord",
 ]

@@ -194,6 +194,13 @@ class OutboxJob(models.Model):
         help_text="A debounced push: the longest its job may wait after the push that "
                   "stored it, in seconds (NULL: no such deadline).",
     )
+    fair_key = models.TextField(  # noqa: DJ001 -- NULL: no key
+        null=True, blank=True,
+        help_text="A job of a fair queue: the key its queue serves it under, in turn.")
+    fair_cost = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="A job of a fair queue: the virtual time one job of its key takes "
+                  "(NULL: a queue not served fairly).")
 
     class Meta:
         db_table = "laterite_outbox_job"

@@ -13,14 +13,17 @@ from ..core.limits import Limits
 from ..core.marks import marks_of
 from ..core.values import Claim, NewJob
 
-__all__ = ["limits_of", "link_job", "next_links", "set_limit_finder", "set_limits_source",
-           "set_link_maker", "with_limit"]
+__all__ = ["limits_of", "link_job", "next_links", "set_fair_finder", "set_limit_finder",
+           "set_limits_source", "set_link_maker", "with_fair_turn", "with_limit"]
 
 LinkMaker = Callable[..., NewJob]
 LimitFinder = Callable[[str, str], "tuple[int, str] | None"]
+# (job name, queue, payload) -> (fair key, cost), or None for a queue not served fairly.
+FairFinder = Callable[[str, str, str], "tuple[str | None, int] | None"]
 
 _link_maker: LinkMaker | None = None
 _limit_finder: LimitFinder | None = None
+_fair_finder: FairFinder | None = None
 _limits_source: Callable[[Sequence[str]], Limits] | None = None
 
 
@@ -69,6 +72,27 @@ def with_limit(new: NewJob) -> NewJob:
     limited = _limit_finder(new.name, new.payload)
     if limited is not None:
         new.concurrency_limit, new.concurrency_key = limited
+    return new
+
+
+def set_fair_finder(finder: FairFinder) -> None:
+    """Register what finds the (fair key, cost) of a job from its name and payload
+    (called by ready())."""
+    global _fair_finder
+    _fair_finder = finder
+
+
+def with_fair_turn(new: NewJob) -> NewJob:
+    """Give a job stored again from its payload (retried from the failed list) the fair
+    key and cost a push of its job gives it (core/fairness.py), so it takes a turn in
+    its queue as a push would."""
+    if new.fair_cost is not None:
+        return new
+    if _fair_finder is None:
+        raise _unset("fair finder")
+    fair = _fair_finder(new.name, new.queue, new.payload)
+    if fair is not None:
+        new.fair_key, new.fair_cost = fair
     return new
 
 

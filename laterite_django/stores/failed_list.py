@@ -13,7 +13,7 @@ from django.utils import timezone
 from ..core.crash_points import crash_point
 from ..core.values import NewJob
 from . import estimates
-from .callbacks import with_limit
+from .callbacks import with_fair_turn, with_limit
 from .errors import guarded
 
 if TYPE_CHECKING:
@@ -49,11 +49,13 @@ class FailedList:
 
         return Job.objects.using(self.database)
 
+    @guarded
     def failed_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
         """(id, payload) of up to `limit` failed jobs with an id above `after`, by id."""
         rows = self._failed_rows(None).filter(pk__gt=after).order_by("pk")
         return list(rows.values_list("pk", "payload")[:limit])
 
+    @guarded
     def replace_failed_payloads(self, changes: Sequence[tuple[int, str, str]]) -> int:
         """Set the payload of each failed job (id, old, new) still holding `old`; return
         how many were set."""
@@ -90,7 +92,7 @@ class FailedList:
                 return 0
             pushed = self._push_retried(
                 [
-                    with_limit(
+                    with_fair_turn(with_limit(
                         NewJob(
                             name=row.name,
                             queue=row.queue,
@@ -101,7 +103,7 @@ class FailedList:
                             unique_key=row.unique_key,
                             priority=row.priority,
                         )
-                    )
+                    ))
                     for row in rows
                 ],
                 rows,

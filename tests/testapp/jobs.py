@@ -535,3 +535,9 @@ def spans_sturdy(total: int, chunk: int, cx: JobContext, pause: float = 0.0) -> 
 
 # Registered with the others: jobs with encrypted arguments.
 from .encrypted_jobs import broken, every, limited, named  # noqa: E402, F401
+
+
+@job("tests.fair_record", fair_key=lambda tenant, i: f"tenant:{tenant}")
+def fair_record(tenant: str, i: int) -> None:
+    """Record `tenant:i` as it starts (fair claims: its tenant's turn)."""
+    _record("fair", f"{tenant}:{i}")

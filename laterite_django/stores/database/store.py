@@ -42,6 +42,7 @@ from ..callbacks import limits_of, next_links
 from ..errors import guarded
 from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 from . import postgres, sql, sqlite
+from .fair import FairTurns, with_fair_places
 from .postgres import keeps_callers_settings
 from .sql import aware
 from .vacuum import Vacuum
@@ -143,10 +144,21 @@ class DatabaseStore(Store):
     def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
         if not jobs:
             return []
-        if len(jobs) == 1 and not jobs[0].concurrency_limit:
+        if len(jobs) == 1 and not jobs[0].concurrency_limit and jobs[0].fair_cost is None:
             # The push most code makes: one statement, no bookkeeping of keys.
             dialect = self._dialect or self.dialect
             return [dialect.push_one(connections[self.database], jobs[0], self._ts)]
+        if any(job.fair_cost is not None for job in jobs):
+            # Jobs of a fair queue get their place in line (fair.py), in the same
+            # transaction as the turns that give it.
+            with transaction.atomic(using=self.database):
+                turns = FairTurns(self._execute, self._ts,
+                                  " FOR UPDATE" if self.postgres else "")
+                jobs = with_fair_places(jobs, turns)
+                turns.save()
+                ids = self._push(jobs)
+                self._set_concurrency_keys(jobs, ids)
+            return ids
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key, set in the same transaction,
             # so no worker sees them without it.

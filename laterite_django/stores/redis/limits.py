@@ -26,7 +26,7 @@ from ...core.limits import QueueLimit
 from ...core.values import NewJob
 from .values import job_fields, pack
 
-__all__ = ["claim_args", "push_limited_args"]
+__all__ = ["claim_args", "push_fair_args", "push_limited_args"]
 
 def push_limited_args(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = None
                       ) -> list[Any]:
@@ -36,6 +36,18 @@ def push_limited_args(now: str, jobs: Sequence[NewJob], once: Sequence[str] | No
         value for job in jobs for value in (
             *job_fields(job), job.concurrency_key or "",
             "" if job.concurrency_limit is None else str(job.concurrency_limit))),
+        "" if once is None else pack(once)]
+
+
+def push_fair_args(now: str, jobs: Sequence[NewJob], once: Sequence[str] | None = None
+                   ) -> list[Any]:
+    """PUSH_FAIR's arguments after the prefix, up to its sender's: PUSH_LIMITED's, two
+    more values per job (its fair key and cost, '' for none: lua/push_fair.lua)."""
+    return [now, pack(
+        value for job in jobs for value in (
+            *job_fields(job), job.concurrency_key or "",
+            "" if job.concurrency_limit is None else str(job.concurrency_limit),
+            job.fair_key or "", "" if job.fair_cost is None else str(job.fair_cost))),
         "" if once is None else pack(once)]
 
 

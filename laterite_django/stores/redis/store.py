@@ -98,7 +98,7 @@ OUTBOX_BATCH = 500
 # The fields of a NewJob an outbox row keeps, the same on both: written to the row at
 # the push, read back into a NewJob at the move (the concurrency key is not kept).
 KEPT = ("name", "queue", "payload", "priority", "pushed_at", "available_at", "retry_until",
-        "unique_key", "delay", "debounce", "debounce_max")
+        "unique_key", "delay", "debounce", "debounce_max", "fair_key", "fair_cost")
 
 # Items of a list of ends counted per database transaction (each the ends of one
 # FINISH call, or one end of DROP_BATCH); jobs looked at per DROP_BATCH call (each
@@ -272,6 +272,10 @@ class RedisStore(Store):
         wait = settings.REDIS_WAIT
         if wait is not None:
             return self._push_replicated(now, jobs, wait, once)
+        if any(job.fair_cost is not None for job in jobs):
+            # Jobs of a fair queue take their place by their key's turn (push_fair.lua).
+            return [int(i) or None for i in self._push(
+                "push_fair", redis_limits.push_fair_args(now, jobs, once))]
         if any(job.concurrency_limit for job in jobs):
             # Jobs with a concurrency limit carry its key (limits.py).
             return [int(i) or None for i in self._push(
@@ -299,7 +303,9 @@ class RedisStore(Store):
         a push returns once a replica has it, and raises PushNotReplicated if none
         confirmed it in time (the jobs are on the primary all the same).
         """
-        if any(job.concurrency_limit for job in jobs):
+        if any(job.fair_cost is not None for job in jobs):
+            steps = [("push_fair", redis_limits.push_fair_args(now, jobs, once))]
+        elif any(job.concurrency_limit for job in jobs):
             steps = [("push_limited", redis_limits.push_limited_args(now, jobs, once))]
         else:
             steps = [("push", push_packed(now, jobs[i : i + PUSH_CHUNK],

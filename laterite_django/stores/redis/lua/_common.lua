@@ -81,14 +81,15 @@ local function delete_claimed(id, token)
 end
 
 -- Put job `id` (hash `k`, available at `avail`) in its queue's ready or delayed set.
+-- A job of a fair queue keeps its fair tag (`ft`, see fair_tag in _push_jobs.lua) as its
+-- place in line: released, requeued or made due, it comes back in its key's turn.
 local function enqueue(k, q, id, avail, now)
+  local f = redis.call('HMGET', k, 'priority', 'ft')
+  local m = member(f[2] or avail, id)
+  redis.call('HSET', k, 'member', m)
   if tonumber(avail) <= tonumber(now) then
-    local priority = tonumber(redis.call('HGET', k, 'priority') or '0')
-    local m = member(avail, id)
-    redis.call('HSET', k, 'member', m)
-    redis.call('ZADD', qkey(q, 'ready'), -priority, m)
+    redis.call('ZADD', qkey(q, 'ready'), -tonumber(f[1] or '0'), m)
   else
-    redis.call('HSET', k, 'member', member(avail, id))
     redis.call('ZADD', qkey(q, 'delayed'), avail, id)
   end
 end

@@ -1,10 +1,36 @@
 --!include _common.lua
--- Store the jobs of packed array A (see push.lua), `width` values per job: 9, or 11 with
--- a concurrency key and limit ('' for none), kept on the job's hash (the limited push);
+-- Store the jobs of packed array A (see push.lua), `width` values per job: 9, 11 with
+-- a concurrency key and limit ('' for none), kept on the job's hash (the limited push),
+-- or 13 with a fair key and cost too ('' cost: not a fair job; push_fair.lua);
 -- return their ids (0: a duplicate).
 -- `once` (or nil): per job a mark ('' for none); a job whose mark was set by an
 -- earlier push (within ONCE_TTL s) is not pushed again (its id: 0). Due times are the
 -- server's clock's (see _common.lua).
+-- The fair tag of a job of key `key` (its queue `q`, priority `p`, each job of the key
+-- taking `cost` of virtual time; see core/fairness.py): the later of the queue's virtual
+-- time and the end of the key's last job. The virtual time never goes back: the place of
+-- the queue's first ready job of that priority, or, none ready, the end of the last job
+-- given a place (the line starts again). Kept in `P:queue:<q>:fair`, per priority '.v'
+-- and the priority the virtual time, '.e' and the priority that last end; 'k:' and the
+-- key the end of the key's last job.
+local function fair_tag(q, p, key, cost, now)
+  local turns = qkey(q, 'fair')
+  local vp, ep = '.v' .. p, '.e' .. p
+  local f = redis.call('HMGET', turns, vp, ep, 'k:' .. key)
+  local v, last = tonumber(f[1] or now), tonumber(f[2] or '0')
+  local first = redis.call('ZRANGEBYSCORE', qkey(q, 'ready'), -p, -p, 'LIMIT', 0, 1)[1]
+  if first then
+    v = math.max(v, tonumber(string.sub(first, 1, 17)))
+  else
+    v = math.max(v, last)
+  end
+  local tag = math.max(v, tonumber(f[3] or '0'))
+  redis.call('HSET', turns, vp, string.format('%.0f', v),
+    ep, string.format('%.0f', math.max(last, tag + cost)),
+    'k:' .. key, string.format('%.0f', tag + cost))
+  return string.format('%.0f', tag)
+end
+
 local function push_jobs(A, once, width)
 local now = clock()
 local n = #A / width
@@ -16,7 +42,9 @@ for i = 0, n - 1 do
   local priority, pushed_at, avail = A[b + 4], A[b + 5], due_at(A[b + 6], now)
   local retry_until, has_key, key = A[b + 7], A[b + 8], A[b + 9]
   local ck, cl = '', nil
-  if width == 11 then ck, cl = A[b + 10], A[b + 11] end
+  if width >= 11 then ck, cl = A[b + 10], A[b + 11] end
+  local fk, fc = nil, ''
+  if width == 13 then fk, fc = A[b + 12], A[b + 13] end
   local id = '0'
   if once and once[i + 1] ~= '' and not redis.call(
       'SET', P .. ':once:' .. once[i + 1], '1', 'NX', 'EX', ${ONCE_TTL}) then
@@ -30,7 +58,9 @@ for i = 0, n - 1 do
     ids[i + 1] = 0
   else
     local k = jkey(id)
-    local m = member(avail, id)
+    local ft = nil
+    if fc ~= '' then ft = fair_tag(queue, tonumber(priority), fk, tonumber(fc), now) end
+    local m = member(ft or avail, id)
     -- One HSET with every field (enqueue() would read the priority back and
     -- write the member separately).
     local fields = {'name', name, 'queue', queue, 'payload', payload, 'priority', priority,
@@ -49,6 +79,12 @@ for i = 0, n - 1 do
       fields[#fields + 1] = ck
       fields[#fields + 1] = 'cl'
       fields[#fields + 1] = cl
+    end
+    if ft then
+      fields[#fields + 1] = 'ft'
+      fields[#fields + 1] = ft
+      fields[#fields + 1] = 'fk'
+      fields[#fields + 1] = fk
     end
     redis.call('HSET', k, unpack(fields))
     if tonumber(avail) <= tonumber(now) then
