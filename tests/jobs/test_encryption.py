@@ -18,7 +18,7 @@ from laterite_django.exceptions import InvalidPayload, LateriteConfigurationErro
 from laterite_django.models import FailedJob
 from laterite_django.testing import capture_jobs, run_jobs
 from tests.settings import TEST_KEY_A, TEST_KEY_B
-from tests.testapp.encrypted_jobs import broken, every, limited, named
+from tests.testapp.encrypted_jobs import broken, every, named
 from tests.testapp.models import Record
 
 EMAIL = "ann.secret@example.com"
@@ -113,12 +113,15 @@ def test_a_name_that_is_no_parameter_is_refused_at_definition(scratch_jobs):
         job("tests.enc.bad2", encrypt="email")(lambda email: None)
 
 
-def test_keys_computed_from_encrypted_arguments_are_keyed_hashes():
+def test_keys_computed_from_encrypted_arguments_are_keyed_hashes(scratch_jobs):
     [first] = named.new_jobs([((1, EMAIL), {})])
     [again] = named.new_jobs([((2, EMAIL), {})])
     [other] = named.new_jobs([((1, "bob@example.com"), {})])
     assert first.unique_key.startswith("hmac:") and EMAIL not in first.unique_key
     assert first.unique_key == again.unique_key != other.unique_key  # still usable
+    limited = job("tests.enc.limited", encrypt=["email"], concurrency=2,
+                  concurrency_key=lambda email, note: f"per-{email}")(lambda email, note: None)
+    scratch_jobs.append(limited.name)
     [limited_job] = limited.new_jobs([((), {"email": EMAIL, "note": "n"})])
     assert limited_job.concurrency_key.startswith("hmac:")
     assert EMAIL not in limited_job.concurrency_key

@@ -81,6 +81,10 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "cancel_requested": lambda: store.cancel_requested([claim]),
         "drop_batch": lambda: store.drop_batch(1),
         "warnings": store.warnings,
+        "unclaimed_payloads": lambda: store.unclaimed_payloads(0, 10),
+        "replace_payloads": lambda: store.replace_payloads([(1, "{}", "{}")]),
+        "failed_payloads": lambda: store.failed_payloads(0, 10),
+        "replace_failed_payloads": lambda: store.replace_failed_payloads([(1, "{}", "{}")]),
     }
 
 
@@ -92,7 +96,8 @@ DATABASE_METHODS = sorted(set(calls(DatabaseStore())) - REDIS_ONLY)
 # A push inside atomic() goes to the outbox there; Redis down at commit is logged.
 # Redis keeps no dead rows: it has nothing to tidy.
 DATABASE_ONLY = {"failed_counts", "retry", "forget", "failed_jobs", "missing_failed",
-                 "job_names", "estimated_rows", "push_on_commit", "tidy"}
+                 "job_names", "estimated_rows", "push_on_commit", "tidy", "failed_payloads",
+                 "replace_failed_payloads"}
 REDIS_METHODS = sorted(
     {*calls(DatabaseStore()), "wait", "wait_and_claim", "queues"} - DATABASE_ONLY)
 

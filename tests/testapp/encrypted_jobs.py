@@ -1,4 +1,8 @@
-"""Jobs whose arguments are stored encrypted (tests/jobs/test_encryption.py)."""
+"""Jobs whose arguments are stored encrypted (tests/jobs/test_encryption.py).
+
+None has a concurrency limit: a registered limited job changes every claim of the
+suite (flow.limits.any_job_limited); the test of a limited one defines it there.
+"""
 
 from __future__ import annotations
 
@@ -20,13 +24,6 @@ def every(user_id: int, email: str, token: str = "") -> None:
 def named(user_id: int, email: str) -> None:
     """Only `email` encrypted; unique per e-mail address."""
     Record.objects.create(kind="enc-named", value=f"{user_id}|{email}", pid=os.getpid())
-
-
-@job("tests.enc.limited", encrypt=["email"], concurrency=2,
-     concurrency_key=lambda email, note: f"per-{email}")
-def limited(email: str, note: str) -> None:
-    """Limited per e-mail address."""
-    Record.objects.create(kind="enc-limited", value=f"{email}|{note}", pid=os.getpid())
 
 
 @job("tests.enc.broken", encrypt=True, tries=1)

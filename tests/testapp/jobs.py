@@ -534,7 +534,7 @@ def spans_sturdy(total: int, chunk: int, cx: JobContext, pause: float = 0.0) -> 
     _record_spans(total, chunk, cx, pause)
 
 # Registered with the others: jobs with encrypted arguments.
-from .encrypted_jobs import broken, every, limited, named  # noqa: E402, F401
+from .encrypted_jobs import broken, every, named  # noqa: E402, F401
 
 
 @job("tests.fair_record", fair_key=lambda tenant, i: f"tenant:{tenant}")

@@ -24,7 +24,7 @@ from django.urls import reverse
 
 from laterite_django.models import FailedJob, Job, OutboxJob
 from tests.conftest import ROOT, Workers
-from tests.testapp.encrypted_jobs import broken, every, limited, named
+from tests.testapp.encrypted_jobs import broken, every, named
 from tests.testapp.models import Record
 
 pytest.importorskip("opentelemetry.sdk")
@@ -34,7 +34,6 @@ SECRETS = {
     "every": ("amy.leak-1@example.org", "tok-leak-every-1"),
     "atomic": ("ben.leak-2@example.org", "tok-leak-atomic-2"),
     "named": "cat.leak-3@example.org",
-    "limited": "dan.leak-4@example.org",
     "broken": ("eve.leak-5@example.org", "card-4111-leak-5"),
     "debounced": ("fay.leak-6@example.org", "tok-leak-debounce-6"),
 }
@@ -117,7 +116,6 @@ def push_all(store_kind: str) -> str:
     every.push(1, email, token=token)
     named.push(2, SECRETS["named"])
     named.push(3, SECRETS["named"])  # a duplicate by its (hashed) unique key
-    limited.push(email=SECRETS["limited"], note="limited")
     email, card = SECRETS["broken"]
     broken.push(email, {"card": card})
     email, token = SECRETS["debounced"]
@@ -175,7 +173,6 @@ def test_no_plain_argument_rests_anywhere(store, store_kind, workers: Workers, t
         ("enc-every", "4|{}|{}".format(*SECRETS["debounced"])),
         ("enc-every", "5|{}|{}".format(*SECRETS["atomic"])),
         ("enc-named", f"2|{SECRETS['named']}"),
-        ("enc-limited", f"{SECRETS['limited']}|limited"),
     ])
     [failed] = FailedJob.objects.all()
     assert failed.name == "tests.enc.broken" and "[redacted]" in failed.error
