@@ -10,9 +10,10 @@
     idle     --idle-processes idle worker processes: the CPU of their process
              tree and the queries or commands they send, over --idle-seconds.
     flow     laterite's drain (--flow-processes processes) with no limit, with a
-             per-key limit of 1 over --flow-keys keys, and with a queue
-             concurrency limit of --flow-concurrency, in alternating rounds;
-             each limited drain against the unlimited one of the same run.
+             per-key limit of 1 over --flow-keys keys, with a queue
+             concurrency limit of --flow-concurrency, and fair (its jobs' fair
+             keys over --flow-keys keys, served in turn), in alternating rounds;
+             each against the unlimited drain of the same run.
 
 What "already waiting" means for each figure (see bench/README.md):
 - push one: N single pushes into the queue the workers serve, behind the
@@ -438,7 +439,7 @@ def flow(run, sys_):
     import os
 
     a = run.args
-    modes = ["unlimited", "keyed", "queue"]
+    modes = ["unlimited", "keyed", "queue", "fair"]
     values = {mode: [] for mode in modes}
     os.environ["BENCH_FLOW_KEYS"] = str(a.flow_keys)
     os.environ["BENCH_FLOW_CONCURRENCY"] = str(a.flow_concurrency)

@@ -1,5 +1,5 @@
 """The laterite side of the workload: one no-op job (and, for the flow scenario's
-per-key drain, a keyed one: flow_jobs.py)."""
+per-key drain, a keyed one: flow_jobs.py; for its fair drain, fair_jobs.py)."""
 
 import os
 
@@ -8,6 +8,8 @@ from laterite_django import job
 
 if os.environ.get("BENCH_FLOW") == "keyed":
     from bench.laterite_app import flow_jobs  # noqa: F401
+if os.environ.get("BENCH_FLOW") == "fair":
+    from bench.laterite_app import fair_jobs  # noqa: F401
 
 
 @job("bench.noop")

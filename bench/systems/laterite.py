@@ -103,6 +103,11 @@ class System(DjangoBase):
 
             noop_keyed.push_many([(i,) for i in ids])
             return
+        if self.flow == "fair":
+            from bench.laterite_app.fair_jobs import noop_fair
+
+            noop_fair.push_many([(i,) for i in ids])
+            return
         if self.name.endswith("_in_batch"):
             from laterite_django import batch
 
