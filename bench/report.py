@@ -722,7 +722,7 @@ def _flow_section(results):
             continue
         base = flow["unlimited"]["median"]
         cells = [_label(desc, res), desc.store, f"{base:,.0f}"]
-        for mode in ("keyed", "queue"):
+        for mode in ("keyed", "queue", "fair"):
             fig = flow.get(mode)
             cells.append("-" if not fig else f"{fig['median']:,.0f} ({fig['median'] / base:.2f}x)")
         rows.append(cells)
@@ -736,11 +736,12 @@ def _flow_section(results):
         " limit; with `@job(concurrency=1, concurrency_key=...)` over"
         f" {first['keys']} keys (job i has key i mod {first['keys']}); with"
         f" `LATERITE_QUEUE_LIMITS = {{\"default\": {{\"concurrency\": {first['concurrency']}}}}}`"
-        f" (the batch claim is {first['batch']}). The three are measured in alternating"
+        f" (the batch claim is {first['batch']}); and fair, a job with `fair_key` over"
+        f" {first['keys']} keys, served in turn. The four are measured in alternating"
         " rounds (one drain each, workers started afresh for each), medians over the"
         " rounds; the ratios are to the unlimited drain of the same run.",
         "",
         _table(["system", "store", "unlimited jobs/s", "per-key limit jobs/s",
-                "queue limit jobs/s"], rows),
+                "queue limit jobs/s", "fair jobs/s"], rows),
         "",
     ]
