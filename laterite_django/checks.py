@@ -240,7 +240,7 @@ def check_encryption(app_configs: Any = None, **kwargs: Any) -> list:
         errors.append(Error(
             f"Jobs {names} encrypt their arguments, but the cryptography package is not "
             f"installed.",
-            hint="pip install 'laterite-django[crypto]'.", id="laterite.E047"))
+            hint="Install cryptography (the 'crypto' extra).", id="laterite.E047"))
     keyed = [job.name for job in encrypted if job.unique_key is not None
              or job.concurrency_key is not None or job.debounce is not None]
     if keyed and raw("ENCRYPTION_HASH_KEY") is None:

@@ -108,8 +108,8 @@ class Keyring:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         except ImportError as e:
             raise CipherUnavailable(
-                "Encrypted job arguments need the cryptography package: pip install "
-                "'laterite-django[crypto]'.") from e
+                "Encrypted job arguments need the cryptography package (the 'crypto' "
+                "extra).") from e
         if not entries:
             raise ValueError("A keyring needs at least one key.")
         self._ciphers: dict[str, Any] = {}
