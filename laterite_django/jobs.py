@@ -26,7 +26,7 @@ from .core.values import NewJob
 from .definition import check_options
 from .push_checks import DEBOUNCE_NAMES, Call, Debounce, PushChecks, split_debounce
 from .registry import registry
-from .stores import get_store
+from .stores import Store, get_store
 
 if TYPE_CHECKING:
     from .core.rules import Decision
@@ -365,13 +365,9 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         """Hand checked jobs to the store (after the commit if it cannot join the
         caller's transaction); start the worker threads in `worker` mode."""
         store = get_store()
-        if settings.MODE == "worker":
-            self._start_worker_mode()
-        alias = settings.DATABASE
-        if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
-            # The store cannot join the caller's transaction: push once it commits.
-            store.push_on_commit(new_jobs)
-            return [Pushed("queued") for _ in new_jobs]
+        after_commit = self._after_commit(store, new_jobs)
+        if after_commit is not None:
+            return after_commit
         ids = store.push(new_jobs)
         return [Pushed("duplicate") if i is None else Pushed("queued", i) for i in ids]
 
@@ -380,17 +376,27 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         atomic step: Store.push_debounced); after the commit if the store cannot join the
         caller's transaction, when whether each replaced a waiting job is not known."""
         store = get_store()
-        if settings.MODE == "worker":
-            self._start_worker_mode()
-        alias = settings.DATABASE
-        if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
-            store.push_on_commit(new_jobs)
-            return [Pushed("queued") for _ in new_jobs]
+        after_commit = self._after_commit(store, new_jobs)
+        if after_commit is not None:
+            return after_commit
         pushed = []
         for new in new_jobs:
             job_id, replaced = store.push_debounced(new)
             pushed.append(Pushed("queued", job_id, debounced=replaced))
         return pushed
+
+    @classmethod
+    def _after_commit(cls, store: Store, new_jobs: Sequence[NewJob]) -> list[Pushed] | None:
+        """Start the worker threads in the `worker` mode; if the store cannot join the
+        caller's transaction, hand it `new_jobs` to push once it commits and return
+        their outcome (queued, no id yet); else None: the caller pushes them now."""
+        if settings.MODE == "worker":
+            cls._start_worker_mode()
+        alias = settings.DATABASE
+        if not store.transactional_push and transaction.get_connection(alias).in_atomic_block:
+            store.push_on_commit(new_jobs)
+            return [Pushed("queued") for _ in new_jobs]
+        return None
 
     @staticmethod
     def _start_worker_mode() -> None:
