@@ -21,10 +21,16 @@ from .core.fairness import cost_of, weight_of
 from .core.rules import JobOptions
 from .core.sizes import PRIORITY_MAX as _PRIORITY_MAX
 from .core.sizes import PRIORITY_MIN as _PRIORITY_MIN
-from .core.sizes import UNIQUE_KEY_MAX, unfit
 from .core.values import NewJob
 from .definition import check_options
-from .push_checks import DEBOUNCE_NAMES, Call, Debounce, PushChecks, split_debounce
+from .push_checks import (
+    DEBOUNCE_NAMES,
+    Call,
+    Debounce,
+    PushChecks,
+    checked_key,
+    split_debounce,
+)
 from .registry import registry
 from .stores import Store, get_store
 
@@ -329,12 +335,8 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         if key is None and self.fair_key is not None:
             key = self.fair_key(*args, **kwargs)
         if key is not None:
-            if not isinstance(key, str):
-                raise TypeError(
-                    f"Job {self.name!r}: the fair key {key!r} must be a str or None.")
-            problem = unfit("the fair_key", key, UNIQUE_KEY_MAX)
-            if problem:
-                raise ValueError(f"Job {self.name!r}: {problem}.")
+            checked_key(self.name, "the fair_key", key,
+                        f"the fair key {key!r} must be a str or None.")
         new.fair_cost = cost_of(weight_of(settings.FAIRNESS, new.queue, key))
         # A key made from encrypted arguments is stored as its HMAC, as the other keys are.
         new.fair_key = encryption.hashed(self.name, key) if self.encrypt and key else key
@@ -483,13 +485,8 @@ def job_concurrency_key(job: JobFunction, args: Sequence[Any], kwargs: Mapping[s
     key = job.concurrency_key(*args, **kwargs)
     if key is None:
         return job.name
-    if not isinstance(key, str):
-        raise TypeError(
-            f"Job {job.name!r}: concurrency_key returned {key!r}; it must return a str or None.")
-    problem = unfit("the concurrency_key", key, UNIQUE_KEY_MAX)
-    if problem:
-        raise ValueError(f"Job {job.name!r}: {problem}.")
-    return key
+    return checked_key(job.name, "the concurrency_key", key,
+                       f"concurrency_key returned {key!r}; it must return a str or None.")
 
 
 def limit_of_payload(name: str, text: str) -> tuple[int, str] | None:

@@ -24,7 +24,7 @@ from .core.sizes import (
 from .exceptions import JobNotRegistered
 from .registry import registry
 
-__all__ = ["DEBOUNCE_NAMES", "Call", "Debounce", "PushChecks", "debounce_seconds",
+__all__ = ["DEBOUNCE_NAMES", "Call", "Debounce", "PushChecks", "checked_key", "debounce_seconds",
            "priority_problem", "split_debounce"]
 
 Call = tuple | list | Mapping[str, Any]
@@ -191,15 +191,10 @@ class PushChecks:
         if self.unique_key is None:
             return None
         key = self.unique_key(*args, **kwargs)
-        if key is not None and not isinstance(key, str):
-            raise TypeError(
-                f"Job {self.name!r}: unique_key returned {key!r}; it must return a str or None."
-            )
-        problem = key and unfit("the unique_key", key, UNIQUE_KEY_MAX)
-        if problem:
-            raise ValueError(f"Job {self.name!r}: {problem}.")
+        if key is not None:
+            checked_key(self.name, "the unique_key", key,
+                        f"unique_key returned {key!r}; it must return a str or None.")
         return key
-
 
     def _debounce_of(self, args: Sequence[Any], kwargs: Mapping[str, Any],
                      given: Mapping[str, Any] | None) -> Debounce | None:
@@ -241,12 +236,20 @@ class PushChecks:
             raise ValueError(
                 f"Job {name!r}: debounce needs a key, the push's debounce_key=... or the "
                 f"job's @job(debounce_key=callable); got none.")
-        if not isinstance(key, str):
-            raise TypeError(f"Job {name!r}: debounce_key must be a str, got {key!r}.")
-        problem = unfit("the debounce_key", key, UNIQUE_KEY_MAX)
-        if problem:
-            raise ValueError(f"Job {name!r}: {problem}.")
+        checked_key(name, "the debounce_key", key, f"debounce_key must be a str, got {key!r}.")
         return Debounce(wait, most, key)
+
+
+def checked_key(job_name: str, label: str, key: Any, not_text: str) -> str:
+    """`key`, a key a job computed or a push gave (unique, debounce, concurrency, fair),
+    once it is a str that fits the key column; else TypeError (saying `not_text`) or
+    ValueError naming the job."""
+    if not isinstance(key, str):
+        raise TypeError(f"Job {job_name!r}: {not_text}")
+    problem = unfit(label, key, UNIQUE_KEY_MAX)
+    if problem:
+        raise ValueError(f"Job {job_name!r}: {problem}.")
+    return key
 
 
 def split_debounce(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
