@@ -14,9 +14,11 @@ from .minutes import MinuteCount
 from .flow import FlowStart, PausedQueue
 from .batches import Batch, BatchEnd
 from .flow import FairQueue, FairTurn
+from .workers import WorkerRecord
 # isort: on
 
 __all__ = [
     "Batch", "BatchEnd", "FailedJob", "FairQueue", "FairTurn", "FlowStart", "Job",
     "MinuteCount", "OutboxJob", "PausedQueue", "ScheduleRecord", "TaskResultRecord",
+    "WorkerRecord",
 ]
