@@ -62,6 +62,8 @@ CHECK_IDS: dict[str, tuple[str, str]] = {
                                "@job(schedule=...))."),
     "laterite.E030": ("Error", "LATERITE_QUEUE_LIMITS is malformed."),
     "laterite.E050": ("Error", "LATERITE_QUEUE_FAIRNESS is malformed."),
+    "laterite.E051": ("Error", "LATERITE_QUEUE_HISTORY is malformed: not None or "
+                               "{'keep': duration, 'queues': {queue: duration or None}}."),
     "laterite.E040": ("Error", "LATERITE_QUEUE_LISTEN_DATABASE is not None or a PostgreSQL "
                                "database's alias."),
     "laterite.E041": ("Error", "LATERITE_QUEUE_REDIS_WAIT is not None or seconds > 0."),

@@ -21,6 +21,7 @@ from django.core.signals import setting_changed
 
 from .core.cipher import hash_key_problem, keys_problem
 from .core.fairness import fairness_problem
+from .core.history import history_problem
 from .core.limits import limits_problem
 from .exceptions import LateriteConfigurationError
 
@@ -52,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_EPHEMERAL": False,
     "ENCRYPTION_KEYS": [],
     "ENCRYPTION_HASH_KEY": None,
+    "HISTORY": None,
 }
 
 # What each setting is and the values it takes, one entry per DEFAULTS key: the manual's
@@ -101,6 +103,9 @@ DESCRIPTIONS: dict[str, str] = {
                            "concurrency and debounce keys computed from encrypted arguments "
                            "are stored under (as hashes). It does not rotate with the "
                            "encryption keys; changing it changes those keys' meaning.",
+    "HISTORY": "Job history: None (off), or {'keep': duration, 'queues': {queue: duration "
+               "or None}}: each finished job of a queue kept leaves a JobRecord for that "
+               "long (a duration: seconds > 0 or '90s', '30m', '12h', '7d').",
 }
 
 
@@ -260,6 +265,11 @@ def _encryption_hash_key(value: Any) -> Problem | None:
     return None if what is None else Problem(45, what)
 
 
+def _history(value: Any) -> Problem | None:
+    found = history_problem(value)
+    return None if found is None else Problem(51, found)
+
+
 # Settings whose value is a secret: never quoted in a message.
 SECRETS = frozenset({"ENCRYPTION_KEYS", "ENCRYPTION_HASH_KEY"})
 
@@ -283,6 +293,7 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "REDIS_EPHEMERAL": _redis_ephemeral,
     "ENCRYPTION_KEYS": _encryption_keys,
     "ENCRYPTION_HASH_KEY": _encryption_hash_key,
+    "HISTORY": _history,
 }
 
 
