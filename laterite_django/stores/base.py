@@ -23,6 +23,7 @@ from .failed_list import FailedList
 if TYPE_CHECKING:
     from ..core.limits import Limits
     from ..core.minutes import Minute
+    from ..core.workers import WorkerInfo
     from .schedule_state import Fired, ScheduleFire, ScheduleState
 
 __all__ = ["QUIET_LONGEST", "Claim", "NewJob", "QueueCounts", "Running", "Store", "job_ids"]
@@ -346,6 +347,24 @@ class Store(FailedList, abc.ABC):
 
     def close(self) -> None:
         """Release whatever connections this store holds for the calling thread."""
+
+    # -- the live workers' list (core.workers) -----------------------------------
+
+    def beat_worker(self, info: WorkerInfo) -> None:
+        """Write worker `info`'s entry (created at its first beat), its beat dated by
+        the store's clock; now and then remove the entries lost longer than
+        `core.workers.KEEP_LOST`. Called at the worker's start, then with its
+        heartbeat: one write per RETRY_AFTER / 3 seconds, whatever its jobs."""
+        raise NotImplementedError
+
+    def remove_worker(self, worker_id: str) -> None:
+        """Remove the entry of worker `worker_id` (it stops cleanly)."""
+        raise NotImplementedError
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every worker's entry, lost ones included, by host then pid, each with its
+        `age` (seconds since its last beat, by the store's clock)."""
+        raise NotImplementedError
 
     # -- shared by the stores ---------------------------------------------------
 

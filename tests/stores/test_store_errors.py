@@ -16,6 +16,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from laterite_django.core.minutes import Minute
+from laterite_django.core.workers import WorkerInfo
 from laterite_django.exceptions import StoreNotMigrated, StoreUnavailable
 from laterite_django.models import Job
 from laterite_django.stores import Claim, NewJob, Store
@@ -85,6 +86,11 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "replace_payloads": lambda: store.replace_payloads([(1, "{}", "{}")]),
         "failed_payloads": lambda: store.failed_payloads(0, 10),
         "replace_failed_payloads": lambda: store.replace_failed_payloads([(1, "{}", "{}")]),
+        "beat_worker": lambda: store.beat_worker(WorkerInfo(
+            id="h:1", name="h:1", host="h", pid=1, version="0", queues=["default"],
+            concurrency=1, started_at=now)),
+        "remove_worker": lambda: store.remove_worker("h:1"),
+        "workers": store.workers,
     }
 
 

@@ -47,6 +47,7 @@ from .postgres import keeps_callers_settings
 from .sql import aware
 from .vacuum import Vacuum
 from .wait import Waiting
+from .workers import WorkerRows
 from .workflows import batch_ends, batch_pattern, count_ends, finish_settled, finished_jobs
 
 __all__ = ["CHANNEL", "DatabaseStore"]
@@ -81,7 +82,7 @@ def _schedule_state(row: Any) -> ScheduleState:
                          rule_hash=row.rule_hash or None)
 
 
-class DatabaseStore(Store):
+class DatabaseStore(WorkerRows, Store):
     """The `database` store: PostgreSQL or SQLite, on LATERITE_QUEUE_DATABASE."""
 
     transactional_push = True

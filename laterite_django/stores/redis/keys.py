@@ -24,6 +24,9 @@ one script serves any queue; the store therefore needs a single Redis server
                            (wait.py): the
                            next claim of any job pushes to each and empties it
     P:worker:<name>:wake   list an idle worker blocks on beside its queues' (wait.py)
+    P:workers              zset of the live workers' ids (core.workers): score the last beat
+    P:workers:<id>         hash: one worker's entry (name, host, pid, version, queues,
+                           concurrency, started_at, beat_at, jobs), expiring once lost
 
 Times are integer microseconds since the epoch. What is due is the server's clock's
 (TIME, `clock()` in lua/_common.lua), never a caller's: a caller sends a moment

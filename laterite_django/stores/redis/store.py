@@ -74,6 +74,7 @@ from .values import (
 )
 from .values import claims as claims_from_rows
 from .wait import Waiting
+from .workers import WorkerEntries
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -156,7 +157,7 @@ class Counter:
             self._count()
 
 
-class RedisStore(Store):
+class RedisStore(WorkerEntries, Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
     # Redis cannot join a database transaction: inside one, push_on_commit() keeps the

@@ -1,0 +1,64 @@
+"""The live workers' list on the database stores: a row of `laterite_worker` per worker
+process, its beat dated by the database's clock (NOW()), so that hosts whose clocks
+differ list their workers alike (a mixin of DatabaseStore)."""
+
+from __future__ import annotations
+
+import time
+
+from django.db import IntegrityError, transaction
+from django.db.models import DateTimeField, ExpressionWrapper
+from django.db.models.functions import Now
+
+from ...core.workers import KEEP_LOST, PRUNE_EVERY, WorkerInfo
+from ..errors import guarded
+
+__all__ = ["WorkerRows"]
+
+
+class WorkerRows:
+    """DatabaseStore's methods for the live workers' list (see Store.beat_worker)."""
+
+    database: str
+    _workers_pruned_at: float = 0.0  # monotonic time of this store's last removal
+
+    def _worker_rows(self):
+        from ...models import WorkerRecord  # the stores are imported before the apps load
+
+        return WorkerRecord._default_manager.using(self.database)
+
+    @guarded
+    def beat_worker(self, info: WorkerInfo) -> None:
+        rows = self._worker_rows()
+        fields = {"name": info.name, "host": info.host, "pid": info.pid,
+                  "version": info.version, "queues": list(info.queues),
+                  "concurrency": info.concurrency, "started_at": info.started_at,
+                  "jobs": list(info.jobs), "beat_at": Now()}
+        if not rows.filter(pk=info.id).update(**fields):
+            try:
+                with transaction.atomic(using=self.database):
+                    rows.create(id=info.id, **fields)
+            except IntegrityError:  # written meanwhile by another thread of its process
+                rows.filter(pk=info.id).update(**fields)
+        if time.monotonic() >= self._workers_pruned_at:
+            self._workers_pruned_at = time.monotonic() + PRUNE_EVERY
+            before = ExpressionWrapper(Now() - KEEP_LOST, output_field=DateTimeField())
+            rows.filter(beat_at__lt=before).delete()
+
+    @guarded
+    def remove_worker(self, worker_id: str) -> None:
+        self._worker_rows().filter(pk=worker_id).delete()
+
+    @guarded
+    def workers(self) -> list[WorkerInfo]:
+        found = []
+        rows = self._worker_rows().annotate(store_now=Now()).order_by("host", "pid", "id")
+        for row in rows:
+            found.append(WorkerInfo(
+                id=row.id, name=row.name, host=row.host, pid=row.pid, version=row.version,
+                queues=list(row.queues), concurrency=row.concurrency,
+                started_at=row.started_at, jobs=[int(i) for i in row.jobs],
+                beat_at=row.beat_at,
+                age=max(0.0, (row.store_now - row.beat_at).total_seconds()),
+            ))
+        return found
