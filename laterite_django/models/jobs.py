@@ -81,6 +81,13 @@ class Job(models.Model):
         help_text="A debounced job: the latest a later push with its key may make it due "
                   "(its first push plus debounce_max).",
     )
+    # Fair claims (core/fairness.py): the key a job of a fair queue takes its turns under
+    # ("" for the jobs pushed without one, which share a turn), read for the waiting
+    # jobs per key (Store.fair_waiting) and the turns no waiting job needs any more.
+    fair_key = models.CharField(  # noqa: DJ001 -- NULL: not a job of a fair queue
+        max_length=255, null=True, blank=True,
+        help_text="A job of a fair queue: the key it takes its turns under.",
+    )
 
     class Meta:
         db_table = "laterite_job"
@@ -107,6 +114,14 @@ class Job(models.Model):
                 fields=["concurrency_key"],
                 condition=Q(token__isnull=False, concurrency_key__isnull=False),
                 name="laterite_job_running_key",
+            ),
+            # The waiting jobs per fair key of a queue (the admin, queue_status, the
+            # turns' pruning). Partial: a job without a fair key and a claimed job have
+            # no entry, so no other push or claim writes to it.
+            models.Index(
+                fields=["queue", "fair_key"],
+                condition=Q(token__isnull=True, fair_key__isnull=False),
+                name="laterite_job_fair_waiting",
             ),
         ]
         constraints = [
