@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from . import payload
+from . import encryption, payload
 from .core.marks import with_marks
 from .core.values import NewJob
 from .push_checks import DEBOUNCE_NAMES
@@ -40,11 +40,10 @@ class JobCall:
                 f"Job {job.name!r}: a debounced job cannot be part of a chain or a batch "
                 f"(their jobs are pushed once, in their turn, never replaced); push it "
                 f"with push(..., debounce=...) instead.")
-        if job.encrypt:
-            # A chain keeps the calls after each job in its payload as plain JSON links.
+        if job.sequence is not None:
             raise ValueError(
-                f"Job {job.name!r} encrypts its arguments: it cannot be part of a chain or a "
-                f"batch, whose calls are stored as plain links; push it on its own.")
+                f"Job {job.name!r} runs in a sequence: it cannot be part of a chain or a "
+                f"batch, whose jobs are pushed in their own order; push it on its own.")
         job._check_registered()
         job._check_arguments(args, kwargs)
         payload.encode(job.name, args, kwargs)  # raises InvalidPayload naming the argument
@@ -54,7 +53,10 @@ class JobCall:
         return f"<JobCall {self.job.name}>"
 
     def link(self) -> dict[str, Any]:
-        """The call as a chain link or batch callback, stored as JSON."""
+        """The call as a chain link or batch callback, stored as JSON: the arguments of an
+        encrypted job sealed as in its payload (encryption.sealed_link)."""
+        if self.job.encrypt:
+            return encryption.sealed_link(self.job, self.args, self.kwargs)
         return {"job": self.job.name, "args": list(self.args), "kwargs": dict(self.kwargs)}
 
     def new_job(self, *, chain: list[dict[str, Any]] | None = None,
@@ -71,9 +73,9 @@ def from_link(link: Mapping[str, Any]) -> JobCall:
     its arguments no longer fit."""
 
     job = registry.get(str(link.get("job")))
-    args, kwargs = link.get("args", []), link.get("kwargs", {})
-    if not isinstance(args, list) or not isinstance(kwargs, dict):
-        raise ValueError(f"a malformed link: {link!r:.200}")
+    # Its encrypted arguments opened (here, in the worker that settles the job before
+    # it), so that the keys computed from them are too; sealed again by new_job.
+    args, kwargs = encryption.open_link(link)
     return JobCall.checked(job, args, kwargs)
 
 
@@ -88,8 +90,10 @@ def link_job(link: Mapping[str, Any], *, chain: list[dict[str, Any]] | None = No
         new = from_link(link).new_job(chain=chain, batch=batch)
     except Exception:
         now = timezone.now()
-        text = payload._encoder.encode(
-            {"args": link.get("args", []), "kwargs": link.get("kwargs", {})})
+        kept = {"args": link.get("args", []), "kwargs": link.get("kwargs", {})}
+        if payload.SEALED_KEY in link:  # encrypted arguments stay as they were sealed
+            kept[payload.SEALED_KEY] = link[payload.SEALED_KEY]
+        text = payload._encoder.encode(kept)
         return NewJob(name=str(link.get("job"))[:200], queue="default",
                       payload=with_marks(text, chain, batch), available_at=now, pushed_at=now,
                       delay=0.0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
     from .core.values import NewJob
     from .jobs import JobFunction
 
-__all__ = ["PLACEHOLDER", "REDACTED", "UndecryptableError", "hash_keys", "hashed", "keyring",
-           "open_arguments", "resealed", "scrub", "sealed_payload", "secret_values"]
+__all__ = ["PLACEHOLDER", "REDACTED", "UndecryptableError", "hash_keys", "hashed", "key_ids",
+           "keyring", "open_arguments", "open_link", "resealed", "scrub", "sealed_link",
+           "sealed_payload", "secret_values"]
 
 logger = logging.getLogger("laterite.encryption")
 
@@ -86,48 +88,71 @@ def hash_keys(job: JobFunction, new: NewJob) -> None:
         new.concurrency_key = hashed(job.name, new.concurrency_key)
 
 
-def sealed_payload(job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any],
-                   trace: Mapping[str, str] | None) -> str:
-    """The payload text of a call of an encrypted job: its encrypted arguments replaced
-    by PLACEHOLDER, and sealed under the first key (or raise InvalidPayload naming the
-    argument that is not JSON)."""
+def _sealed(job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any]
+            ) -> tuple[Sequence[Any], Mapping[str, Any], dict[str, str] | None]:
+    """(args, kwargs, sealed) of a call of an encrypted job: its encrypted arguments
+    replaced by PLACEHOLDER, and they themselves sealed under the first key (None, and
+    the call as given, when it passes none of them: their defaults). Raise
+    InvalidPayload naming an argument that is not JSON."""
     positions = job.encrypted_positions
     if positions is None:  # encrypt=True: every argument
-        pairs = list(enumerate(args))
-        hidden = dict(kwargs)
+        if not args and not kwargs:
+            return args, kwargs, None
+        secret_args: list[list[Any]] = [[i, v] for i, v in enumerate(args)]
+        hidden = kwargs
+        shown: list[Any] = [PLACEHOLDER] * len(args)
     else:
-        pairs, hidden = [], {}
+        secret_args, hidden_names = [], []
         for name, index in positions.items():
             if index is not None and index < len(args):
-                pairs.append((index, args[index]))
+                secret_args.append([index, args[index]])
             elif name in kwargs:
-                hidden[name] = kwargs[name]
-    if not pairs and not hidden:
-        return payload.encode(job.name, args, kwargs, trace)  # none given: defaults
-    shown = list(args)
-    for index, _ in pairs:
-        shown[index] = PLACEHOLDER
-    shown_kwargs = {**kwargs, **dict.fromkeys(hidden, PLACEHOLDER)}
+                hidden_names.append(name)
+        if not secret_args and not hidden_names:
+            return args, kwargs, None
+        hidden = {name: kwargs[name] for name in hidden_names}
+        shown = list(args)
+        for index, _ in secret_args:
+            shown[index] = PLACEHOLDER
+    shown_kwargs = dict.fromkeys(kwargs, PLACEHOLDER) if hidden is kwargs else {
+        **kwargs, **dict.fromkeys(hidden, PLACEHOLDER)}
     try:
-        secret = payload._text({"args": [[i, v] for i, v in pairs], "kwargs": hidden})
+        secret = payload._text({"args": secret_args, "kwargs": hidden})
         plain = secret.encode()
     except (TypeError, ValueError, RecursionError):
         payload.encode(job.name, args, kwargs)  # raises InvalidPayload naming the argument
         raise
     if secret.count("{") > 2 or not all(isinstance(key, str) for key in hidden):
         payload.check_keys(f"Job {job.name!r}", args, kwargs)
-    sealed = keyring(job.name).seal(plain)
+    return shown, shown_kwargs, keyring(job.name).seal(plain)
+
+
+def sealed_payload(job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any],
+                   trace: Mapping[str, str] | None) -> str:
+    """The payload text of a call of an encrypted job: its encrypted arguments replaced
+    by PLACEHOLDER, and sealed under the first key (or raise InvalidPayload naming the
+    argument that is not JSON)."""
+    shown, shown_kwargs, sealed = _sealed(job, args, kwargs)
+    if sealed is None:
+        return payload.encode(job.name, args, kwargs, trace)  # none given: defaults
     return payload.encode(job.name, shown, shown_kwargs, trace, sealed)
 
 
-def open_arguments(text: str | bytes) -> tuple[list[Any], dict[str, Any], list[Any]]:
-    """(args, kwargs, the encrypted ones' values) of a stored payload, its encrypted
-    arguments decrypted; for a plain payload the third is empty.
+def sealed_link(job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any]
+                ) -> dict[str, Any]:
+    """A call of an encrypted job as a chain link or batch callback (calls.JobCall.link):
+    {"job", "args", "kwargs"} with its encrypted arguments replaced by PLACEHOLDER, and
+    them sealed under "encrypted", as in a payload."""
+    shown, shown_kwargs, sealed = _sealed(job, args, kwargs)
+    link: dict[str, Any] = {"job": job.name, "args": list(shown), "kwargs": dict(shown_kwargs)}
+    if sealed is not None:
+        link[payload.SEALED_KEY] = sealed
+    return link
 
-    Raise InvalidPayload if it does not decode, UndecryptableError if no listed key
-    opens it, LateriteConfigurationError if no key is listed here.
-    """
-    args, kwargs, sealed = payload.decode_sealed(text)
+
+def _opened(args: list[Any], kwargs: dict[str, Any], sealed: Any
+            ) -> tuple[list[Any], dict[str, Any], list[Any]]:
+    """(args, kwargs, the encrypted ones' values) with `sealed` opened into them."""
     if sealed is None:
         return args, kwargs, []
     if not isinstance(sealed, dict):
@@ -149,21 +174,65 @@ def open_arguments(text: str | bytes) -> tuple[list[Any], dict[str, Any], list[A
     return args, kwargs, secrets
 
 
-def resealed(text: str) -> str | None:
-    """The payload `text` with its encrypted arguments sealed again under the first key,
-    or None if it has none or they are under that key already (queue_rekey).
+def open_arguments(text: str | bytes) -> tuple[list[Any], dict[str, Any], list[Any]]:
+    """(args, kwargs, the encrypted ones' values) of a stored payload, its encrypted
+    arguments decrypted; for a plain payload the third is empty.
 
-    Raise UndecryptableError if no listed key opens them.
+    Raise InvalidPayload if it does not decode, UndecryptableError if no listed key
+    opens it, LateriteConfigurationError if no key is listed here.
     """
-    if f'"{payload.SEALED_KEY}":' not in text:
+    return _opened(*payload.decode_sealed(text))
+
+
+def open_link(link: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """(args, kwargs) of a stored link (see sealed_link), its encrypted arguments
+    decrypted. Raise as open_arguments does; ValueError for a malformed link."""
+    args, kwargs = link.get("args", []), link.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise ValueError(f"a malformed link: {link!r:.200}")
+    args, kwargs, _ = _opened(list(args), dict(kwargs), link.get(payload.SEALED_KEY))
+    return args, kwargs
+
+
+def resealed(text: str) -> str | None:
+    """The payload or link `text` with its encrypted arguments, and those of the chain
+    links it carries, sealed again under the first key; None if it has none or all are
+    under that key already (queue_rekey).
+
+    Raise UndecryptableError if no listed key opens one of them.
+    """
+    if _SEALED_MARK not in text:
         return None
     data = json.loads(text)
-    sealed = data.get(payload.SEALED_KEY)
     ring = keyring()
-    if not isinstance(sealed, dict) or sealed.get("key") == ring.current_id:
-        return None
-    data[payload.SEALED_KEY] = ring.seal(ring.open(sealed))
-    return payload._encoder.encode(data)
+    changed = False
+    chain = data.get("chain") if isinstance(data, dict) else None
+    for part in [data, *(chain if isinstance(chain, list) else [])]:
+        sealed = part.get(payload.SEALED_KEY) if isinstance(part, dict) else None
+        if isinstance(sealed, dict) and sealed.get("key") != ring.current_id:
+            part[payload.SEALED_KEY] = ring.seal(ring.open(sealed))
+            changed = True
+    return payload._encoder.encode(data) if changed else None
+
+
+# How a sealed part starts in every stored text (payload._text writes it so): the key
+# id of each found without parsing the text.
+_SEALED_MARK = f'"{payload.SEALED_KEY}":{{"key":'
+_KEY_ID = re.compile(re.escape(_SEALED_MARK) + r'("(?:[^"\\]|\\.)*")')
+
+
+def key_ids(text: str) -> set[str]:
+    """The key ids the encrypted arguments in `text` (a payload, with its chain's links,
+    or a link) are sealed under; empty for a text with none."""
+    if _SEALED_MARK not in text:
+        return set()
+    found = set()
+    for quoted in _KEY_ID.findall(text):
+        try:
+            found.add(str(json.loads(quoted)))
+        except ValueError:  # pragma: no cover - the pattern takes a JSON string
+            continue
+    return found
 
 
 def secret_values(text: str | bytes) -> list[Any]:

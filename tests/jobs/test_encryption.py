@@ -213,8 +213,3 @@ def test_scrub_takes_out_reprs_strs_and_nested_values_not_short_ones():
     assert "ann@x.org" not in scrubbed and "12345" not in scrubbed
     assert "deep-value" not in scrubbed
     assert "abc" in scrubbed and "True" in scrubbed  # too short, or says nothing
-
-
-def test_an_encrypted_job_is_refused_in_a_chain_or_batch():
-    with pytest.raises(ValueError, match="cannot be part of a chain or a batch"):
-        every.call(1, EMAIL)
