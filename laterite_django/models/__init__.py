@@ -15,10 +15,12 @@ from .flow import FlowStart, PausedQueue
 from .batches import Batch, BatchEnd
 from .flow import FairQueue, FairTurn
 from .workers import WorkerRecord
+from .sequences import SequenceHead, SequenceHeld
 # isort: on
 
 __all__ = [
     "Batch", "BatchEnd", "FailedJob", "FairQueue", "FairTurn", "FlowStart", "Job",
-    "MinuteCount", "OutboxJob", "PausedQueue", "ScheduleRecord", "TaskResultRecord",
+    "MinuteCount", "OutboxJob", "PausedQueue", "ScheduleRecord", "SequenceHead", "SequenceHeld",
+    "TaskResultRecord",
     "WorkerRecord",
 ]
