@@ -18,9 +18,11 @@ the claim (Redis: the job's member in its ready set; the database stores: its
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_WEIGHT", "TURN", "WEIGHTS", "cost_of", "fairness_problem", "weight_of"]
+__all__ = ["DEFAULT_WEIGHT", "NO_KEY", "PRUNE_EVERY", "TOP_KEYS", "TURN", "WEIGHTS",
+           "WaitingByKey", "cost_of", "fairness_problem", "weight_of"]
 
 # Virtual time (microseconds of the due-time scale) one job of a key of weight 1 takes.
 # Small, since on the database stores a job's place in line is its due time (so their
@@ -32,6 +34,22 @@ TURN = 10
 WEIGHTS = (0.01, 10)
 # The name, among a queue's weights, of the weight of keys it does not name.
 DEFAULT_WEIGHT = "default_weight"
+# The key the jobs of a fair queue pushed without one share, as stored.
+NO_KEY = ""
+# The keys with the most waiting jobs shown per fair queue (the admin, queue_status).
+TOP_KEYS = 10
+# Seconds between two prunings of the turns of keys no waiting job needs (Store.tidy).
+PRUNE_EVERY = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingByKey:
+    """A fair queue's waiting jobs (due or not, not running) per fair key: the keys with
+    the most, most first, as (key, jobs) with NO_KEY for the jobs without one; and how
+    many keys have a waiting job in all."""
+
+    top: tuple[tuple[str, int], ...]
+    keys: int
 
 
 def fairness_problem(value: Any) -> str | None:

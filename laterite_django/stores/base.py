@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
+from ..core.fairness import TOP_KEYS, WaitingByKey
 from ..core.values import Claim, NewJob, QueueCounts, Running, job_ids
 from ..exceptions import StoreUnavailable
 from .errors import database_outage, guarded
@@ -259,6 +260,18 @@ class Store(FailedList, abc.ABC):
         """Remove what slows the store down once enough of it has piled up (PostgreSQL's
         dead rows); return how much was removed, 0 when nothing was due. Cheap to call
         often: the workers call it every few seconds."""
+        return 0
+
+    def fair_waiting(self, top: int = TOP_KEYS) -> dict[str, WaitingByKey]:
+        """For each fair queue with a waiting job of a fair key (core/fairness.py), its
+        `top` keys with the most waiting jobs (due or not; NO_KEY for the jobs pushed
+        without a key) and how many keys wait in all (the admin, `queue_status`)."""
+        return {}
+
+    def prune_fair_turns(self) -> int:
+        """Forget the turns of the fair keys no waiting job needs any more, so that they
+        do not pile up, without changing any job's turn to come; return how many were
+        forgotten. `tidy` calls it every PRUNE_EVERY seconds."""
         return 0
 
     def quiet(self) -> bool:

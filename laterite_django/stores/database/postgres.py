@@ -45,6 +45,7 @@ from .sql import (
     WAITING_OF_BATCH,
     abandoned,
     returning,
+    stored_fair_key,
 )
 
 __all__ = [
@@ -574,14 +575,16 @@ AFTER_NOW_PUSH = "statement_timestamp() + make_interval(secs => %s)"
 _ROW = f"(%s, %s, %s, %s, %s, {_due('%s', '%s')}, 0, %s, %s, '', '', 0)"
 
 
-def _push_sql(on_key: str) -> str:
-    """The push of any number of jobs (params: one array per column, then the channel)."""
+def _push_sql(on_key: str, fair: bool = False) -> str:
+    """The push of any number of jobs (params: one array per column, then the channel);
+    `fair`: one more array, the jobs' fair keys."""
+    fk = (", fair_key", ", fk", ", %s::varchar[]", ", fk") if fair else ("", "", "", "")
     return (
-        f"WITH ins AS (INSERT INTO {TABLE} ({INSERT_COLUMNS}) "
-        f"SELECT n, q, p, pr, pa, {_due('aa', 'd')}, 0, ru, uk, '', '', 0 FROM unnest("
+        f"WITH ins AS (INSERT INTO {TABLE} ({INSERT_COLUMNS}{fk[0]}) "
+        f"SELECT n, q, p, pr, pa, {_due('aa', 'd')}, 0, ru, uk, '', '', 0{fk[1]} FROM unnest("
         f"%s::varchar[], %s::varchar[], %s::text[], %s::int2[], %s::timestamptz[], "
-        f"%s::timestamptz[], %s::float8[], %s::timestamptz[], %s::varchar[]) "
-        f"AS t(n, q, p, pr, pa, aa, d, ru, uk){on_key} RETURNING id, unique_key, queue), "
+        f"%s::timestamptz[], %s::float8[], %s::timestamptz[], %s::varchar[]{fk[2]}) "
+        f"AS t(n, q, p, pr, pa, aa, d, ru, uk{fk[3]}){on_key} RETURNING id, unique_key, queue), "
         f"notified AS (SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q "
         f"WHERE (SELECT {MUST_NOTIFY})) "
         f"SELECT id, unique_key FROM ins WHERE (SELECT count(*) FROM notified) >= 0"
@@ -597,6 +600,7 @@ def _push_one_sql(on_key: str) -> str:
 
 
 PUSH, PUSH_KEYED = _push_sql(""), _push_sql(_ON_KEY)
+PUSH_FAIR, PUSH_FAIR_KEYED = _push_sql("", fair=True), _push_sql(_ON_KEY, fair=True)
 PUSH_ONE, PUSH_ONE_KEYED = _push_one_sql(""), _push_one_sql(_ON_KEY)
 
 
@@ -606,7 +610,7 @@ def push(jobs: Sequence[NewJob], ts: Any) -> list[Statement]:
     PostgreSQL delivers the notification when the pushing transaction commits.
     """
     keyed = any(job.unique_key is not None for job in jobs)
-    return [(PUSH_KEYED if keyed else PUSH, [
+    params: list[Any] = [
         [job.name for job in jobs],
         [job.queue for job in jobs],
         [job.payload for job in jobs],
@@ -616,8 +620,12 @@ def push(jobs: Sequence[NewJob], ts: Any) -> list[Statement]:
         [job.delay for job in jobs],
         [job.retry_until for job in jobs],
         [job.unique_key for job in jobs],
-        CHANNEL,
-    ])]
+    ]
+    if any(job.fair_cost is not None for job in jobs):
+        # A job of a fair queue keeps its key ("" for none) for the counts per key.
+        params.append([stored_fair_key(job) for job in jobs])
+        return [(PUSH_FAIR_KEYED if keyed else PUSH_FAIR, [*params, CHANNEL])]
+    return [(PUSH_KEYED if keyed else PUSH, [*params, CHANNEL])]
 
 
 # PUSH_ONE and PUSH_ONE_KEYED by name, their values as text, the three times in

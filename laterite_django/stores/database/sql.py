@@ -13,6 +13,8 @@ from typing import Any, overload
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from ...core.values import NewJob
+
 __all__ = [
     "ADD_MINUTE",
     "ADD_TO_BATCH",
@@ -72,6 +74,7 @@ __all__ = [
     "resume",
     "returning",
     "settled",
+    "stored_fair_key",
     "without_key",
 ]
 
@@ -101,6 +104,12 @@ INSERT_COLUMNS = (
 # One pushed row: name, queue, payload, priority, pushed_at, available_at,
 # retry_until, unique_key.
 ROW = "(%s, %s, %s, %s, %s, %s, 0, %s, %s, '', '', 0)"
+
+
+def stored_fair_key(job: NewJob) -> str | None:
+    """The `fair_key` column of a pushed job: its fair key, "" for a job of a fair queue
+    pushed without one (they share a turn), NULL for a job of a queue not served fairly."""
+    return None if job.fair_cost is None else (job.fair_key or "")
 
 # A released or requeued job keeps its unique key unless another job with that
 # key now waits (the key is unique among waiting jobs only).

@@ -28,6 +28,7 @@ from .sql import (
     abandoned,
     candidates,
     execute,
+    stored_fair_key,
 )
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
 
 Statement = tuple[str, list[Any]]
 
-# Jobs per INSERT (8 parameters each) and ids per UPDATE.
+# Jobs per INSERT (8 parameters each, 9 with a fair key) and ids per UPDATE.
 _CHUNK = 2000
 
 
@@ -75,6 +76,10 @@ def requeue_abandoned(reason: str, retry_after: float) -> Statement:
 def push(jobs: Sequence[NewJob], ts: Callable[[Any], Any]) -> list[Statement]:
     """Insert `jobs`, one statement per chunk; each returns (id, unique_key) rows."""
     statements = []
+    # A job of a fair queue keeps its key ("" for none) for the counts per key.
+    fair = any(job.fair_cost is not None for job in jobs)
+    columns, row = (f"{INSERT_COLUMNS}, fair_key", f"{ROW[:-1]}, %s)") if fair else (
+        INSERT_COLUMNS, ROW)
     for chunk in _chunks(jobs):
         params: list[Any] = []
         for job in chunk:
@@ -82,8 +87,10 @@ def push(jobs: Sequence[NewJob], ts: Callable[[Any], Any]) -> list[Statement]:
                 job.name, job.queue, job.payload, job.priority, ts(job.pushed_at),
                 ts(job.available_at), ts(job.retry_until), job.unique_key,
             ]
+            if fair:
+                params.append(stored_fair_key(job))
         statements.append((
-            f"INSERT INTO {TABLE} ({INSERT_COLUMNS}) VALUES {', '.join([ROW] * len(chunk))} "
+            f"INSERT INTO {TABLE} ({columns}) VALUES {', '.join([row] * len(chunk))} "
             f"ON CONFLICT DO NOTHING RETURNING id, unique_key",
             params,
         ))

@@ -43,6 +43,7 @@ from ..errors import guarded
 from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 from . import postgres, sql, sqlite
 from .fair import FairTurns, with_fair_places
+from .fair_rows import FairRows
 from .postgres import keeps_callers_settings
 from .sql import aware
 from .vacuum import Vacuum
@@ -82,7 +83,7 @@ def _schedule_state(row: Any) -> ScheduleState:
                          rule_hash=row.rule_hash or None)
 
 
-class DatabaseStore(WorkerRows, Store):
+class DatabaseStore(FairRows, WorkerRows, Store):
     """The `database` store: PostgreSQL or SQLite, on LATERITE_QUEUE_DATABASE."""
 
     transactional_push = True
@@ -644,9 +645,10 @@ class DatabaseStore(WorkerRows, Store):
 
     @guarded
     def tidy(self) -> int:
+        pruned = self._prune_fair_now()  # the turns of fair keys gone (fair_rows.py)
         if not self.postgres:
-            return 0  # SQLite reuses the space of deleted rows: nothing piles up
-        return self._vacuum.maybe(self.connection)
+            return pruned  # SQLite reuses the space of deleted rows: nothing piles up
+        return pruned + self._vacuum.maybe(self.connection)
 
     @guarded
     def ping(self) -> None:

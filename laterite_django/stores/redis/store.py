@@ -74,6 +74,7 @@ from .values import (
 )
 from .values import claims as claims_from_rows
 from .wait import Waiting
+from .fair import FairEntries
 from .workers import WorkerEntries
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ class Counter:
             self._count()
 
 
-class RedisStore(WorkerEntries, Store):
+class RedisStore(FairEntries, WorkerEntries, Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
     # Redis cannot join a database transaction: inside one, push_on_commit() keeps the
@@ -1065,6 +1066,24 @@ class RedisStore(WorkerEntries, Store):
             if payload is not None and token is None:
                 found.append((job_id, text(payload)))
         return found
+
+    @guarded
+    def sample_payloads(self, limit: int) -> list[str]:
+        """See Store.sample_payloads: the first `limit` members of each queue's ready
+        and delayed zsets (not all ids, as unclaimed_payloads reads), their payloads."""
+        names = self.queues()
+        if not names:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for queue in names:
+            pipe.zrange(self.key("queue", queue, "ready"), 0, limit - 1)
+            pipe.zrange(self.key("queue", queue, "delayed"), 0, limit - 1)
+        ids = {int(text(member).rsplit(":", 1)[-1])
+               for members in pipe.execute() for member in members}
+        pipe = self.client.pipeline(transaction=False)
+        for job_id in sorted(ids):
+            pipe.hget(self.key("job", str(job_id)), "payload")
+        return [text(found) for found in (pipe.execute() if ids else []) if found is not None]
 
     @guarded
     def replace_payloads(self, changes: Sequence[tuple[int, str, str]]) -> int:

@@ -51,7 +51,8 @@ local function take(q, k, id)
   drop_key(k, id)
   local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'pushed_at',
     'retry_until', 'unique_key', 'priority', 'last_error', 'available_at', 'uncounted',
-    'cancel_requested')
+    'cancel_requested', 'fk')
+  count_fair(q, f[12], -1)
   out[#out + 1] = {tonumber(id), attempts, f[1], f[2], f[3], f[4], f[5], f[6], f[7],
     f[8], f[9], position, f[10], f[11]}
 end

@@ -80,6 +80,16 @@ local function delete_claimed(id, token)
   return -1
 end
 
+-- The waiting (ready or delayed) jobs of queue `q` per fair key, `P:queue:<q>:fairn`
+-- (key -> jobs; the jobs without a key under ''): moved by `by` for a job of fair key
+-- `fk` (nil: not a job of a fair queue), a key at 0 let go. O(1): one HINCRBY.
+local function count_fair(q, fk, by)
+  if fk then
+    local counts = qkey(q, 'fairn')
+    if redis.call('HINCRBY', counts, fk, by) <= 0 then redis.call('HDEL', counts, fk) end
+  end
+end
+
 -- Put job `id` (hash `k`, available at `avail`) in its queue's ready or delayed set.
 -- A job of a fair queue keeps its fair tag (`ft`, see fair_tag in _push_jobs.lua) as its
 -- place in line: released, requeued or made due, it comes back in its key's turn.
@@ -111,4 +121,5 @@ local function unclaim(k, q, id, avail, now, err, how)
   local key = redis.call('HGET', k, 'unique_key')
   if key and not take_key(key, id) then redis.call('HDEL', k, 'unique_key') end
   enqueue(k, q, id, avail, now)
+  count_fair(q, redis.call('HGET', k, 'fk'), 1)
 end

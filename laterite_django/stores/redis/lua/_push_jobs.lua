@@ -92,6 +92,7 @@ for i = 0, n - 1 do
     else
       redis.call('ZADD', qkey(queue, 'delayed'), avail, id)
     end
+    if ft then count_fair(queue, fk, 1) end
     pushed[queue] = (pushed[queue] or 0) + 1
     ids[i + 1] = tonumber(id)
   end

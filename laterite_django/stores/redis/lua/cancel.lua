@@ -15,8 +15,9 @@ for i = 4, #ARGV do
     out[#out + 1] = {id, 'asked'}
   else
     local f = redis.call('HMGET', k, 'name', 'queue', 'payload', 'priority', 'unique_key',
-      'attempts', 'pushed_at', 'retried_from_id', 'retried_from_error', 'member')
+      'attempts', 'pushed_at', 'retried_from_id', 'retried_from_error', 'member', 'fk')
     local q = f[2]
+    count_fair(q, f[11], -1)
     if f[10] then redis.call('ZREM', qkey(q, 'ready'), f[10]) end
     redis.call('ZREM', qkey(q, 'delayed'), id)
     drop_key(k, id)

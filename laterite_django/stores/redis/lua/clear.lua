@@ -26,7 +26,9 @@ for _, q in ipairs(queues) do
   for _, kind in ipairs({'delayed', 'claimed'}) do
     for _, id in ipairs(redis.call('ZRANGE', qkey(q, kind), 0, -1)) do forget(id) end
   end
-  redis.call('DEL', qkey(q, 'ready'), qkey(q, 'delayed'), qkey(q, 'claimed'), qkey(q, 'wake'))
+  -- Its fair turns too: nothing waits, so its line starts again (see prune_fair.lua).
+  redis.call('DEL', qkey(q, 'ready'), qkey(q, 'delayed'), qkey(q, 'claimed'), qkey(q, 'wake'),
+    qkey(q, 'fairn'), qkey(q, 'fair'))
   redis.call('SREM', P .. ':queues', q)
 end
 return count

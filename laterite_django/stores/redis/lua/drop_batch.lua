@@ -19,6 +19,7 @@ for _, m in ipairs(members) do
   if payload then b, pos = string.match(payload, '"batch":%[(%d+),(%d+)%]}$') end
   if b == batch then
     drop_key(k, id)
+    count_fair(q, redis.call('HGET', k, 'fk'), -1)
     redis.call('ZREM', set, m)
     redis.call('DEL', k)
     redis.call('RPUSH', ended, '[' .. b .. ',' .. pos .. ']')
