@@ -136,6 +136,8 @@ LATERITE_QUEUE_LIMITS = json.loads(os.environ.get("LATERITE_TEST_LIMITS", "{}"))
 LATERITE_QUEUE_SHUTDOWN_GRACE = float(os.environ.get("LATERITE_TEST_SHUTDOWN_GRACE", "5"))
 # Recurring schedules of the worker subprocesses a test starts, as JSON.
 LATERITE_QUEUE_SCHEDULES = json.loads(os.environ.get("LATERITE_TEST_SCHEDULES", "{}"))
+# The job history of the worker subprocesses a test starts, as JSON (off by default).
+LATERITE_QUEUE_HISTORY = json.loads(os.environ.get("LATERITE_TEST_HISTORY", "null"))
 
 LOGGING = {
     "version": 1,

@@ -20,8 +20,8 @@ from typing import Any
 
 from .cancel import CANCELLED
 
-__all__ = ["CANCELLED_STATUS", "FAILED", "STATUSES", "SUCCEEDED", "HistoryPolicy", "duration", "history_problem",
-           "policy_of", "status_of"]
+__all__ = ["CANCELLED_STATUS", "FAILED", "STATUSES", "SUCCEEDED", "HistoryPolicy", "duration",
+           "history_problem", "policy_of", "status_of"]
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from ..core.fairness import TOP_KEYS, WaitingByKey
+from ..core.sequences import HeldSequence
 from ..core.values import Claim, NewJob, QueueCounts, Running, job_ids
 from ..exceptions import StoreUnavailable
 from .errors import database_outage, guarded
@@ -273,6 +274,141 @@ class Store(FailedList, abc.ABC):
         do not pile up, without changing any job's turn to come; return how many were
         forgotten. `tidy` calls it every PRUNE_EVERY seconds."""
         return 0
+
+    def held_sequences(self, limit: int = 100) -> list[HeldSequence]:
+        """The sequences whose head failed for good and holds the rest (core/sequences.py),
+        by key, at most `limit` (the admin, `queue_status`)."""
+        return []
+
+    def release_sequence(self, key: str) -> bool:
+        """Let the held sequence `key` go on: its next job is due, its failed head stays
+        on the failed list (retried, it runs after those waiting now); whether it was
+        held. Forgetting the failed head does the same and drops it."""
+        return False
+
+    def _sequences_forgotten(self, jobs: Sequence[tuple[int, str]]) -> None:
+        """Failed jobs of sequences forgotten, (job id while queued, key) each, in the
+        forget's transaction: a sequence held by one of them goes on."""
+
+    def quiet(self) -> bool:
+        """Whether this thread's idle worker may wait on without a sweep or a claim: its
+        store's last look found no job claimed anywhere and none of its queues' jobs
+        due, and nothing has woken it since (no push, no delayed job fallen due).
+        Then nothing can have been claimed, so no worker can have died holding a job.
+        Stores that cannot tell say False (the default): their idle workers sweep
+        and claim at every wake-up."""
+        return False
+
+    def wait(
+        self, queues: Sequence[str], timeout: float, stop, *, longest: float | None = None
+    ) -> None:
+        """Block until a job may be due on `queues`, `timeout` passes or `stop` is set.
+
+        `stop` is a threading.Event. Stores that can be woken (LISTEN/NOTIFY,
+        blocking pops) override this: a push, and every call that puts a job back
+        in line, wakes them, so they may wait up to `longest` instead of `timeout`
+        (never past the next delayed job's time), and an idle worker then asks
+        nothing of its store. The default sleeps `timeout`.
+        """
+        stop.wait(timeout)
+
+    def wait_and_claim(
+        self, queues: Sequence[str], worker: str, limit: int, timeout: float, stop, *,
+        fresh_within: float, longest: float | None = None, quiet_after: float = 5.0,
+        limits: Limits | None = None,
+    ) -> list[Claim]:
+        """Wait as `wait` does; a store that can claim in the round trip that wakes it
+        returns what it claimed there (as `claim` would), saving the worker one.
+
+        Such a claim may be dated up to `fresh_within` seconds (and a server tick)
+        before it is made; the worker keeps that well under `retry_after`. A store
+        whose look for `quiet` costs more than its waits may wait until the worker
+        has been idle `quiet_after` seconds before it looks. The default waits and
+        claims nothing: the worker claims next, as after `wait`.
+        """
+        self.wait(queues, timeout, stop, longest=longest)
+        return []
+
+    # -- flow control (flow/) -----------------------------------------------------
+
+    @abc.abstractmethod
+    def pause(self, queues: Sequence[str]) -> None:
+        """Mark `queues` paused: workers leave them out of their claims."""
+
+    @abc.abstractmethod
+    def resume(self, queues: Sequence[str]) -> None:
+        """Unmark paused `queues` and wake the workers waiting on them."""
+
+    @abc.abstractmethod
+    def paused_queues(self) -> set[str]:
+        """Return the names of the paused queues."""
+
+    @abc.abstractmethod
+    def cancel(self, ids: Iterable[int]) -> dict[int, str]:
+        """Cancel jobs; return each id's `flow.cancel.Outcome` word.
+
+        A waiting or delayed job moves to the failed list now ("cancelled"); a
+        running one is marked, for its worker's heartbeat to see ("asked"); an id
+        no job has any more is left alone ("finished").
+        """
+
+    @abc.abstractmethod
+    def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
+        """Return the ids of those held `claims` whose cancel was asked."""
+
+    def drop_batch(self, batch_id: int) -> int:
+        """Remove the jobs of cancelled batch `batch_id` not started yet, counting each as
+        ended (workflows.batches.cancel_batch); return how many. One that escapes (a
+        job claimed meanwhile) is dropped, unrun, by the worker that claimed it."""
+        raise NotImplementedError
+
+    def flush(self) -> bool:
+        """Finish what this process put off to do in bulk (the Redis store: count the
+        batch ends it listed); return True if that may have pushed jobs (a batch's
+        callbacks). The worker calls it when it finds nothing to claim (and claims
+        again if so) and as it stops; cheap when there is nothing to do."""
+        return False
+
+    def work_in_background(self) -> None:
+        """This process is a worker on connections of its own (`queue_work`, not
+        `testing.run_jobs` in the caller's transaction): the store may do what it puts
+        off (see `flush`) in a thread of its own. Nothing to do for most stores."""
+
+    def close(self) -> None:
+        """Release whatever connections this store holds for the calling thread."""
+
+    # -- the live workers' list (core.workers) -----------------------------------
+
+    def beat_worker(self, info: WorkerInfo) -> None:
+        """Write worker `info`'s entry (created at its first beat), its beat dated by
+        the store's clock; now and then remove the entries lost longer than
+        `core.workers.KEEP_LOST`. Called at the worker's start, then with its
+        heartbeat: one write per RETRY_AFTER / 3 seconds, whatever its jobs."""
+        raise NotImplementedError
+
+    def remove_worker(self, worker_id: str) -> None:
+        """Remove the entry of worker `worker_id` (it stops cleanly)."""
+        raise NotImplementedError
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every worker's entry, lost ones included, by host then pid, each with its
+        `age` (seconds since its last beat, by the store's clock)."""
+        raise NotImplementedError
+
+    # -- shared by the stores ---------------------------------------------------
+
+    def _outage(self, error: BaseException) -> StoreUnavailable | None:
+        """The StoreUnavailable to raise for a backend `error`, or None (see errors.guarded)."""
+        return database_outage(error, self.database)
+
+    def _with_failed(self, counts: dict[str, QueueCounts]) -> dict[str, QueueCounts]:
+        """The counts of `counts`' non-empty queues plus every queue's failed jobs, by name."""
+        result = {queue: c for queue, c in counts.items() if c.total}
+        for queue, failed in self.failed_counts().items():
+            result.setdefault(queue, QueueCounts()).failed = failed
+        return dict(sorted(result.items()))
+
+    # -- re-encryption (queue_rekey) --------------------------------------------
 
     def quiet(self) -> bool:
         """Whether this thread's idle worker may wait on without a sweep or a claim: its

@@ -1068,24 +1068,6 @@ class RedisStore(FairEntries, WorkerEntries, Store):
         return found
 
     @guarded
-    def sample_payloads(self, limit: int) -> list[str]:
-        """See Store.sample_payloads: the first `limit` members of each queue's ready
-        and delayed zsets (not all ids, as unclaimed_payloads reads), their payloads."""
-        names = self.queues()
-        if not names:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for queue in names:
-            pipe.zrange(self.key("queue", queue, "ready"), 0, limit - 1)
-            pipe.zrange(self.key("queue", queue, "delayed"), 0, limit - 1)
-        ids = {int(text(member).rsplit(":", 1)[-1])
-               for members in pipe.execute() for member in members}
-        pipe = self.client.pipeline(transaction=False)
-        for job_id in sorted(ids):
-            pipe.hget(self.key("job", str(job_id)), "payload")
-        return [text(found) for found in (pipe.execute() if ids else []) if found is not None]
-
-    @guarded
     def replace_payloads(self, changes: Sequence[tuple[int, str, str]]) -> int:
         if not changes:
             return 0

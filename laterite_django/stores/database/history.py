@@ -1,0 +1,380 @@
+"""The job history's table (`laterite_job_record`, models.JobRecord) on the database:
+the statements that write records in the transaction that settles their jobs, and the
+pruning.
+
+Writing: a finished job's record is made from its row as the settle deletes it, by
+the server, in the same statement (PostgreSQL's plain settle: a data-modifying CTE)
+or the same transaction (an INSERT ... SELECT just before the deletion), never in a
+round trip of its own. The worker sends only what the row does not hold: which of its
+jobs to record (their queues keep history) and when each started and ended, by its
+clock (epoch seconds).
+
+Pruning: on PostgreSQL the table is partitioned by day on `finished_at` (the
+migration's DDL below); `keep_partitions` creates the next days' partitions ahead and
+drops those of days wholly past every queue's keep, which leaves no dead rows (a
+DROP, not a DELETE). The default partition takes any row no day's partition would (a
+clock far off, the partitions not made yet), so an insert never fails; rows there,
+and those of queues kept shorter than the longest keep, are deleted by their index.
+On SQLite, a DELETE by the index on `finished_at`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from operator import attrgetter
+from typing import Any
+
+from django.db import transaction
+
+from ...core.ending import any_marked
+from ...core.history import SUCCEEDED, HistoryPolicy, status_of
+from ...core.values import Claim
+from ...payload import SEALED_KEY
+from ..callbacks import limits_of
+from ..recording import history
+from . import postgres as pg
+from .sql import TABLE, aware
+
+__all__ = [
+    "AHEAD_DAYS", "COLUMNS", "POSTGRES_DDL", "PRUNE_EVERY", "RECORD_TABLE", "HistoryRows",
+    "insert_finished", "insert_rows", "keep_partitions", "partition_name", "partitions", "plain",
+    "prune", "prune_history", "record_of", "record_times",
+]
+
+RECORD_TABLE = "laterite_job_record"
+# Days of partitions made ahead of today (the workers' housekeeping and queue_history
+# --prune make them; a day not made yet goes to the default partition meanwhile).
+AHEAD_DAYS = 3
+COLUMNS = ("job_id, name, queue, args, kwargs, encrypted, status, attempts, pushed_at, "
+           "started_at, finished_at, worker, error")
+
+# The partitioned table on PostgreSQL (the migration runs it; `RunPython`, by vendor).
+POSTGRES_DDL = [
+    f"CREATE TABLE {RECORD_TABLE} ("
+    "id bigserial NOT NULL, job_id bigint NOT NULL, name varchar(200) NOT NULL, "
+    "queue varchar(100) NOT NULL, args jsonb NULL, kwargs jsonb NULL, encrypted jsonb NULL, "
+    "status varchar(10) NOT NULL, attempts integer NOT NULL, pushed_at timestamptz NULL, "
+    "started_at timestamptz NULL, finished_at timestamptz NOT NULL, "
+    "worker varchar(200) NOT NULL, error text NOT NULL, "
+    "PRIMARY KEY (id, finished_at)) PARTITION BY RANGE (finished_at)",
+    f"CREATE TABLE {RECORD_TABLE}_default PARTITION OF {RECORD_TABLE} DEFAULT",
+    f"CREATE INDEX laterite_record_finished ON {RECORD_TABLE} (finished_at)",
+    f"CREATE INDEX laterite_record_name ON {RECORD_TABLE} (name, finished_at)",
+    f"CREATE INDEX laterite_record_queue ON {RECORD_TABLE} (queue, finished_at)",
+    f"CREATE INDEX laterite_record_job ON {RECORD_TABLE} (job_id)",
+]
+
+# -- PostgreSQL -------------------------------------------------------------------
+
+# The record columns of a finished job's row `j` (its payload parsed once, as `p.j`)
+# and its times `r` (epoch seconds, the worker's clock).
+_PG_VALUES = (
+    "j.id, j.name, j.queue, p.j->'args', p.j->'kwargs', p.j->'encrypted', %s, j.attempts, "
+    "j.pushed_at, to_timestamp(r.started), to_timestamp(r.finished), j.claimed_by, %s"
+)
+# Params: status, error, then record_times' ids, tokens, started, finished. The records of
+# the held claims among them, read from their rows (run before their deletion, in its
+# transaction).
+PG_INSERT_FINISHED = (
+    f"INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT {_PG_VALUES} "
+    f"FROM unnest(%s::bigint[], %s::varchar[], %s::float8[], %s::float8[]) "
+    f"AS r(id, token, started, finished) "
+    f"JOIN {TABLE} j ON j.id = r.id AND j.token = r.token "
+    f"CROSS JOIN LATERAL (SELECT j.payload::jsonb AS j) p"
+)
+
+
+def pg_recorded(delete: str) -> str:
+    """`delete` (a DELETE of finished jobs, as a CTE `done`'s body, without RETURNING)
+    made to write the records of those of its rows listed in a second array of ids,
+    in the same statement. Params: the DELETE's, then the record ids, started and
+    finished times (epoch seconds); the CTE keeps the name `done`."""
+    return (
+        f"WITH gone AS ({delete} RETURNING {TABLE}.id, {TABLE}.name, {TABLE}.queue, "
+        f"{TABLE}.payload, {TABLE}.attempts, {TABLE}.pushed_at, {TABLE}.claimed_by), "
+        f"done AS (INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT j.id, j.name, j.queue, "
+        f"p.j->'args', p.j->'kwargs', p.j->'encrypted', '{SUCCEEDED}', j.attempts, "
+        f"j.pushed_at, to_timestamp(r.started), to_timestamp(r.finished), j.claimed_by, '' "
+        f"FROM gone j JOIN unnest(%s::bigint[], %s::float8[], %s::float8[]) "
+        f"AS r(id, started, finished) ON r.id = j.id "
+        f"CROSS JOIN LATERAL (SELECT j.payload::jsonb AS j) p RETURNING 1)"
+    )
+
+
+# -- SQLite -----------------------------------------------------------------------
+
+
+def _sqlite_insert(count: int) -> str:
+    """Params: status, error, then (id, token, started, finished) of `count` claims."""
+    values = ", ".join(["(%s, %s, %s, %s)"] * count)
+    return (
+        f"INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT j.id, j.name, j.queue, "
+        f"json_extract(j.payload, '$.args'), json_extract(j.payload, '$.kwargs'), "
+        f"json_extract(j.payload, '$.encrypted'), s.status, j.attempts, j.pushed_at, "
+        f"r.column3, r.column4, j.claimed_by, s.error "
+        f"FROM (VALUES {values}) r JOIN {TABLE} j ON j.id = r.column1 AND j.token = r.column2 "
+        f"CROSS JOIN (SELECT %s AS status, %s AS error) s"
+    )
+
+
+# -- both ---------------------------------------------------------------------------
+
+
+def _epoch(value: float) -> float | None:
+    return value or None
+
+
+def record_times(claims: Sequence[Claim]) -> tuple[list[int], list[str], list, list]:
+    """ids, tokens, started and finished (epoch seconds, None if unknown) of `claims`."""
+    return ([c.id for c in claims], [c.token for c in claims],
+            [_epoch(c.started) for c in claims], [_epoch(c.ended) for c in claims])
+
+
+def _stamp(value: float, ts: Any) -> Any:
+    return None if not value else ts(datetime.fromtimestamp(value, UTC))
+
+
+def insert_finished(postgres: bool, claims: Sequence[Claim], status: str, error: str,
+                    ts: Any) -> tuple[str, list[Any]]:
+    """The INSERT ... SELECT writing the records of `claims` (held) from their rows, to
+    run before their deletion in its transaction; `ts` adapts a datetime (SQLite)."""
+    if postgres:
+        ids, tokens, started, finished = record_times(claims)
+        return PG_INSERT_FINISHED, [status, error, ids, tokens, started, finished]
+    return (_sqlite_insert(len(claims)),
+            [*[v for c in claims for v in (c.id, c.token, _stamp(c.started, ts),
+                                           _stamp(c.ended, ts))], status, error])
+
+
+def insert_rows(rows: Sequence[dict[str, Any]], database: str) -> None:
+    """Write records given whole (the Redis store's, cancelled jobs') by the ORM."""
+    from ...models import JobRecord  # the models load after the app registry
+
+    if rows:
+        JobRecord.objects.using(database).bulk_create([JobRecord(**row) for row in rows])
+
+
+# -- pruning ------------------------------------------------------------------------
+
+
+def partition_name(day: date) -> str:
+    return f"{RECORD_TABLE}_p{day:%Y%m%d}"
+
+
+def partitions(cursor: Any) -> list[str]:
+    """The names of the day partitions of the table (not the default one)."""
+    cursor.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s", [RECORD_TABLE])
+    prefix = f"{RECORD_TABLE}_p"
+    return sorted(name for (name,) in cursor.fetchall() if name.startswith(prefix))
+
+
+def keep_partitions(cursor: Any, now: datetime, longest: float | None
+                    ) -> tuple[list[str], list[str]]:
+    """Make the partitions of today and the AHEAD_DAYS next days, drop those of days
+    ended more than `longest` seconds before `now`; return (made, dropped).
+
+    A day already holding rows in the default partition is not made (PostgreSQL would
+    refuse it): those rows stay there, deleted by `prune` in time."""
+    made: list[str] = []
+    dropped: list[str] = []
+    have = set(partitions(cursor))
+    today = now.astimezone(UTC).date()
+    for ahead in range(AHEAD_DAYS + 1):
+        day = today + timedelta(days=ahead)
+        name = partition_name(day)
+        if name in have:
+            continue
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        end = start + timedelta(days=1)
+        cursor.execute(f"SELECT 1 FROM {RECORD_TABLE}_default WHERE finished_at >= %s "
+                       f"AND finished_at < %s LIMIT 1", [start, end])
+        if cursor.fetchone():
+            continue
+        # Literals: DDL takes no parameters (the bounds are dates made here).
+        cursor.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {RECORD_TABLE} "
+                       f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')")
+        made.append(name)
+    if longest is None:
+        return made, dropped
+    cutoff = now - timedelta(seconds=longest)
+    prefix = len(f"{RECORD_TABLE}_p")
+    for name in sorted(have):
+        day = datetime.strptime(name[prefix:], "%Y%m%d").replace(tzinfo=UTC)
+        if day + timedelta(days=1) <= cutoff:
+            cursor.execute(f"DROP TABLE IF EXISTS {name}")
+            dropped.append(name)
+    return made, dropped
+
+
+def prune(cursor: Any, postgres: bool, policy: HistoryPolicy, now: datetime, ts: Any
+          ) -> tuple[int, list[str], list[str]]:
+    """Remove the records past their queue's keep; return (rows deleted, partitions
+    made, partitions dropped). PostgreSQL: whole days dropped, the default partition and
+    the queues kept shorter deleted by index; SQLite: a DELETE by the index."""
+    made: list[str] = []
+    dropped: list[str] = []
+    deleted = 0
+    cutoff = now - timedelta(seconds=policy.longest)
+    if postgres:
+        made, dropped = keep_partitions(cursor, now, policy.longest)
+        cursor.execute(f"DELETE FROM {RECORD_TABLE}_default WHERE finished_at < %s", [cutoff])
+    else:
+        cursor.execute(f"DELETE FROM {RECORD_TABLE} WHERE finished_at < %s", [ts(cutoff)])
+    deleted += max(cursor.rowcount, 0)
+    for queue, keep in policy.shorter().items():
+        cursor.execute(f"DELETE FROM {RECORD_TABLE} WHERE queue = %s AND finished_at < %s",
+                       [queue, ts(now - timedelta(seconds=keep))])
+        deleted += max(cursor.rowcount, 0)
+    return deleted, made, dropped
+
+
+def prune_history(database: str, now: datetime | None = None
+                  ) -> tuple[int, list[str], list[str]]:
+    """Prune the history on `database` under the policy in force (make the partitions
+    ahead on PostgreSQL too); (0, [], []) while history is off. `queue_history --prune`
+    and the workers' housekeeping (Store.tidy, every PRUNE_EVERY s) call it."""
+    from django.db import connections
+
+    policy = history()
+    if policy is None:
+        return 0, [], []
+    connection = connections[database]
+    postgres = connection.vendor == "postgresql"
+    with transaction.atomic(using=database), connection.cursor() as cursor:
+        if postgres:
+            # Two workers at once would race to make the same partition: one at a time.
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PRUNE_LOCK])
+        return prune(cursor, postgres, policy, now or datetime.now(UTC),
+                     connection.ops.adapt_datetimefield_value)
+
+
+# Seconds between two prunes by one process's housekeeping (Store.tidy).
+PRUNE_EVERY = 300.0
+# The advisory lock a prune holds on PostgreSQL ("laterite" in ASCII, + 9).
+PRUNE_LOCK = 7809651207897183333 + 9
+
+
+class HistoryRows:
+    """The database store's job history: the settles that write records (in their own
+    statement or transaction) and its pruning at the workers' housekeeping."""
+
+    database: str
+    _pruned_history_at: float = 0.0
+
+    def _settle_recorded(self, record: Sequence[Claim], finished: Sequence[Claim],
+                         queues: Sequence[str], worker: str, limit: int,
+                         limits: Any) -> list[Claim]:
+        """settle_and_claim, writing the records of `record` (of `finished`) with it: on
+        PostgreSQL's plain claim in its one statement, else in its transaction."""
+        store: Any = self
+        if not record:
+            return store._settle_and_claim(finished, queues, worker, limit, limits)
+        if store.dialect is pg and queues and limit >= 1 and plain(finished):
+            if limits is None:
+                limits = limits_of(list(dict.fromkeys(queues)))
+            if not limits:
+                rows = _run_recorded(store.connection, _SETTLE_AND_CLAIM_RECORDED, finished,
+                                     record, pg.claim_params(
+                                         uuid.uuid4().hex, worker,
+                                         list(dict.fromkeys(queues)), limit))
+                if rows is not None:
+                    from .store import _claim_from_row  # the store imports this module
+
+                    claims = [_claim_from_row(row) for row in rows]
+                    claims.sort(key=attrgetter("position"))
+                    return claims
+        with transaction.atomic(using=self.database):
+            store._execute(*insert_finished(store.postgres, record, SUCCEEDED, "", store._ts))
+            return store._settle_and_claim(finished, queues, worker, limit, limits)
+
+    def _delete_recorded(self, record: Sequence[Claim], claims: Sequence[Claim]) -> int:
+        """delete, writing the records of `record` (of `claims`) with it: on PostgreSQL's
+        plain deletion in its one statement, else in its transaction."""
+        store: Any = self
+        if store.dialect is pg and plain(claims):
+            rows = _run_recorded(store.connection, _DELETE_RECORDED, claims, record, [])
+            if rows is not None:
+                return len(rows)
+        with transaction.atomic(using=self.database):
+            store._execute(*insert_finished(store.postgres, record, SUCCEEDED, "", store._ts))
+            return int(store._delete(claims))
+
+    def _record_failed(self, claim: Claim, error: str) -> None:
+        """Write the record of `claim`, failing or cancelled with `error`, from its row (in
+        fail()'s transaction, before the row goes); nothing if its queue keeps none."""
+        policy = history()
+        if policy is None or not policy.records(claim.queue):
+            return
+        store: Any = self
+        if not claim.ended:
+            claim = replace(claim, ended=time.time())
+        store._execute(*insert_finished(store.postgres, [claim], status_of(error), error,
+                                        store._ts))
+
+    def _record_cancelled(self, rows: Sequence[Sequence[Any]], error: str) -> None:
+        """Write the records of waiting jobs cancelled (rows as sql.FAIL_DELETE returns)."""
+        policy = history()
+        if policy is None or not rows:
+            return
+        now = datetime.now(UTC)
+        insert_rows([record_of(row[0], row[1], row[2], row[3], row[6], aware(row[7]), None,
+                               now, "", status_of(error), error)
+                     for row in rows if policy.records(row[2])], self.database)
+
+    def _prune_history_now(self) -> int:
+        """Prune the history if this process last did PRUNE_EVERY s ago (Store.tidy)."""
+        now = time.monotonic()
+        if now - self._pruned_history_at < PRUNE_EVERY or history() is None:
+            return 0
+        self._pruned_history_at = now
+        return prune_history(self.database)[0]
+
+
+def plain(claims: Sequence[Claim]) -> bool:
+    """Whether `claims` are of plain jobs (their payload holds their arguments first: of
+    no chain, batch or sequence, whose settles do more than delete them)."""
+    return all(c.payload.startswith('{"args"') for c in claims) and not any_marked(claims)
+
+
+def record_of(job_id: int, name: str, queue: str, payload: str, attempts: int,
+              pushed_at: datetime | None, started: datetime | None, finished: datetime,
+              worker: str, status: str, error: str) -> dict[str, Any]:
+    """The JobRecord fields of a finished job, its arguments read from its payload as
+    stored (encrypted ones stay "[encrypted]", their ciphertext under `encrypted`)."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    return {"job_id": job_id, "name": name, "queue": queue, "args": data.get("args"),
+            "kwargs": data.get("kwargs"), "encrypted": data.get(SEALED_KEY),
+            "status": status, "attempts": attempts, "pushed_at": pushed_at,
+            "started_at": started, "finished_at": finished, "worker": worker,
+            "error": error}
+
+
+def _run_recorded(connection: Any, statement: Any, finished: Sequence[Claim],
+                  record: Sequence[Claim], after: list[Any]) -> list[tuple] | None:
+    """Run a recorded settle (`statement`: params the deletion's, the records', `after`)
+    under the claim's settings, as postgres.run_claim does; None inside a transaction."""
+    ids, _, started, ended = record_times(record)
+    params = [[c.id for c in finished], [c.token for c in finished], ids, started, ended,
+              *after]
+    return pg._under_settings(connection, statement, params)
+
+
+# PostgreSQL's recorded settles, by name (see pg_recorded): the plain settle and claim,
+# and the plain deletion, each one statement that writes the records of its rows.
+_SETTLE_AND_CLAIM_RECORDED = pg.Prepared(
+    b"laterite_settle_and_claim_recorded",
+    f"{pg_recorded(pg.DELETE)}, {pg.PICKED} {pg.CLAIM_UPDATE}", None)
+_DELETE_RECORDED = pg.Prepared(
+    b"laterite_delete_recorded", f"{pg_recorded(pg.DELETE)} SELECT id FROM gone", None)

@@ -1,0 +1,76 @@
+"""Job history (LATERITE_QUEUE_HISTORY) on every store, written by real workers: one
+JobRecord per finished job (succeeded, failed for good, cancelled) with its fields;
+none while history is off or for a queue that keeps none."""
+
+from __future__ import annotations
+
+import json
+import socket
+from datetime import timedelta
+
+from django.test import override_settings
+from django.utils import timezone
+
+from laterite_django.models import JobRecord
+from laterite_django.stores import get_store
+from tests.testapp import jobs
+
+HISTORY = {"keep": "7d"}
+
+
+def drain(workers, history: object = HISTORY) -> None:
+    result = workers.run("--stop-when-empty", timeout=60,
+                         env={"LATERITE_TEST_HISTORY": json.dumps(history)})
+    assert result.returncode == 0, result.stderr
+
+
+def records() -> dict[int, JobRecord]:
+    return {r.job_id: r for r in JobRecord.objects.all()}
+
+
+def test_finished_jobs_leave_one_record_each(store, workers):
+    before = timezone.now()
+    ok = jobs.add.push(2, 3).id
+    named = jobs.record.push(value="x").id
+    broken = jobs.always_broken.push("b").id
+    cancelled = jobs.noop.push(7).id
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        assert get_store().cancel([cancelled]) == {cancelled: "cancelled"}
+    drain(workers)
+    found = records()
+    assert set(found) == {ok, named, broken, cancelled}
+    assert JobRecord.objects.count() == 4  # one each
+
+    done = found[ok]
+    assert (done.name, done.queue, done.status) == ("tests.add", "default", "succeeded")
+    assert (done.args, done.kwargs, done.encrypted) == ([2, 3], {}, None)
+    assert done.attempts == 1 and done.error == ""
+    assert done.worker.startswith(f"{socket.gethostname()}:")
+    assert done.pushed_at is not None and done.started_at is not None
+    assert before - timedelta(seconds=5) <= done.pushed_at <= done.started_at
+    assert done.started_at <= done.finished_at <= timezone.now() + timedelta(seconds=5)
+    assert found[named].kwargs == {"value": "x"}
+
+    failed = found[broken]
+    assert (failed.status, failed.attempts) == ("failed", 2)
+    assert "broken b" in failed.error and failed.started_at is not None
+
+    gone = found[cancelled]
+    assert (gone.status, gone.attempts, gone.args) == ("cancelled", 0, [7])
+    assert gone.error.startswith("Cancelled") and gone.started_at is None
+
+
+def test_nothing_is_recorded_while_history_is_off(store, workers):
+    jobs.add.push(1, 1)
+    jobs.always_broken.push("off")
+    cancelled = jobs.noop.push(1).id
+    get_store().cancel([cancelled])
+    drain(workers, history=None)
+    assert JobRecord.objects.count() == 0
+
+
+def test_only_the_queues_that_keep_history_record(store, workers):
+    kept = jobs.mail.push("m").id
+    jobs.add.push(1, 2)  # queue "default": not named, so not kept
+    drain(workers, history={"queues": {"mail": "1d"}})
+    assert list(records()) == [kept]
