@@ -77,6 +77,10 @@ class Claim:
     # worker died, or it was released as the cancel came): it must not run again
     # (rules.before_run fails it as cancelled).
     cancel_requested: bool = False
+    # When its run under this claim started and ended (epoch seconds by its worker's
+    # clock; 0: not known), for its history record (LATERITE_QUEUE_HISTORY).
+    started: float = 0.0
+    ended: float = 0.0
 
     @property
     def tries_used(self) -> int:

@@ -15,11 +15,12 @@ from .flow import FlowStart, PausedQueue
 from .batches import Batch, BatchEnd
 from .flow import FairQueue, FairTurn
 from .workers import WorkerRecord
+from .history import JobRecord
 from .sequences import SequenceHead, SequenceHeld
 # isort: on
 
 __all__ = [
-    "Batch", "BatchEnd", "FailedJob", "FairQueue", "FairTurn", "FlowStart", "Job",
+    "Batch", "BatchEnd", "FailedJob", "FairQueue", "FairTurn", "FlowStart", "Job", "JobRecord",
     "MinuteCount", "OutboxJob", "PausedQueue", "ScheduleRecord", "SequenceHead", "SequenceHeld",
     "TaskResultRecord",
     "WorkerRecord",

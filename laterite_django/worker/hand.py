@@ -50,10 +50,12 @@ class Hand:
                 return None
             claim = self._running = self._unstarted.popleft()
             self._running_since = time.monotonic()
+        claim.started = time.time()  # for its history record
         return claim
 
     def succeeded(self, claim: Claim) -> None:
         """The running job succeeded: delete it soon."""
+        claim.ended = time.time()  # for its history record
         with self._lock:
             if self._running is claim:
                 self._running = None

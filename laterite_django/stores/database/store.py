@@ -40,10 +40,12 @@ from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
 from ..base import Store
 from ..callbacks import limits_of, next_links
 from ..errors import guarded
+from ..recording import history, recorded
 from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 from . import postgres, sql, sqlite
 from .fair import FairTurns, with_fair_places
 from .fair_rows import FairRows
+from .history import HistoryRows
 from .postgres import keeps_callers_settings
 from .sql import aware
 from .vacuum import Vacuum
@@ -83,7 +85,7 @@ def _schedule_state(row: Any) -> ScheduleState:
                          rule_hash=row.rule_hash or None)
 
 
-class DatabaseStore(FairRows, WorkerRows, Store):
+class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
     """The `database` store: PostgreSQL or SQLite, on LATERITE_QUEUE_DATABASE."""
 
     transactional_push = True
@@ -221,6 +223,9 @@ class DatabaseStore(FairRows, WorkerRows, Store):
         self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int = 1,
         limits: Limits | None = None,
     ) -> list[Claim]:
+        if finished and (policy := history()) is not None:  # job history kept
+            return self._settle_recorded(recorded(policy, finished), finished, queues,
+                                         worker, limit, limits)
         return self._settle_and_claim(finished, queues, worker, limit, limits)
 
     def _settle_and_claim(
@@ -411,6 +416,12 @@ class DatabaseStore(FairRows, WorkerRows, Store):
     def delete(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
+        if (policy := history()) is not None and (record := recorded(policy, claims)):
+            return self._delete_recorded(record, claims)
+        return self._delete(claims)
+
+    def _delete(self, claims: Sequence[Claim]) -> int:
+        """delete's work, once any history records are written (in its transaction)."""
         if any_marked(claims):
             return self._delete_marked(claims)
         if self.dialect is postgres:
@@ -447,6 +458,7 @@ class DatabaseStore(FairRows, WorkerRows, Store):
     def fail(self, claim: Claim, error: str) -> int | None:
         now = self._ts(timezone.now())
         with transaction.atomic(using=self.database):
+            self._record_failed(claim, error)  # its history record, from its row
             rows, _ = self._execute(sql.FAIL_DELETE, [claim.id, claim.token], fetch=True)
             if not rows:
                 return None
@@ -646,6 +658,7 @@ class DatabaseStore(FairRows, WorkerRows, Store):
     @guarded
     def tidy(self) -> int:
         pruned = self._prune_fair_now()  # the turns of fair keys gone (fair_rows.py)
+        pruned += self._prune_history_now()  # records past their keep (history.py)
         if not self.postgres:
             return pruned  # SQLite reuses the space of deleted rows: nothing piles up
         return pruned + self._vacuum.maybe(self.connection)
@@ -705,6 +718,7 @@ class DatabaseStore(FairRows, WorkerRows, Store):
                 self._execute(sql.FAIL_INSERT, [*row, now, reason(False)])
                 result[row[0]] = Outcome.CANCELLED
             self._failed_payloads([row[3] for row in rows])
+            self._record_cancelled(rows, reason(False))  # their history records
             crash_point("cancel.before_commit")  # dies: rolled back, nothing cancelled
         return result
 
