@@ -7,6 +7,7 @@ from numbers import Real
 from typing import TYPE_CHECKING
 
 from .core.backoff import validate_backoff
+from .core.sequences import ON_FAILURE
 from .push_checks import DEBOUNCE_NAMES, debounce_seconds, priority_problem
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def check_options(job: JobFunction) -> None:
         raise TypeError(
             f"{label}: fair_key must be callable(*args, **kwargs) -> str or None, got "
             f"{job.fair_key!r}.")
+    _check_sequence(job, label)
     if isinstance(job.priority, bool) or not isinstance(job.priority, int):
         raise TypeError(f"{label}: priority must be an integer, got {job.priority!r}.")
     problem = priority_problem(job.priority)
@@ -64,6 +66,24 @@ def check_options(job: JobFunction) -> None:
             f"{label}: concurrency_key must be callable(*args, **kwargs) -> str or None, "
             f"and goes with concurrency=N; got {job.concurrency_key!r}."
         )
+
+
+def _check_sequence(job: JobFunction, label: str) -> None:
+    """Refuse a sequence that is not a callable, a sequence_on_failure that is not one of
+    ON_FAILURE, and a sequence with a debounce (replaced in place, not run in order)."""
+    if job.sequence is not None and not callable(job.sequence):
+        raise TypeError(
+            f"{label}: sequence must be callable(*args, **kwargs) -> str or None, got "
+            f"{job.sequence!r}.")
+    if not isinstance(job.sequence_on_failure, str) or job.sequence_on_failure not in ON_FAILURE:
+        raise ValueError(
+            f"{label}: sequence_on_failure must be 'wait' or 'continue', got "
+            f"{job.sequence_on_failure!r}.")
+    if job.sequence is not None and job.debounce is not None:
+        raise TypeError(
+            f"{label}: a job of a sequence cannot be debounced (a debounced job is "
+            f"replaced in place, a sequence's jobs run in push order); drop debounce or "
+            f"sequence.")
 
 
 def _check_debounce(job: JobFunction, label: str) -> None:

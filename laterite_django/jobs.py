@@ -19,6 +19,7 @@ from .context import Pushed
 from .core.backoff import Backoff
 from .core.fairness import cost_of, weight_of
 from .core.rules import JobOptions
+from .core.sequences import with_sequence
 from .core.sizes import PRIORITY_MAX as _PRIORITY_MAX
 from .core.sizes import PRIORITY_MIN as _PRIORITY_MIN
 from .core.values import NewJob
@@ -81,6 +82,8 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         debounce_key: Callable[..., str] | None = None,
         encrypt: bool | Sequence[str] = False,
         fair_key: Callable[..., str | None] | None = None,
+        sequence: Callable[..., str | None] | None = None,
+        sequence_on_failure: str = "wait",
     ) -> None:
         self.func = func
         self.qualified_function = f"{func.__module__}.{func.__qualname__}"
@@ -109,6 +112,11 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         # Its queue serves its jobs key by key in turn (core/fairness.py), each job's key
         # `fair_key(*args, **kwargs)` (None: the jobs without a key).
         self.fair_key = fair_key
+        # Its jobs of one key `sequence(*args, **kwargs)` run one at a time in push order
+        # (core/sequences.py); when one fails for good the rest wait, or go on
+        # (sequence_on_failure="continue").
+        self.sequence = sequence
+        self.sequence_on_failure = sequence_on_failure
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)
         self.takes_cx = "cx" in signature.parameters
@@ -193,17 +201,21 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
         debounce_max: float | timedelta | None = None,
         debounce_key: str | None = None,
         fair_key: str | None = None,
+        sequence: str | None = None,
     ) -> Pushed:
         """Push one call with explicit options (`at`: an aware datetime within 10 years
         of now; `debounce`, `debounce_max`, `debounce_key`: as push's, not with `at`;
         `fair_key`: the key its queue serves it under, in turn with the others, over the
-        job's own fair_key)."""
+        job's own fair_key; `sequence`: the key of the sequence it runs in, in push
+        order, over the job's own sequence)."""
         given = None
         if debounce is not None or debounce_max is not None or debounce_key is not None:
             given = {"debounce": debounce, "debounce_max": debounce_max,
                      "debounce_key": debounce_key}
         if fair_key is not None:
             given = {**(given or {}), "fair_key": fair_key}
+        if sequence is not None:
+            given = {**(given or {}), "sequence": sequence}
         if at is not None:
             at = self._checked_when(at)
         return self._push_one(args, kwargs, at, queue, priority, given=given)
@@ -320,13 +332,35 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             self._fair(new, args, kwargs, fair_key)
         elif self.fair_key is not None or queue in settings.FAIRNESS:
             self._fair(new, args, kwargs)
+        sequence = self.sequence
+        if given is not None and "sequence" in given:
+            sequence = given["sequence"]
+            given = {k: v for k, v in given.items() if k != "sequence"} or None
+        elif sequence is not None:
+            sequence = sequence(*args, **kwargs)
         if given is not None or self.debounce is not None:
             debounce = self._debounce_of(args, kwargs, given)
             if debounce is not None:
+                if sequence is not None:
+                    raise TypeError(
+                        f"Job {name!r}: a job of a sequence cannot be debounced (a "
+                        f"debounced job is replaced in place, a sequence's run in push "
+                        f"order); push it without debounce, or without a sequence.")
                 self._debounced(new, debounce, at, delay)
+        if sequence is not None:
+            self._in_sequence(new, sequence)
         if self.encrypt:
             encryption.hash_keys(self, new)
         return new
+
+    def _in_sequence(self, new: NewJob, key: Any) -> None:
+        """Mark `new` as a job of sequence `key` (its payload's first item, see
+        core/sequences.py); a key made from encrypted arguments as its keyed hash."""
+        checked_key(self.name, "the sequence key", key,
+                    f"the sequence key {key!r} must be a str or None.")
+        if self.encrypt:
+            key = encryption.hashed(self.name, key)
+        new.payload = with_sequence(new.payload, key, self.sequence_on_failure == "continue")
 
     def _fair(self, new: NewJob, args: Sequence[Any], kwargs: Mapping[str, Any],
               key: Any = None) -> None:
@@ -448,6 +482,8 @@ class JobParams(TypedDict, total=False):
     debounce_key: Callable[..., str] | None
     encrypt: bool | Sequence[str]
     fair_key: Callable[..., str | None] | None
+    sequence: Callable[..., str | None] | None
+    sequence_on_failure: str
 
 
 def job(name: str | Callable[..., Any] | None = None, **options: Unpack[JobParams]) -> Any:

@@ -209,11 +209,12 @@ def decode_sealed(text: str | bytes) -> tuple[list[Any], dict[str, Any], Any]:
             f'The payload must be an object {{"args": [...], "kwargs": {{...}}}}, '
             f"got {type(data).__name__}: {text!r:.200}"
         )
-    unknown = set(data) - {"args", "kwargs", "schedule", "trace", "chain", "batch", SEALED_KEY}
+    unknown = set(data) - {"args", "kwargs", "schedule", "trace", "chain", "batch", "seq",
+                           SEALED_KEY}
     if unknown:
         raise InvalidPayload(
             f'The payload has unknown keys {sorted(unknown)}; only "args" and "kwargs" '
-            f'(and "schedule", "trace", "chain", "batch", "{SEALED_KEY}") are allowed.'
+            f'(and "schedule", "trace", "chain", "batch", "seq", "{SEALED_KEY}") are allowed.'
         )
     args = data.get("args", [])
     kwargs = data.get("kwargs", {})

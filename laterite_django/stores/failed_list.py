@@ -11,6 +11,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from ..core.crash_points import crash_point
+from ..core.sequences import MARK, as_retry_of, sequence_of
 from ..core.values import NewJob
 from . import estimates
 from .callbacks import with_fair_turn, with_limit
@@ -29,6 +30,7 @@ class FailedList:
 
     if TYPE_CHECKING:  # the store's own
         def push(self, jobs: Sequence[NewJob]) -> list[int | None]: ...
+        def _sequences_forgotten(self, jobs: Sequence[tuple[int, str]]) -> None: ...
 
     # -- the failed list (in the database for every store) --------------------
 
@@ -96,7 +98,9 @@ class FailedList:
                         NewJob(
                             name=row.name,
                             queue=row.queue,
-                            payload=row.payload,
+                            # A job of a sequence held by this failed job takes
+                            # its head again (core/sequences.py).
+                            payload=as_retry_of(row.payload, row.job_id),
                             available_at=now,
                             pushed_at=now,
                             delay=0.0,  # due at the store's now, by its clock
@@ -140,8 +144,16 @@ class FailedList:
 
     @guarded
     def forget(self, ids: Iterable[int] | None = None) -> int:
-        """Delete failed jobs (these ids, or all); return how many."""
-        deleted, _ = self._failed_rows(ids).delete()
+        """Delete failed jobs (these ids, or all); return how many. A sequence one of them
+        held goes on (core/sequences.py), in the same transaction."""
+        rows = self._failed_rows(ids)
+        with transaction.atomic(using=self.database):
+            sequenced = [(job_id, mark.key) for job_id, text in rows.filter(
+                payload__startswith=MARK).values_list("job_id", "payload")
+                if job_id is not None and (mark := sequence_of(text)) is not None]
+            deleted, _ = rows.delete()
+            if sequenced:
+                self._sequences_forgotten(sequenced)
         return deleted
 
     def _failed_states(self, ids: Sequence[int]) -> dict[int, str]:

@@ -36,6 +36,7 @@ from ...core.limits import Limits, QueueLimit
 from ...core.marks import marks_of
 from ...core.minutes import KEEP, Minute, minute_start
 from ...core.progress import Progress
+from ...core.sequences import MARK, HeldSequence, any_sequenced, sequence_of
 from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
 from ..base import Store
 from ..callbacks import limits_of, next_links
@@ -47,6 +48,7 @@ from .fair import FairTurns, with_fair_places
 from .fair_rows import FairRows
 from .history import HistoryRows
 from .postgres import keeps_callers_settings
+from .sequences import Sequences
 from .sql import aware
 from .vacuum import Vacuum
 from .wait import Waiting
@@ -148,10 +150,20 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
     def push(self, jobs: Sequence[NewJob]) -> list[int | None]:
         if not jobs:
             return []
-        if len(jobs) == 1 and not jobs[0].concurrency_limit and jobs[0].fair_cost is None:
+        if (len(jobs) == 1 and not jobs[0].concurrency_limit and jobs[0].fair_cost is None
+                and not jobs[0].payload.startswith(MARK)):
             # The push most code makes: one statement, no bookkeeping of keys.
             dialect = self._dialect or self.dialect
             return [dialect.push_one(connections[self.database], jobs[0], self._ts)]
+        if any_sequenced([job.payload for job in jobs]):
+            # Jobs of a sequence: each the head of its key, or held behind it
+            # (sequences.py), in one transaction with the key's row.
+            with transaction.atomic(using=self.database):
+                return self._sequences().placed(jobs, self._push_unsequenced)
+        return self._push_unsequenced(jobs)
+
+    def _push_unsequenced(self, jobs: Sequence[NewJob]) -> list[int | None]:
+        """push's work once sequences are seen to (in their transaction, if any)."""
         if any(job.fair_cost is not None for job in jobs):
             # Jobs of a fair queue get their place in line (fair.py), in the same
             # transaction as the turns that give it.
@@ -237,6 +249,11 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
         if not queues or limit < 1:
             self.delete(finished)
             return []
+        if finished and any_sequenced([c.payload for c in finished]):
+            # A head of a sequence ended: deleted with the promotion of the next job of
+            # its key, in one transaction, before the claim (which may take that job).
+            self._delete_sequenced(finished)
+            finished = ()
         # A queue listed twice is read once. Read again in the same statement, its rows
         # (locked by that statement, so not skipped) would be picked twice.
         queues = list(dict.fromkeys(queues))
@@ -394,7 +411,7 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
 
     @guarded
     def make_due(self, ids: Iterable[int]) -> int:
-        wanted = job_ids(ids)
+        wanted = self._sequences().not_held(job_ids(ids))  # held: their sequence's turn
         if not wanted:
             return 0
         statements = self.dialect.make_due(wanted, self._ts(timezone.now()))
@@ -422,6 +439,8 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
 
     def _delete(self, claims: Sequence[Claim]) -> int:
         """delete's work, once any history records are written (in its transaction)."""
+        if any_sequenced([c.payload for c in claims]):
+            return self._delete_sequenced(claims)
         if any_marked(claims):
             return self._delete_marked(claims)
         if self.dialect is postgres:
@@ -465,8 +484,56 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
             failed, _ = self._execute(sql.FAIL_INSERT, [*rows[0], now, error], fetch=True)
             if any_marked([claim]):
                 self._fail_counted(claim)
+            mark = sequence_of(claim.payload)
+            if mark is not None:  # a head failed for good: its sequence waits or goes on
+                self._sequences().ended([(claim.id, mark, True)])
             crash_point("fail.before_commit")  # dies: rolled back, the claim still held
             return failed[0][0]
+
+    # -- ordered sequences (sequences.py) -------------------------------------------
+
+    def _sequences(self) -> Sequences:
+        """The sequence steps, in the open transaction (see sequences.py)."""
+        postgres_ = self.postgres
+
+        def woken(queue: str) -> None:
+            if postgres_:  # idle workers wait for a notification, as after a push
+                self._execute(postgres.RESUME_NOTIFY, [sql.CHANNEL, queue])
+
+        return Sequences(self._execute, self._ts, " FOR UPDATE" if postgres_ else "", woken)
+
+    def _delete_sequenced(self, claims: Sequence[Claim]) -> int:
+        """Delete finished jobs whose claims are still held, some of sequences: each
+        head deleted lets the next job of its key go, in one transaction."""
+        with transaction.atomic(using=self.database):
+            plain = [c for c in claims if not c.payload.startswith(MARK)]
+            deleted = self._delete(plain) if plain else 0
+            ends = []
+            for c in claims:
+                if c.payload.startswith(MARK) and self._execute(
+                        Sequences.DELETE, [c.id, c.token])[1]:
+                    mark = sequence_of(c.payload)
+                    assert mark is not None
+                    ends.append((c.id, mark, False))
+            self._sequences().ended(ends)
+            crash_point("sequence.before_commit")  # dies: rolled back, the claim held
+        return deleted + len(ends)
+
+    def _sequences_forgotten(self, jobs: Sequence[tuple[int, str]]) -> None:
+        """Failed jobs of sequences forgotten (job id, key; in the forget's transaction):
+        a sequence held by one of them goes on."""
+        steps = self._sequences()
+        for job_id, key in sorted(jobs, key=lambda j: (j[1], j[0])):
+            steps.advance(key, job_id)
+
+    @guarded
+    def held_sequences(self, limit: int = 100) -> list[HeldSequence]:
+        return self._sequences().held_sequences(limit)
+
+    @guarded
+    def release_sequence(self, key: str) -> bool:
+        with transaction.atomic(using=self.database):
+            return self._sequences().release(key)
 
     # -- schedules: the `laterite_schedule` table (ScheduleRecord) ------------------
     #
@@ -719,6 +786,9 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
                 result[row[0]] = Outcome.CANCELLED
             self._failed_payloads([row[3] for row in rows])
             self._record_cancelled(rows, reason(False))  # their history records
+            # A cancelled head of a sequence is one failed for good; a held job just goes.
+            self._sequences().ended([(row[0], mark, True) for row in rows
+                                     if (mark := sequence_of(row[3])) is not None])
             crash_point("cancel.before_commit")  # dies: rolled back, nothing cancelled
         return result
 
@@ -799,6 +869,7 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
             marked, _ = self._execute(batched, ['%"batch":[%', *params], fetch=True)
             count = self._execute(sql.CLEAR if queue is None else sql.CLEAR_QUEUE, params)[1]
             self._failed_payloads([text for (text,) in marked])
+            self._sequences().orphans()  # sequences whose head was cleared go on
         return count + len(marked)
 
     @guarded
