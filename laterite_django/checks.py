@@ -20,7 +20,7 @@ from .stores.database.wait import LISTEN_HINT
 from .stores.redis.alias import HINT, shared_alias_problem
 
 __all__ = ["CHECK_IDS", "check_encryption", "check_jobs", "check_jobs_left_in_the_database",
-           "check_listen", "check_schedules", "check_settings"]
+           "check_listen", "check_retired_keys", "check_schedules", "check_settings"]
 
 # Every id the package's system checks report, with its level and what it means: the
 # manual's list of checks is made from this (docs/_ext), and a test keeps it and the
@@ -85,6 +85,9 @@ CHECK_IDS: dict[str, tuple[str, str]] = {
     "laterite.W002": ("Warning", "A LATERITE_QUEUE_* setting that laterite does not know."),
     "laterite.W003": ("Warning", "Jobs are left in the database store while "
                                  "LATERITE_QUEUE_STORE is 'redis' (a database check)."),
+    "laterite.W043": ("Warning", "Jobs, outbox rows or batch callbacks are encrypted under "
+                                 "a key id LATERITE_QUEUE_ENCRYPTION_KEYS no longer lists "
+                                 "(a database check, on a bounded sample)."),
     "laterite.W040": ("Warning", "Idle workers cannot LISTEN: their PostgreSQL connection "
                                  "goes through a pooler (a database check)."),
     "laterite.E101": ("Error", "A TASKS backend is LateriteBackend but laterite_django is "
@@ -294,6 +297,54 @@ def check_jobs_left_in_the_database(app_configs: Any = None, databases: Any = No
             "them with `manage.py queue_clear` under that same setting. The admin's Jobs "
             "list shows them.",
             id="laterite.W003",
+        )
+    ]
+
+
+# The rows of each place the check of retired keys looks at (see at_rest.retired_keys):
+# one index range of the oldest, where rows a rotation left behind sit.
+RETIRED_KEYS_SAMPLE = 1000
+
+
+@register(Tags.database)
+def check_retired_keys(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """Warn when rows are sealed under a key id LATERITE_QUEUE_ENCRYPTION_KEYS no longer
+    lists: no worker can run those jobs. Run `queue_rekey` before dropping a key.
+
+    A database check (it queries): `manage.py check --database default` and `migrate`
+    run it. It looks at the first RETIRED_KEYS_SAMPLE rows by id of each place (the
+    store's waiting and delayed jobs, the failed list, the outbox, the batches'
+    callbacks): bounded, however large the tables, so a retired key only on newer rows
+    may go unseen. A store that is down or not migrated says nothing here.
+    """
+    alias = raw("DATABASE")
+    keys = raw("ENCRYPTION_KEYS")
+    if (not databases or alias not in databases or raw("MODE") == "inline"
+            or problem("ENCRYPTION_KEYS", keys) is not None):
+        return []
+    if not keys and not any(job.encrypt for job in registry):
+        return []  # encryption not used here: nothing to look at
+    try:
+        from .management.at_rest import retired_keys
+        from .stores import get_store
+
+        found = retired_keys(get_store(), [entry["id"] for entry in keys or []],
+                             RETIRED_KEYS_SAMPLE)
+    except Exception:
+        return []  # a store that is down or not migrated: the commands say so themselves
+    if not found:
+        return []
+    where = "; ".join(f"{rows}{'+' if rows >= RETIRED_KEYS_SAMPLE else ''} {what} under "
+                      f"{', '.join(map(repr, sorted(ids)))}"
+                      for what, (ids, rows) in found.items())
+    return [
+        Warning(
+            f"Rows are encrypted under key ids LATERITE_QUEUE_ENCRYPTION_KEYS no longer "
+            f"lists ({where}; among the first {RETIRED_KEYS_SAMPLE} of each): no process "
+            f"can decrypt them, so those jobs fail when claimed.",
+            hint="List the retired key again (after the first one), run `manage.py "
+            "queue_rekey` to move every row to the first key, then drop it.",
+            id="laterite.W043",
         )
     ]
 

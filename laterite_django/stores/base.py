@@ -410,6 +410,11 @@ class Store(FailedList, abc.ABC):
 
     # -- re-encryption (queue_rekey) --------------------------------------------
 
+    def sample_payloads(self, limit: int) -> list[str]:
+        """The payloads of at most `limit` waiting or delayed jobs (the first by id), read
+        in one bounded look: what the check of retired keys samples."""
+        return [text for _, text in self.unclaimed_payloads(0, limit)]
+
     def unclaimed_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
         """(id, payload) of up to `limit` jobs not claimed (waiting, delayed) with an
         id above `after`, by id: what queue_rekey reads, a chunk at a time."""

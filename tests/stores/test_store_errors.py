@@ -83,6 +83,7 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "drop_batch": lambda: store.drop_batch(1),
         "warnings": store.warnings,
         "unclaimed_payloads": lambda: store.unclaimed_payloads(0, 10),
+        "sample_payloads": lambda: store.sample_payloads(10),
         "replace_payloads": lambda: store.replace_payloads([(1, "{}", "{}")]),
         "failed_payloads": lambda: store.failed_payloads(0, 10),
         "replace_failed_payloads": lambda: store.replace_failed_payloads([(1, "{}", "{}")]),
