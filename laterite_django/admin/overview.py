@@ -1,6 +1,7 @@
 """The admin's overview page (Background jobs > Overview): per queue, jobs succeeded
 and failed per minute over the last hour as a chart, what waits, how long the
-oldest waiting job has been due, and whether the queue is paused. Everything is
+oldest waiting job has been due, whether the queue is paused, and for a fair queue the
+keys with the most waiting jobs (core/fairness.py). Everything is
 read from the store at each load; the per-minute counts are written by the workers
 (see `minutes`)."""
 
@@ -18,6 +19,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from ..conf import settings
+from ..core.fairness import WaitingByKey
 from ..core.minutes import Minute, minute_start
 from ..core.values import QueueCounts
 from ..stores import get_store
@@ -39,6 +41,7 @@ class QueueOverview:
     failed: int
     chart: SafeString
     paused: bool = False  # flow control: queue_pause
+    fair: WaitingByKey | None = None  # a fair queue's waiting jobs per key, the top ones
 
 
 def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
@@ -49,6 +52,7 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
     counts = store.counts()
     oldest = store.oldest_waiting()
     paused = store.paused_queues()
+    fair = store.fair_waiting()
     first = minute_start(now) - timedelta(minutes=MINUTES - 1)
     minutes: list[Minute] = store.minutes(first)
     queues = list(dict.fromkeys([*settings.QUEUES, *sorted(counts),
@@ -68,7 +72,7 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
             oldest_waiting=max((now - since).total_seconds(), 0.0) if since else None,
             succeeded=sum(s for s, _ in series), failed=sum(f for _, f in series),
             chart=minute_chart(series, f"Jobs of {queue} per minute, last hour"),
-            paused=queue in paused,
+            paused=queue in paused, fair=fair.get(queue),
         ))
     return rows
 

@@ -50,7 +50,8 @@ def test_status_shows_each_queue(store):
     data = json.loads(run("queue_status", "--json"))
     # The four states, and the names of 0.1 (pending, reserved) for one more release.
     assert data["mail"] == {"waiting": 1, "delayed": 1, "running": 0, "failed": 0,
-                            "paused": False, "pending": 1, "reserved": 0, "running_jobs": []}
+                            "paused": False, "pending": 1, "reserved": 0, "running_jobs": [],
+                            "fair_keys": None}
     assert data["default"]["running"] == data["default"]["reserved"] == 1
 
 

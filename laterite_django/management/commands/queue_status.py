@@ -1,7 +1,9 @@
 """Show what waits: `manage.py queue_status [--json]` (waiting, delayed, running, failed per queue).
 
 Then the running jobs (of the first 50) that reported their progress (`cx.progress`);
-in `--json`, each queue's `running_jobs` (with `progress`, or null).
+in `--json`, each queue's `running_jobs` (with `progress`, or null). For a fair queue,
+the fair keys with the most waiting jobs (`--top-keys`, 10 by default); in `--json`,
+each queue's `fair_keys` (null for a queue not served fairly).
 
 `--json` also prints each queue's counts under the names of 0.1, `pending`
 (= waiting) and `reserved` (= running), for one more release.
@@ -15,6 +17,7 @@ import json
 from django.core.management.base import CommandError
 
 from ...conf import settings
+from ...core.fairness import TOP_KEYS, WaitingByKey
 from ...core.values import QueueCounts, Running
 from ...exceptions import StoreUnavailable
 from ...stores import get_store
@@ -41,6 +44,10 @@ class Command(StoreCommand):
         parser.add_argument("--interval", type=positive_float, default=1.0, metavar="SECONDS",
                             help="With --watch: seconds between two frames (default 1).")
         parser.add_argument("--frames", type=positive_int, help=argparse.SUPPRESS)
+        parser.add_argument(
+            "--top-keys", type=positive_int, default=TOP_KEYS, metavar="N",
+            help=f"For a fair queue: the N fair keys with the most waiting jobs "
+            f"(default {TOP_KEYS}).")
 
     def handle(self, *args, **options) -> None:
         store = get_store()
@@ -57,6 +64,7 @@ class Command(StoreCommand):
             found = store.counts()
             running = store.running(RUNNING_SHOWN)
             paused = store.paused_queues()
+            fair = store.fair_waiting(options["top_keys"])
         except StoreUnavailable:
             raise  # one line, by StoreCommand
         except Exception as e:
@@ -71,7 +79,8 @@ class Command(StoreCommand):
                         "failed": c.failed, "paused": queue in paused,
                         # The names of 0.1, kept for one more release (see CHANGELOG).
                         "pending": c.waiting, "reserved": c.running,
-                        "running_jobs": [_running_json(r) for r in running if r.queue == queue]}
+                        "running_jobs": [_running_json(r) for r in running if r.queue == queue],
+                        "fair_keys": _fair_json(fair.get(queue))}
                 for queue, c in counts.items()
             }
             self.stdout.write(json.dumps(data, indent=2))
@@ -87,6 +96,14 @@ class Command(StoreCommand):
             self.stdout.write(
                 "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         self.stdout.write(f"failed total: {sum(c.failed for c in counts.values())}")
+        for queue, waiting in fair.items():
+            more = waiting.keys - len(waiting.top)
+            self.stdout.write(f"waiting per fair key in {queue}"
+                              + (f" (the {len(waiting.top)} with the most of {waiting.keys}):"
+                                 if more else ":"))
+            width = max(len(_key_text(key)) for key, _ in waiting.top)
+            for key, count in waiting.top:
+                self.stdout.write(f"  {_key_text(key).ljust(width)}  {count}")
         said = [r for r in running if r.progress is not None]
         if said:
             self.stdout.write("progress of running jobs:")
@@ -95,6 +112,21 @@ class Command(StoreCommand):
                 self.stdout.write(f"  #{r.id} {r.name} on {r.queue} (attempt {r.attempts}, "
                                   f"{r.claimed_by or 'unknown worker'}): "
                                   f"{r.progress.describe()}")
+
+
+def _key_text(key: str) -> str:
+    """A fair key as printed: as stored (an encrypted job's as its keyed hash), or
+    "(no key)" for the jobs of a fair queue pushed without one."""
+    return key or "(no key)"
+
+
+def _fair_json(waiting: WaitingByKey | None) -> dict | None:
+    """A queue's waiting jobs per fair key in --json; None for a queue not served fairly
+    or with no job of a fair key waiting. The jobs without a key have the key ""."""
+    if waiting is None:
+        return None
+    return {"keys": waiting.keys,
+            "top": [{"key": key, "waiting": count} for key, count in waiting.top]}
 
 
 def _running_json(job: Running) -> dict:
