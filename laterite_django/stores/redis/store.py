@@ -42,6 +42,7 @@ from ...conf import settings
 from ...core.cancel import Outcome, reason
 from ...core.crash_points import crash_point
 from ...core.ending import End, any_marked, ends_of_payloads
+from ...core.history import status_of
 from ...core.limits import Limits
 from ...core.marks import marks_of
 from ...core.minutes import KEEP, Minute, minute_start
@@ -75,6 +76,7 @@ from .values import (
 from .values import claims as claims_from_rows
 from .wait import Waiting
 from .fair import FairEntries
+from .history import HistoryEntries
 from .workers import WorkerEntries
 
 if TYPE_CHECKING:
@@ -158,7 +160,7 @@ class Counter:
             self._count()
 
 
-class RedisStore(FairEntries, WorkerEntries, Store):
+class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
     # Redis cannot join a database transaction: inside one, push_on_commit() keeps the
@@ -553,12 +555,13 @@ class RedisStore(FairEntries, WorkerEntries, Store):
                 return self.claim(queues, worker, limit, limits)
             token = uuid.uuid4().hex
             ran_late: list[int] = []
-            _, rows = self._pipeline([
-                (name, args), ("claim", claim_args(token, queues, worker, limit))],
-                ran_late)
+            steps = [(name, args), ("claim", claim_args(token, queues, worker, limit))]
+            if (record := self._record_step(finished)) is not None:
+                steps.insert(0, record)  # the history's records, read before the deletion
+            rows = self._pipeline(steps, ran_late)[-1]
             if ended:
                 self._ends_listed()
-            if not rows and ran_late == [0]:
+            if not rows and ran_late == [len(steps) - 2]:
                 # Redis did not know FINISH yet (its first use since a restart, a
                 # failover or SCRIPT FLUSH): it ran after the CLAIM, which could not
                 # find the next links it pushed. Claimed now, or a worker that stops
@@ -571,10 +574,11 @@ class RedisStore(FairEntries, WorkerEntries, Store):
             self.delete(finished)
             return []
         token = uuid.uuid4().hex
-        _, rows = self._pipeline([
-            ("delete", [value for c in finished for value in (c.id, c.token)]),
-            ("claim", claim_args(token, queues, worker, limit)),
-        ])
+        steps = [("delete", [value for c in finished for value in (c.id, c.token)]),
+                 ("claim", claim_args(token, queues, worker, limit))]
+        if (record := self._record_step(finished)) is not None:
+            steps.insert(0, record)  # the history's records, read before the deletion
+        rows = self._pipeline(steps)[-1]
         return claims_from_rows(rows, token)
 
     @staticmethod
@@ -679,10 +683,17 @@ class RedisStore(FairEntries, WorkerEntries, Store):
     def delete(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
+        record = self._record_step(claims)  # the history's records, before the deletion
         if any_marked(claims):
+            if record is not None:
+                self._run(*record)
             return sum(1 for code in self._finish(claims) if code == 1)
         pairs = [value for c in claims for value in (c.id, c.token)]
-        return sum(1 for code in self._run("delete", pairs) if int(code) == 1)
+        if record is not None:
+            codes = self._pipeline([record, ("delete", pairs)])[-1]
+        else:
+            codes = self._run("delete", pairs)
+        return sum(1 for code in codes if int(code) == 1)
 
     @guarded
     def release(
@@ -716,12 +727,15 @@ class RedisStore(FairEntries, WorkerEntries, Store):
         link = self._retried_link(claim.id)
         row = self._write_row_counted(claim, error, link)
         crash_point("fail.after_failed_row")
+        worker = self._worker_of(claim)  # for its history record (None: not kept)
         (code,) = self._run("delete", [claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
             # will run again, so it is not failed after all.
             row.delete()
             return None
+        if worker is not None:
+            self._record_failed(claim, error, status_of(error), worker)
         return row.pk
 
     # -- the failed list's Redis side (failed.py) -----------------------------------
@@ -1185,6 +1199,7 @@ class RedisStore(FairEntries, WorkerEntries, Store):
                 rows = self._failed_rows(None)
                 rows.bulk_create([rows.model(**fields) for fields in failed])
                 self._count_failed([fields["payload"] for fields in failed])
+                self._record_cancelled(failed)  # their history records
             crash_point("cancel.after_rows")  # the rows written, the jobs still held
             self._run("delete", [value for fields in failed
                                  for value in (fields["job_id"], token)])
@@ -1303,6 +1318,7 @@ class RedisStore(FairEntries, WorkerEntries, Store):
         idle: the batch it worked on may be done); True if some were taken, or counted
         since the last call (their callbacks, pushed after the worker's claim, wait to
         be claimed)."""
+        self._move_history_now()  # the records this process listed, to the database
         with self._ends_lock:
             taken = self._count_ends() if self._ends_pending else 0
             counted, self._ends_counted = self._ends_counted, False

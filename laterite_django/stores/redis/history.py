@@ -1,0 +1,152 @@
+"""The Redis store's job history: records kept in the database's JobRecord table, as the
+failed list is, so that the admin and `queue_history` read one table for every store.
+
+A finished job's record is appended to the list `P:history` by lua/record_finished.lua,
+sent in the same round trip as the job's deletion (the script just before it, reading
+the job's hash while the claim is still held): no round trip of its own. The workers
+move the list to the database in bulk (`move_history`: at every sweep, when idle and
+as they stop), so the database sees one INSERT per chunk, never one per job. A job
+that failed for good or was cancelled gets its record in the transaction that writes
+its failed row.
+
+A move reads the list's first records, writes those whose job has no record yet (a
+worker that died after its INSERT, before taking them off, left them there), then takes
+them off if the list still starts with them (lua/history_taken.lua): two workers moving
+at once write each record once and take it off once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ...core.history import SUCCEEDED, status_of
+from ...core.values import Claim
+from ..database.history import insert_rows, prune_history, record_of
+from ..recording import history, recorded
+from .values import dt, text
+
+__all__ = ["MOVE_CHUNK", "HistoryEntries"]
+
+# Records moved to the database per INSERT.
+MOVE_CHUNK = 1000
+# Seconds between two prunes by one process's housekeeping (tidy).
+PRUNE_EVERY = 300.0
+
+
+class HistoryEntries:
+    """RedisStore's part of the job history (see the module docstring)."""
+
+    database: str
+    _history_pending: bool = False  # this process listed records not moved yet
+    _history_loaded: bool = False  # record_finished.lua was run once here
+    _pruned_history_at: float = 0.0
+
+    def _record_step(self, finished: Sequence[Claim]) -> tuple[str, list[Any]] | None:
+        """The call of record_finished.lua for the jobs of `finished` whose queue keeps
+        history, to run just before their deletion; None if none does."""
+        policy = history()
+        if policy is None:
+            return None
+        keep = recorded(policy, finished)
+        if not keep:
+            return None
+        if not self._history_loaded:
+            # Loaded now, not in the settle's pipeline: a script Redis did not know runs
+            # after the others there, once the jobs are gone (scripts.finish).
+            self._run("record_finished", [])  # type: ignore[attr-defined]
+            self._history_loaded = True
+        self._history_pending = True
+        return "record_finished", [value for c in keep for value in (
+            c.id, c.token, repr(c.started) if c.started else "",
+            repr(c.ended) if c.ended else "")]
+
+    def move_history(self, limit: int = MOVE_CHUNK) -> int:
+        """Move up to `limit` records from Redis to the database; return how many were
+        written there."""
+        from ...models import JobRecord  # the models load after the app registry
+
+        key = f"{self.prefix}:history"  # type: ignore[attr-defined]
+        raw = self.client.lrange(key, 0, limit - 1)  # type: ignore[attr-defined]
+        if not raw:
+            self._history_pending = False
+            return 0
+        rows = [_row(entry) for entry in raw]
+        ids = [row["job_id"] for row in rows]
+        have = set(JobRecord.objects.using(self.database).filter(job_id__in=ids)
+                   .values_list("job_id", flat=True))
+        fresh: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            if row["job_id"] not in have:
+                fresh.setdefault(row["job_id"], row)  # one record per job
+        insert_rows(list(fresh.values()), self.database)
+        self._run("history_taken", [len(raw), raw[0]])  # type: ignore[attr-defined]
+        return len(fresh)
+
+    def _move_history_now(self, every: bool = False) -> None:
+        """Move what this process appended (or, with `every`, anything listed: the
+        records of workers that died), a chunk at a time."""
+        if history() is None or not (every or self._history_pending):
+            return
+        while self.move_history() >= MOVE_CHUNK:
+            pass
+
+    def _prune_history_now(self) -> int:
+        """Prune the history if this process last did PRUNE_EVERY s ago (tidy)."""
+        now = time.monotonic()
+        if now - self._pruned_history_at < PRUNE_EVERY or history() is None:
+            return 0
+        self._pruned_history_at = now
+        return prune_history(self.database)[0]
+
+    def _worker_of(self, claim: Claim) -> str | None:
+        """The worker holding `claim` (its job's `claimed_by`), read for the record of a
+        job that fails for good; None if its queue keeps no history (nothing read)."""
+        policy = history()
+        if policy is None or not policy.records(claim.queue):
+            return None
+        prefix: str = self.prefix  # type: ignore[attr-defined]
+        found = self.client.hget(f"{prefix}:job:{claim.id}", "claimed_by")  # type: ignore[attr-defined]
+        return text(found) if found is not None else ""
+
+    def _record_failed(self, claim: Claim, error: str, status: str, worker: str) -> None:
+        """Write the record of a job failed for good or cancelled while it ran, once it
+        left Redis (fail())."""
+        started = datetime.fromtimestamp(claim.started, UTC) if claim.started else None
+        insert_rows([record_of(claim.id, claim.name, claim.queue, claim.payload,
+                               claim.attempts, claim.pushed_at, started, datetime.now(UTC),
+                               worker, status, error)], self.database)
+
+    def _record_cancelled(self, failed: Sequence[dict[str, Any]]) -> None:
+        """Write the records of waiting jobs cancelled (their failed rows' fields), in the
+        transaction that writes those rows."""
+        policy = history()
+        if policy is None:
+            return
+        insert_rows([record_of(f["job_id"], f["name"], f["queue"], f["payload"],
+                               f["attempts"], f["pushed_at"], None, f["failed_at"], "",
+                               status_of(f["error"]), f["error"])
+                     for f in failed if policy.records(f["queue"])], self.database)
+
+    def tidy(self) -> int:
+        """Move the records listed in Redis (those of workers that died too) and prune the
+        history every PRUNE_EVERY s, then the other stores' tidying."""
+        self._move_history_now(every=True)
+        return self._prune_history_now() + super().tidy()  # type: ignore[misc]
+
+
+def _row(entry: bytes | str) -> dict[str, Any]:
+    """The JobRecord fields of a record as record_finished.lua lists it."""
+    (job_id, name, queue, payload, attempts, pushed_at, worker, started,
+     ended) = json.loads(text(entry))
+    return record_of(int(job_id), name, queue, payload, int(attempts or 0),
+                     dt(pushed_at) if pushed_at else None,
+                     _moment(started), _moment(ended) or datetime.now(UTC), worker,
+                     SUCCEEDED, "")
+
+
+def _moment(seconds: str) -> datetime | None:
+    return datetime.fromtimestamp(float(seconds), UTC) if seconds else None
