@@ -58,6 +58,8 @@ from . import alias as redis_alias
 from . import limits as redis_limits
 from . import scripts as calls
 from .failed import CHUNK, claim_token, failed_row, marked_claims, row_exists, write_row
+from .fair import FairEntries
+from .history import HistoryEntries
 from .persistence import persistence_warning
 from .values import (
     AGAIN_WITHIN,
@@ -75,8 +77,6 @@ from .values import (
 )
 from .values import claims as claims_from_rows
 from .wait import Waiting
-from .fair import FairEntries
-from .history import HistoryEntries
 from .workers import WorkerEntries
 
 if TYPE_CHECKING:
