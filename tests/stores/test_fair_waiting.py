@@ -78,7 +78,7 @@ def test_turns_of_keys_without_waiting_jobs_are_pruned(store):
 def test_a_turn_ahead_of_the_line_is_kept(store):
     # a's turn ends past b's first waiting job: forgetting it would move a ahead of b's
     # jobs at its next push. It stays until the line has caught up with it.
-    (a0, a1, a2) = store.push([fair(f"a{i}", "a") for i in range(3)])
+    (_, a1, a2) = store.push([fair(f"a{i}", "a") for i in range(3)])
     store.push([fair(f"b{i}", "b") for i in range(5)])
     taken = store.claim(["fair"], "w", 2)
     assert values(taken) == ["a0", "b0"]

@@ -62,7 +62,9 @@ class FairRows:
 
     if TYPE_CHECKING:  # DatabaseStore's
         database: str
-        postgres: bool
+
+        @property
+        def postgres(self) -> bool: ...
 
         def _execute(self, statement: str, params: Sequence[Any], fetch: bool = False
                      ) -> tuple[list, int]: ...
