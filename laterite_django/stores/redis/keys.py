@@ -19,6 +19,12 @@ one script serves any queue; the store therefore needs a single Redis server
     P:queue:<q>:delayed    zset of jobs not yet due: score available_at, member id
     P:queue:<q>:claimed    zset of claimed jobs: score the last heartbeat, member id
     P:queue:<q>:wake       list that idle workers block on (BLPOP); a push adds to it
+    P:queue:<q>:fair       hash of a fair queue's turns (fair_tag in lua/_push_jobs.lua):
+                           per priority its virtual time and last end, per key ('k:<key>')
+                           where its turn ends; pruned by lua/prune_fair.lua
+    P:queue:<q>:fairn      hash: fair key -> its waiting (ready or delayed) jobs, moved by
+                           one by the scripts that push, claim, release or remove a job
+                           of a fair queue (count_fair in lua/_common.lua; its hash: fk)
     P:paused               set of the paused queue names (flow control): CLAIM skips them
     P:quiet                set of the wake-up lists of idle workers in their long pop
                            (wait.py): the
