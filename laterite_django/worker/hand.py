@@ -134,6 +134,13 @@ class Hand:
                 held.append(self._running)
             return held
 
+    def job_ids(self) -> list[int]:
+        """The ids of the jobs in hand not finished: the running one first, then the rest
+        of its batch (the live workers' list)."""
+        with self._lock:
+            running = [] if self._running is None else [self._running]
+            return [int(claim.id) for claim in (*running, *self._unstarted)]
+
     def clear(self) -> None:
         """Forget every claim (the store is down: they expire and come back)."""
         with self._lock:

@@ -23,6 +23,7 @@ from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
 from ..stores import Store
 from .hand import Hand
+from .presence import Presence
 
 __all__ = ["Heartbeat"]
 
@@ -48,6 +49,7 @@ class Heartbeat:
         relieve: Callable[[], None],
         progress: ProgressDesk | None = None,
         lookout: Lookout | None = None,
+        presence: Presence | None = None,
     ) -> None:
         self.store = store
         self.hand = hand
@@ -56,6 +58,10 @@ class Heartbeat:
         self.relieve = relieve
         self.progress = progress
         self.lookout = lookout  # cancels of the running job (flow.cancel)
+        self.presence = presence  # this process's entry in the live workers' list
+        # When this thread last turned (monotonic): it turns every second or so while it
+        # lives, whatever the jobs do (queue_work --health-port's /livez reads it).
+        self.turned_at = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -73,6 +79,7 @@ class Heartbeat:
         next_beat = time.monotonic() + self.interval
         try:
             while not self._stop.is_set():
+                self.turned_at = time.monotonic()
                 wait = next_beat - time.monotonic()
                 if self.hand.busy():
                     wait = min(wait, LOOK)
@@ -109,6 +116,9 @@ class Heartbeat:
             close_old_connections()
             self.store.heartbeat(claims)
             crash_point("heartbeat.after_beat")  # the job runs on, its claim refreshed
+        if self.presence is not None:
+            close_old_connections()
+            self.presence.beat(self.store)
 
     def _save_progress(self) -> None:
         assert self.progress is not None

@@ -39,6 +39,7 @@ from .held import HeldJobs
 from .idle import IdleWaiting
 from .memory import limit_reached
 from .outage import Outage
+from .presence import Presence
 from .reports import Monitor
 from .settle import Settled, Settler
 
@@ -88,6 +89,7 @@ class Worker(HeldJobs, IdleWaiting):
         monitor: Monitor | None = None,
         wait_delayed: float = 0,
         manage_connections: bool = True,
+        presence: Presence | None = None,
     ) -> None:
         self.queues = list(queues or settings.QUEUES)
         self.name = name or default_worker_name()
@@ -126,9 +128,16 @@ class Worker(HeldJobs, IdleWaiting):
                                on_unavailable=lambda: drop_connections(self.store))
         # Cancels of the running job, looked for by the heartbeat (flow.cancel).
         self.lookout = Lookout(self.store, on_ask=self.monitor.cancel, interrupt=interrupt)
-        self.heartbeat = Heartbeat(self.store, self.hand, interval=max(0.2, self.retry_after / 3),
+        beat_every = max(0.2, self.retry_after / 3)
+        # This process's entry in the live workers' list, written with the heartbeat;
+        # none for a worker on the caller's connections (testing.run_jobs).
+        if presence is None and manage_connections:
+            presence = Presence(self.name, self.queues, every=beat_every)
+        self.presence = presence
+        self.heartbeat = Heartbeat(self.store, self.hand, interval=beat_every,
                                    slow_after=FLUSH_AFTER, relieve=self._relieve,
-                                   progress=self.progress, lookout=self.lookout)
+                                   progress=self.progress, lookout=self.lookout,
+                                   presence=presence)
         # The paused queues, read again at most every `sleep` seconds (flow.pause).
         self.paused = PausedView(self.store, every=self.sleep)
         self._next_sweep = 0.0
@@ -183,6 +192,8 @@ class Worker(HeldJobs, IdleWaiting):
         if self.manage_connections:
             self.heartbeat.start()
             self.store.work_in_background()
+        if self.presence is not None:
+            self.presence.join(self.store, self.hand)
         logger.info(
             "Worker %s started on queues %s", self.name, ", ".join(self.queues),
             extra={"action": "worker_started", "worker": self.name, "queues": self.queues},
@@ -286,6 +297,8 @@ class Worker(HeldJobs, IdleWaiting):
         if self.tally is not None:
             self.tally.flush()
         self._write_minutes()
+        if self.presence is not None:
+            self.presence.leave(self.store, self.hand)
         if self.manage_connections:
             with contextlib.suppress(Exception):
                 self.store.close()  # this thread's connections, its LISTEN one included

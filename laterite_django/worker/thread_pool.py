@@ -22,6 +22,7 @@ from ..conf import settings
 from ..core.values import Claim
 from ..schedules.scheduler import SchedulerThread
 from .loop import Worker, WorkerStopped, default_worker_name
+from .presence import Presence
 from .reports import Monitor
 
 if TYPE_CHECKING:
@@ -97,6 +98,10 @@ class ThreadPool:
         self._wake = threading.Event()
         self._watcher: threading.Thread | None = None
         self.scheduler: SchedulerThread | None = None
+        # One entry in the live workers' list for the process, written by every thread.
+        self.presence = Presence(default_worker_name(), list(settings.QUEUES),
+                                 concurrency=count,
+                                 every=max(0.2, float(settings.RETRY_AFTER) / 3))
 
     def start(self) -> None:
         with self._lock:
@@ -114,6 +119,7 @@ class ThreadPool:
             list(settings.QUEUES),
             name=f"{default_worker_name()}-thread-{slot.index}",
             monitor=slot.in_hand,
+            presence=self.presence,
         )
         slot.ended = ""
         slot.started_at = time.monotonic()

@@ -273,3 +273,13 @@ def test_a_stop_signal_to_a_process_without_a_server_returns_the_jobs(workers, s
     assert "shutdown grace: stopping it now" in err
     assert counts(get_store()) == (1, 0)
     assert kinds("hold-end") == []
+
+
+def test_the_threads_of_a_process_are_listed_as_one_worker(worker_mode):
+    jobs.record.push("listed")
+    wait_for(lambda: kinds("record"))
+    [entry] = wait_for(lambda: [w for w in worker_mode.workers() if w.pid == os.getpid()])
+    assert entry.concurrency == 2  # LATERITE_QUEUE_WORKERS threads
+    threads.stop_all()
+    # Taken off the list once its last thread stops.
+    assert [w for w in worker_mode.workers() if w.pid == os.getpid()] == []
