@@ -92,6 +92,8 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
             concurrency=1, started_at=now)),
         "remove_worker": lambda: store.remove_worker("h:1"),
         "workers": store.workers,
+        "held_sequences": store.held_sequences,
+        "release_sequence": lambda: store.release_sequence("acct:1"),
     }
 
 

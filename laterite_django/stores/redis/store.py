@@ -47,6 +47,7 @@ from ...core.limits import Limits
 from ...core.marks import marks_of
 from ...core.minutes import KEEP, Minute, minute_start
 from ...core.progress import Progress
+from ...core.sequences import HeldSequence, any_sequenced
 from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
 from ...exceptions import LateriteConfigurationError, PushNotReplicated, StoreUnavailable
 from ..base import Store
@@ -57,6 +58,7 @@ from ..schedule_state import Fired, ScheduleFire, ScheduleState
 from . import alias as redis_alias
 from . import limits as redis_limits
 from . import scripts as calls
+from . import sequences as redis_sequences
 from .failed import CHUNK, claim_token, failed_row, marked_claims, row_exists, write_row
 from .fair import FairEntries
 from .history import HistoryEntries
@@ -276,6 +278,10 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         wait = settings.REDIS_WAIT
         if wait is not None:
             return self._push_replicated(now, jobs, wait, once)
+        if any_sequenced([job.payload for job in jobs]):
+            # Jobs of a sequence: each its key's head, or held behind it (push_seq.lua).
+            return [int(i) or None for i in self._push(
+                "push_seq", redis_sequences.push_seq_args(now, jobs, once))]
         if any(job.fair_cost is not None for job in jobs):
             # Jobs of a fair queue take their place by their key's turn (push_fair.lua).
             return [int(i) or None for i in self._push(
@@ -307,7 +313,9 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         a push returns once a replica has it, and raises PushNotReplicated if none
         confirmed it in time (the jobs are on the primary all the same).
         """
-        if any(job.fair_cost is not None for job in jobs):
+        if any_sequenced([job.payload for job in jobs]):
+            steps = [("push_seq", redis_sequences.push_seq_args(now, jobs, once))]
+        elif any(job.fair_cost is not None for job in jobs):
             steps = [("push_fair", redis_limits.push_fair_args(now, jobs, once))]
         elif any(job.concurrency_limit for job in jobs):
             steps = [("push_limited", redis_limits.push_limited_args(now, jobs, once))]
@@ -536,6 +544,11 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         limits: Limits | None = None,
     ) -> list[Claim]:
         """Delete the finished jobs and claim the next ones in one round trip (a pipeline)."""
+        if finished and any_sequenced([c.payload for c in finished]):
+            # A head of a sequence ended: deleted with the promotion of the next job of its
+            # key (seq_delete.lua), before the claim, which may take that job.
+            self.delete(finished)
+            return self.claim(queues, worker, limit, limits) if queues and limit >= 1 else []
         limited = self._limited(queues, limits) if queues and limit >= 1 else None
         if limited is not None:
             # A limit may apply: the limited claim (limits.py), after the deletions.
@@ -644,7 +657,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
             if row_exists(
                 self._failed_rows(None), token, claim_id, text(name), text(queue), dt(pushed_at)
             ):
-                self._run("delete", [claim_id, token])
+                self._run("seq_delete", ["failed", claim_id, token])
             elif token.startswith(CANCEL_TOKEN):
                 self._finish_cancel(claim_id, token)  # cancelled: never runs again
             elif self._run("release", [now, claim_id, token, now, reason, "0"]):
@@ -683,6 +696,8 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
     def delete(self, claims: Sequence[Claim]) -> int:
         if not claims:
             return 0
+        if any_sequenced([c.payload for c in claims]):
+            return self._delete_sequenced(claims)
         record = self._record_step(claims)  # the history's records, before the deletion
         if any_marked(claims):
             if record is not None:
@@ -728,7 +743,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         row = self._write_row_counted(claim, error, link)
         crash_point("fail.after_failed_row")
         worker = self._worker_of(claim)  # for its history record (None: not kept)
-        (code,) = self._run("delete", [claim.id, claim.token])
+        (code,) = self._run("seq_delete", ["failed", claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
             # will run again, so it is not failed after all.
@@ -766,7 +781,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         ids = None if ids is None else list(ids)
         with transaction.atomic(using=self.database):
             for pairs in marked_claims(self._failed_rows(ids).select_for_update()):
-                self._run("delete", pairs)
+                self._run("seq_delete", ["failed", *pairs])
             crash_point("failed.after_removals")  # dies: the rows stay, their jobs gone
             return handle(ids)
 
@@ -818,6 +833,33 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
             row = write_row(rows, claim, error, link)
             self._count_failed([claim.payload])
         return row
+
+    # -- ordered sequences (sequences.py, lua/_sequence.lua) -------------------------
+
+    def _delete_sequenced(self, claims: Sequence[Claim]) -> int:
+        """Delete finished jobs whose claims are still held, some of sequences: each head
+        deleted lets the next job of its key go, in the same script (seq_delete.lua)."""
+        pairs = [value for c in claims for value in (c.id, c.token)]
+        step = ("seq_delete", ["done", *pairs])
+        record = self._record_step(claims) if hasattr(self, "_record_step") else None
+        codes = (self._pipeline([record, step])[-1] if record is not None
+                 else self._run(*step))
+        return sum(1 for code in codes if int(code) == 1)
+
+    def _sequences_forgotten(self, jobs: Sequence[tuple[int, str]]) -> None:
+        """See Store._sequences_forgotten: each sequence held by one of them goes on
+        (seq_forget.lua)."""
+        args = [value for job_id, key in jobs for value in (key, job_id)]
+        for start in range(0, len(args), 2 * CHUNK):
+            self._run("seq_forget", args[start : start + 2 * CHUNK])
+
+    @guarded
+    def held_sequences(self, limit: int = 100) -> list[HeldSequence]:
+        return redis_sequences.held_sequences(self.client, self.prefix, limit)
+
+    @guarded
+    def release_sequence(self, key: str) -> bool:
+        return bool(self._run("seq_release", [key]))
 
     # -- schedules ------------------------------------------------------------------
     # Each schedule is a hash `P:schedule:<name>` (last_tick, fired_at: microseconds
@@ -1050,6 +1092,9 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue is {queue!r}; name a queue, or pass None for every queue.")
         count = int(self._run("clear", [queue or "", self._ends_list()]))
+        # The held jobs of sequences (in no set of their queue), and the sequences whose
+        # head the clear took, moved on.
+        count += int(self._run("seq_clear", [queue or ""]))
         self._count_own_ends()  # its batch jobs, counted as failed
         return count
 
@@ -1201,8 +1246,8 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
                 self._count_failed([fields["payload"] for fields in failed])
                 self._record_cancelled(failed)  # their history records
             crash_point("cancel.after_rows")  # the rows written, the jobs still held
-            self._run("delete", [value for fields in failed
-                                 for value in (fields["job_id"], token)])
+            self._run("seq_delete", ["failed", *[value for fields in failed
+                                                 for value in (fields["job_id"], token)]])
         return result
 
     def _finish_cancel(self, job_id: int, token: str) -> None:
@@ -1218,7 +1263,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
                       attempts=int(attempts or 0), pushed_at=dt(pushed_at) or timezone.now(),
                       token=token, unique_key=key or None, priority=int(priority or 0))
         self._write_row_counted(claim, reason(False), self._retried_link(job_id))
-        self._run("delete", [job_id, token])
+        self._run("seq_delete", ["failed", job_id, token])
 
     @guarded
     def cancel_requested(self, claims: Sequence[Claim]) -> set[int]:
