@@ -43,7 +43,7 @@ from .sql import TABLE, aware
 __all__ = [
     "AHEAD_DAYS", "COLUMNS", "POSTGRES_DDL", "PRUNE_EVERY", "RECORD_TABLE", "HistoryRows",
     "insert_finished", "insert_rows", "keep_partitions", "partition_name", "partitions", "plain",
-    "prune", "prune_history", "record_of", "record_times",
+    "SCAN", "argument_filter", "prune", "prune_history", "record_of", "record_times", "search",
 ]
 
 RECORD_TABLE = "laterite_job_record"
@@ -378,3 +378,60 @@ _SETTLE_AND_CLAIM_RECORDED = pg.Prepared(
     f"{pg_recorded(pg.DELETE)}, {pg.PICKED} {pg.CLAIM_UPDATE}", None)
 _DELETE_RECORDED = pg.Prepared(
     b"laterite_delete_recorded", f"{pg_recorded(pg.DELETE)} SELECT id FROM gone", None)
+
+
+# -- search (queue_history, the admin) ------------------------------------------------
+
+# Rows an argument filter looks through at most, newest first (queue_history --scan).
+SCAN = 100_000
+
+
+def argument_filter(postgres: bool, key: str, value: Any) -> Any:
+    """The Q of records whose argument `key` (a keyword, or a position: digits) is
+    `value`: on PostgreSQL a jsonb containment (kwargs @> {key: value}), elsewhere the
+    key's value (json_extract)."""
+    from django.db.models import Q
+
+    if key.isdigit():
+        return Q(**{f"args__{int(key)}": value})
+    if postgres:
+        return Q(kwargs__contains={key: value})
+    return Q(**{f"kwargs__{key}": value})
+
+
+def search(database: str, *, name: str | None = None, queue: str | None = None,
+           status: str | None = None, arguments: Sequence[tuple[str, Any]] = (),
+           since: datetime | None = None, until: datetime | None = None,
+           limit: int = 100, scan: int = SCAN) -> tuple[list[Any], bool]:
+    """The records that match, newest first, at most `limit`; and whether an argument
+    filter stopped at `scan` rows (older ones were not looked at).
+
+    Name, queue and time go by the table's indexes ((name, finished_at), (queue,
+    finished_at), finished_at; on PostgreSQL only the partitions of the days asked for
+    are read). An argument filter is a test of each row, so it looks only through the
+    `scan` newest rows that the other filters keep: bounded whatever the table holds.
+    """
+    from django.db import connections
+
+    from ...models import JobRecord
+
+    rows = JobRecord.objects.using(database)
+    if name:
+        rows = rows.filter(name=name)
+    if queue:
+        rows = rows.filter(queue=queue)
+    if status:
+        rows = rows.filter(status=status)
+    if since is not None:
+        rows = rows.filter(finished_at__gte=since)
+    if until is not None:
+        rows = rows.filter(finished_at__lt=until)
+    rows = rows.order_by("-finished_at", "-id")
+    if not arguments:
+        return list(rows[:limit]), False
+    postgres = connections[database].vendor == "postgresql"
+    found = JobRecord.objects.using(database).filter(id__in=rows.values("id")[:scan])
+    for key, value in arguments:
+        found = found.filter(argument_filter(postgres, key, value))
+    full = rows[scan - 1 : scan].exists()  # the window held `scan` rows: maybe more
+    return list(found.order_by("-finished_at", "-id")[:limit]), full

@@ -76,12 +76,14 @@ class HistoryEntries:
             return 0
         rows = [_row(entry) for entry in raw]
         ids = [row["job_id"] for row in rows]
+        # A job is its id and push time: ids start again on a Redis that lost its data.
         have = set(JobRecord.objects.using(self.database).filter(job_id__in=ids)
-                   .values_list("job_id", flat=True))
-        fresh: dict[int, dict[str, Any]] = {}
+                   .values_list("job_id", "pushed_at"))
+        fresh: dict[tuple, dict[str, Any]] = {}
         for row in rows:
-            if row["job_id"] not in have:
-                fresh.setdefault(row["job_id"], row)  # one record per job
+            job = (row["job_id"], row["pushed_at"])
+            if job not in have:
+                fresh.setdefault(job, row)  # one record per job
         insert_rows(list(fresh.values()), self.database)
         self._run("history_taken", [len(raw), raw[0]])  # type: ignore[attr-defined]
         return len(fresh)
