@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import Batch, FailedJob, Job, MinuteCount, ScheduleRecord
+from ..models import Batch, FailedJob, Job, JobRecord, MinuteCount, ScheduleRecord
 from .base import ReadOnlyQueueAdmin
 from .batches import BatchAdmin
+from .history import JobRecordAdmin
 from .lists import FailedJobAdmin, JobAdmin
 from .overview import OverviewAdmin
 from .schedules import ScheduleAdmin
 
 __all__ = [
-    "BatchAdmin", "FailedJobAdmin", "JobAdmin", "OverviewAdmin", "ReadOnlyQueueAdmin",
-    "ScheduleAdmin",
+    "BatchAdmin", "FailedJobAdmin", "JobAdmin", "JobRecordAdmin", "OverviewAdmin",
+    "ReadOnlyQueueAdmin", "ScheduleAdmin",
 ]
 
 admin.site.register(Job, JobAdmin)
@@ -27,3 +28,4 @@ admin.site.register(FailedJob, FailedJobAdmin)
 admin.site.register(ScheduleRecord, ScheduleAdmin)
 admin.site.register(MinuteCount, OverviewAdmin)
 admin.site.register(Batch, BatchAdmin)
+admin.site.register(JobRecord, JobRecordAdmin)

@@ -9,6 +9,8 @@ by their sequence.
 
 from __future__ import annotations
 
+import json
+
 from django.db import models
 
 __all__ = ["JobRecord"]
@@ -55,6 +57,15 @@ class JobRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} #{self.job_id} ({self.status})"
+
+    @property
+    def payload(self) -> str:
+        """Its arguments as the job's payload held them (encrypted ones as "[encrypted]",
+        their ciphertext under "encrypted"): what the admin's arguments view opens."""
+        data = {"args": self.args or [], "kwargs": self.kwargs or {}}
+        if self.encrypted is not None:
+            data["encrypted"] = self.encrypted
+        return json.dumps(data)
 
     @property
     def waited(self) -> float | None:
