@@ -74,3 +74,23 @@ def test_only_the_queues_that_keep_history_record(store, workers):
     jobs.add.push(1, 2)  # queue "default": not named, so not kept
     drain(workers, history={"queues": {"mail": "1d"}})
     assert list(records()) == [kept]
+
+
+def test_encrypted_arguments_stay_ciphertext_in_the_history(store):
+    from django.db import connection
+
+    from laterite_django.testing import run_jobs
+    from tests.testapp.encrypted_jobs import broken, every
+
+    email, token = "erin.private@example.com", "tok-hist-77aa"
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        every.push(1, email, token=token)
+        broken.push(email, {"token": token})
+        run_jobs()
+    assert {r.name: r.status for r in JobRecord.objects.all()} == {
+        "tests.enc.every": "succeeded", "tests.enc.broken": "failed"}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM laterite_job_record")
+        stored = repr(cursor.fetchall())
+    assert email not in stored and token not in stored
+    assert "[encrypted]" in stored and all(r.encrypted for r in JobRecord.objects.all())
