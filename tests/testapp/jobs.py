@@ -541,3 +541,47 @@ from .encrypted_jobs import broken, every, named  # noqa: E402, F401
 def fair_record(tenant: str, i: int) -> None:
     """Record `tenant:i` as it starts (fair claims: its tenant's turn)."""
     _record("fair", f"{tenant}:{i}")
+
+
+def _seq_line(kind: str, key: str, n: int, attempt: int) -> None:
+    """A line appended to $LATERITE_TEST_SEQ_LOG at once (one write: whole even if the
+    process is SIGKILLed right after), so a run's start and end outlive its worker."""
+    log = os.environ.get("LATERITE_TEST_SEQ_LOG")
+    if not log:
+        return
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{kind} {key} {n} {attempt} {os.getpid()} {time.time():.6f}\n".encode())
+    finally:
+        os.close(fd)
+
+
+@job("tests.seq_step", queue="seq", sequence=lambda key, n, **kw: key, tries=3, backoff=0,
+     timeout=None)
+def seq_step(key: str, n: int, cx: JobContext, seconds: float = 0.0, transient: int = 0,
+             fail_once: bool = False) -> None:
+    """A job of sequence `key`, the `n`th pushed: its start and end logged (_seq_line).
+    It raises on its first `transient` attempts (retried), and with `fail_once` it fails
+    for good the first time it runs (a marker file says it did), then runs if retried."""
+    _seq_line("start", key, n, cx.attempt)
+    time.sleep(seconds)
+    if cx.attempt <= transient:
+        _seq_line("end", key, n, cx.attempt)
+        raise RuntimeError(f"{key}/{n}: transient failure {cx.attempt}")
+    if fail_once:
+        marker = f"{os.environ.get('LATERITE_TEST_SEQ_LOG', '/tmp/seq')}.failed-{key}-{n}"
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            _seq_line("end", key, n, cx.attempt)
+            raise Fail(f"{key}/{n}: failed for good, once")
+    _seq_line("end", key, n, cx.attempt)
+
+
+@job("tests.seq_go_on", queue="seq", sequence=lambda key, n, **kw: key,
+     sequence_on_failure="continue", tries=1, backoff=0)
+def seq_go_on(key: str, n: int, fail: bool = False) -> None:
+    """A job of a sequence that goes on after a failure: logged, failing if `fail`."""
+    _seq_line("start", key, n, 1)
+    _seq_line("end", key, n, 1)
+    if fail:
+        raise Fail(f"{key}/{n}: failed")
