@@ -246,8 +246,9 @@ def check_encryption(app_configs: Any = None, **kwargs: Any) -> list:
             f"Jobs {names} encrypt their arguments, but the cryptography package is not "
             f"installed.",
             hint="Install cryptography (the 'crypto' extra).", id="laterite.E047"))
-    keyed = [job.name for job in encrypted if job.unique_key is not None
-             or job.concurrency_key is not None or job.debounce is not None]
+    keyed = [job.name for job in encrypted if not getattr(job, "keys_given", False) and (
+        job.unique_key is not None or job.concurrency_key is not None
+        or job.debounce is not None)]
     if keyed and raw("ENCRYPTION_HASH_KEY") is None:
         errors.append(Error(
             f"Jobs {', '.join(map(repr, keyed))} compute a unique, concurrency or debounce "

@@ -24,6 +24,7 @@ from .compat import (
     TaskResult,
     TaskResultDoesNotExist,
 )
+from .encrypted import validate_encrypt
 from .enqueue import enqueue_task
 from .limits import validate_limit
 from .lookup import laterite_backend
@@ -112,6 +113,13 @@ class LateriteBackend(BaseTaskBackend):
                 f"str or None, got {unique_key!r}."
             )
         validate_limit(self, task)
+        encrypt = getattr(task, "encrypt", False)
+        if encrypt is not False:
+            if isinstance(encrypt, list):  # a Task is frozen and hashed: kept as a tuple
+                object.__setattr__(task, "encrypt", tuple(encrypt))
+            validate_encrypt(task)
+            if encrypt:
+                task_job(encrypted=True)  # so this process, a worker too, knows its job
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         yield from super().check(**kwargs)

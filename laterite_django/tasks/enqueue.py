@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from .. import encryption
 from ..conf import settings
 from ..context import Pushed
 from ..core.sizes import UNIQUE_KEY_MAX, too_long
@@ -16,6 +17,7 @@ from ..exceptions import PushNotReplicated
 from ..payload import check_keys, check_text
 from ..stores import get_store
 from .compat import Task, TaskResult, TaskResultStatus, task_enqueued
+from .encrypted import shown_arguments
 from .limits import concurrency_of
 from .results import build_result, records
 from .runner import task_job
@@ -69,7 +71,18 @@ def enqueue_task(
     )
     check_keys(f"Task {task.module_path!r}", result.args, result.kwargs)
     check_text(f"Task {task.module_path!r}", result.args, result.kwargs)
+    encrypted = bool(getattr(task, "encrypt", False))
     key = unique_key_of(task, result.args, result.kwargs)
+    limited = concurrency_of(backend, task, result.args, result.kwargs)
+    kept_args, kept_kwargs = result.args, result.kwargs  # what its record keeps
+    if encrypted:
+        # Keys made from its arguments as keyed hashes; the record keeps the arguments
+        # with the encrypted ones as placeholders (see tasks/encrypted.py).
+        if key is not None:
+            key = encryption.hashed(task.module_path, key)
+        if limited is not None and limited[1] != task.module_path:
+            limited = limited[0], encryption.hashed(task.module_path, limited[1])
+        kept_args, kept_kwargs = shown_arguments(task, result.args, result.kwargs)
     call: dict[str, Any] = {
         "task": task.module_path,
         "args": result.args,
@@ -79,10 +92,9 @@ def enqueue_task(
     }
     if key is not None:
         call["unique_key"] = key
-    limited = concurrency_of(backend, task, result.args, result.kwargs)
     if limited is not None:
         call["concurrency"], call["concurrency_key"] = limited
-    job = task_job()
+    job = task_job(encrypted)
     inline = settings.MODE == "inline"
 
     def record(job_id: object = None) -> TaskResultRecord:
@@ -93,8 +105,8 @@ def enqueue_task(
             queue=task.queue_name,
             priority=task.priority,
             run_after=task.run_after,
-            args=result.args,
-            kwargs=result.kwargs,
+            args=kept_args,
+            kwargs=kept_kwargs,
             status=TaskResultStatus.READY,
             enqueued_at=enqueued_at,
             job_id="" if job_id is None else str(job_id),

@@ -17,6 +17,7 @@ from django.db import transaction
 
 from ..conf import settings
 from .compat import InvalidTask, Task, TaskError, TaskResult, TaskResultStatus
+from .encrypted import opened_value
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -119,7 +120,8 @@ def build_result(record: Any, task: Task | None = None) -> TaskResult:
         ],
         worker_ids=list(record.worker_ids),
     )
-    object.__setattr__(result, "_return_value", record.return_value)
+    # An encrypted task's value is stored sealed: opened here, where it is read.
+    object.__setattr__(result, "_return_value", opened_value(task, record.return_value))
     return result
 
 

@@ -28,12 +28,16 @@ from ..registry import registry
 if TYPE_CHECKING:
     from .task_run import TaskRun
 
-__all__ = ["TASK_JOB", "TaskJob", "register_if_configured", "run_task", "task_job"]
+__all__ = ["ENCRYPTED_TASK_JOB", "TASK_JOB", "TaskJob", "register_if_configured", "run_task",
+           "task_job"]
 
 TASK_JOB = "laterite.task"
+# The job of the tasks that encrypt their arguments (tasks/encrypted.py): its call's
+# `args` and `kwargs` are sealed.
+ENCRYPTED_TASK_JOB = "laterite.task.encrypted"
 BACKEND_PATH = "laterite_django.tasks"
 
-_job: JobFunction | None = None
+_jobs: dict[str, JobFunction] = {}
 _lock = threading.Lock()
 
 
@@ -44,6 +48,10 @@ def _pushed_key(*args: Any, unique_key: str | None = None, **kwargs: Any) -> str
 
 class TaskJob(JobFunction):
     """The `laterite.task` job: its options are those of the Task each call runs."""
+
+    # Its unique and concurrency keys are the backend's, computed at enqueue from the
+    # task's arguments (as keyed hashes for an encrypted task): none from its own.
+    keys_given = True
 
     def options_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> JobOptions:
         call = _call_of(args, kwargs)
@@ -86,15 +94,18 @@ def _context(claim: Claim) -> JobContext:
                       attempt=claim.attempts, pushed_at=claim.pushed_at)
 
 
-def task_job() -> JobFunction:
-    """Return the `laterite.task` job, registering it if this process has not yet."""
-    global _job
+def task_job(encrypted: bool = False) -> JobFunction:
+    """Return the `laterite.task` job (`laterite.task.encrypted` for a task that
+    encrypts its arguments), registering it if this process has not yet."""
+    name = ENCRYPTED_TASK_JOB if encrypted else TASK_JOB
     with _lock:
-        if _job is None:
-            _job = TaskJob(run_task, name=TASK_JOB, unique_key=_pushed_key)
-        if TASK_JOB not in registry:
-            registry.register(_job)
-    return _job
+        job = _jobs.get(name)
+        if job is None:
+            job = _jobs[name] = TaskJob(run_task, name=name, unique_key=_pushed_key,
+                                        encrypt=["args", "kwargs"] if encrypted else False)
+        if name not in registry:
+            registry.register(job)
+    return job
 
 
 def register_if_configured() -> None:

@@ -1,5 +1,5 @@
 """`LateriteTask`: Django's Task with laterite's own options (tries, backoff, timeout,
-unique_key, concurrency, concurrency_key).
+unique_key, concurrency, concurrency_key, encrypt).
 
 The backend's `task_class`: on Django 6.1 (and the backport) `@task(tries=5,
 timeout=30)` passes these keyword arguments through to it. An option left
@@ -8,7 +8,7 @@ unset takes the backend's OPTIONS default.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,3 +49,6 @@ class LateriteTask(Task):
     # callable(*args, **kwargs) -> str or None, computed at enqueue: the key the
     # task's `concurrency` counts under (None: the task's module path).
     concurrency_key: Callable[..., str | None] | None = None
+    # Its arguments stored encrypted (True: all; or a list of parameter names), and its
+    # result's value: see tasks/encrypted.py.
+    encrypt: bool | Sequence[str] = False

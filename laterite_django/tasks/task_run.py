@@ -7,6 +7,7 @@ imports without it, imports this module on first use.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -19,11 +20,13 @@ from django.utils import timezone
 from ..context import JobContext
 from ..core.rules import Action, Decision, JobOptions
 from ..core.sizes import storable
+from ..encryption import scrub
 from ..exceptions import Cancelled, Fail, Snooze
 from ..worker.attempt import WorkerStopped
 from ..worker.execute import JobTimeout
 from ..worker.loop import default_worker_name
 from .compat import TaskContext, normalize_json, task_finished, task_started
+from .encrypted import ScrubbedError, scrubbed, sealed_value, secrets_of
 from .lookup import laterite_backend
 from .results import WorkerLost, build_result, expiry, resolve_task, update_record
 
@@ -61,6 +64,8 @@ class TaskRun:
         self.cx = cx
         self.inline = cx.id is None
         self.task: Any = None
+        # An encrypted task's arguments: what its errors are scrubbed of (encrypted.py).
+        self.secrets: list[Any] = []
         self.sender: type = TaskRun
         self.ttl: float | None = None
         # A task pushed without a result (queue_push, say) is described in memory only.
@@ -90,6 +95,7 @@ class TaskRun:
         except Exception as e:
             self._record(self._failed(e))
             raise Fail(f"cannot run task {self.path!r}: {_summary(e)}") from e
+        self.secrets = secrets_of(self.task, self.args, self.kwargs)
         task_result = self._start()
         task_started.send(sender=self.sender, task_result=task_result)
         try:
@@ -101,22 +107,22 @@ class TaskRun:
                 self._finish(self._failed(e))
                 raise
             # Retry or fail is the rules' to say; the error is recorded now, with its class.
-            self._record(_errored(e))
-            _raised.error = (self.cx.id, e)
+            self._record(_errored(e, self.secrets))
+            _raised.error = (self.cx.id, e, self.secrets)
             raise
         try:
             value = normalize_json(value)
         except BaseException as e:
             # A return value that is not JSON is final.
             error = f"{_summary(e)}\n\n{''.join(traceback.format_exception(e))}"
-            self._record(_errored(e))
+            self._record(_errored(e, self.secrets))
             raise Fail(error) from e
         self._finish(self._succeeded(value))
         return value
 
     def settled(self, decision: Decision) -> None:
         """Record how the worker settled this attempt in the task's result."""
-        raised = _take_raised(self.cx.id)
+        raised, self.secrets = _take_raised(self.cx.id)
         if decision.action is Action.DELETE:
             return  # recorded by run() as it returned
         self._backend()
@@ -183,7 +189,7 @@ class TaskRun:
     def _failed(
         self, error: BaseException, record_error: Callable[[Any], bool] = lambda record: True
     ) -> Callable[[Any], None]:
-        entry = _error_entry(error)
+        entry = _error_entry(error, self.secrets)
 
         def add_error(record: Any) -> None:
             if record_error(record):
@@ -192,6 +198,9 @@ class TaskRun:
         return self._ended("FAILED", add_error)
 
     def _succeeded(self, value: Any) -> Callable[[Any], None]:
+        if getattr(self.task, "encrypt", False):
+            value = sealed_value(value)  # opened where the result is read
+
         def keep_value(record: Any) -> None:
             record.return_value = value
 
@@ -218,7 +227,16 @@ class TaskRun:
         backends, so the framework's log line carries the traceback.
         """
         record = self._record(change) or self._record_unsaved(change)
-        task_finished.send(sender=self.sender, task_result=self._result(record))
+        raised = sys.exc_info()[1]
+        if raised is None or not self.secrets:
+            task_finished.send(sender=self.sender, task_result=self._result(record))
+            return
+        # Django's handler logs the exception being handled: an encrypted task's is
+        # logged scrubbed of its arguments, in its place.
+        try:
+            raise scrubbed(raised, self.secrets) from None
+        except ScrubbedError:
+            task_finished.send(sender=self.sender, task_result=self._result(record))
 
     def _record_unsaved(self, change: Callable[[Any], None]) -> Any:
         self.result_id = None
@@ -230,13 +248,14 @@ class TaskRun:
 _raised = threading.local()
 
 
-def _take_raised(job_id: int | str | None) -> BaseException | None:
-    """Return what the task of job `job_id` raised in this thread's last attempt, and forget it."""
+def _take_raised(job_id: int | str | None) -> tuple[BaseException | None, list[Any]]:
+    """Return what the task of job `job_id` raised in this thread's last attempt and
+    the values its error is scrubbed of, and forget them."""
     found = getattr(_raised, "error", None)
     _raised.error = None
     if found is None or found[0] != job_id:
-        return None
-    return found[1]
+        return None, []
+    return found[1], found[2]
 
 
 def _undo_start(record: Any) -> None:
@@ -245,8 +264,8 @@ def _undo_start(record: Any) -> None:
     record.worker_ids = record.worker_ids[:-1]
 
 
-def _errored(error: BaseException) -> Callable[[Any], None]:
-    entry = _error_entry(error)
+def _errored(error: BaseException, secrets: list[Any]) -> Callable[[Any], None]:
+    entry = _error_entry(error, secrets)
 
     def change(record: Any) -> None:
         record.errors = [*record.errors, entry]
@@ -259,13 +278,15 @@ def _ready(record: Any) -> None:
     record.status = "READY"
 
 
-def _error_entry(error: BaseException) -> dict[str, str]:
+def _error_entry(error: BaseException, secrets: list[Any]) -> dict[str, str]:
     kind = type(error)
+    text = "".join(traceback.format_exception(error))
     return {
         "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
         # Escaped as a job's error is (a NUL, a lone surrogate): the database refuses
-        # them, and the attempt's real error would be lost behind that refusal.
-        "traceback": storable("".join(traceback.format_exception(error))),
+        # them, and the attempt's real error would be lost behind that refusal. An
+        # encrypted task's scrubbed of its arguments.
+        "traceback": storable(scrub(text, secrets)),
     }
 
 

@@ -197,3 +197,21 @@ def snoozing(value: str, times: int) -> str:
     if Record.objects.filter(kind="task-snoozing", value=value).count() <= times:
         raise Snooze(0)
     return value
+
+
+# Tasks whose arguments are stored encrypted (tests/tasks/test_tasks_encrypted.py).
+@with_options(encrypt=True, tries=1)
+def enc_welcome(user_id: int, email: str, token: str = "") -> dict:
+    """Record its arguments as it got them; fail for an address starting with 'fail',
+    quoting it; return a value made of them."""
+    _record("enc-task", f"{user_id}|{email}|{token}")
+    if email.startswith("fail"):
+        raise ValueError(f"cannot reach {email!r}")
+    return {"greeting": f"hello {email}"}
+
+
+@with_options(encrypt=["email"], unique_key=lambda user_id, email: f"u-{email}")
+def enc_named(user_id: int, email: str) -> int:
+    """Only `email` encrypted; unique per e-mail address."""
+    _record("enc-task-named", f"{user_id}|{email}")
+    return user_id
