@@ -75,6 +75,18 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def stuck(self, within: float) -> str | None:
+        """Why this thread is not turning (stopped, or no turn for `within` seconds), or
+        None: it turns, or has not started yet (queue_work --health-port's /livez)."""
+        if self._thread is None:
+            return None
+        if not self._thread.is_alive():
+            return "the worker's heartbeat thread has stopped"
+        late = time.monotonic() - self.turned_at
+        if late > within:
+            return f"the worker's heartbeat thread has not turned for {late:.0f} s"
+        return None
+
     def _run(self) -> None:
         next_beat = time.monotonic() + self.interval
         try:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from django.utils import timezone
 
+from .. import __version__
 from ..core.workers import ID_MAX, WorkerInfo
 from ..exceptions import StoreUnavailable
 from ..stores import Store
@@ -34,12 +35,6 @@ def process_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"[-ID_MAX:]
 
 
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
-
-
 class Presence:
     """The entry of the process whose Workers `join` it (see the module's docstring)."""
 
@@ -47,7 +42,7 @@ class Presence:
                  every: float) -> None:
         self.info = WorkerInfo(
             id=process_id(), name=name[:ID_MAX], host=socket.gethostname()[:ID_MAX],
-            pid=os.getpid(), version=_version(), queues=list(queues),
+            pid=os.getpid(), version=__version__, queues=list(queues),
             concurrency=concurrency, started_at=timezone.now())
         self.every = every
         self._hands: list[Hand] = []

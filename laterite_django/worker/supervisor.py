@@ -98,6 +98,8 @@ class Supervisor:
         # slot -> the wait before restarting a worker that keeps crashing at start
         self._crashes: dict[int, Growing] = {}
         self._started = 0.0
+        # When the loop last turned (queue_work --health-port's /livez); None: not yet.
+        self.turned_at: float | None = None
         # Recurring schedules, fired from this loop (the supervisor holds no threads).
         self.scheduler = scheduler
         self._next_schedule = 0.0
@@ -121,6 +123,7 @@ class Supervisor:
         try:
             self._due = {slot: self._started for slot in range(self.processes)}
             while True:
+                self.turned_at = time.monotonic()
                 self.procs.listen(TICK)
                 # Signals first: a worker that got the same Ctrl-C and stopped is
                 # then seen as part of the shutdown, not replaced.
@@ -149,6 +152,13 @@ class Supervisor:
             self.procs.close()
         logger.info("Supervisor %s stopped", os.getpid(), extra={"action": "supervisor_stopped"})
         return 0
+
+    def stuck(self, within: float) -> str | None:
+        """Why the loop is not turning (no turn for `within` seconds), or None."""
+        if self.turned_at is None:
+            return None
+        late = time.monotonic() - self.turned_at
+        return f"the supervisor's loop has not turned for {late:.0f} s" if late > within else None
 
     def _schedule(self, now: float) -> None:
         """Fire the due ticks of the schedules, when the scheduler asked to look again."""

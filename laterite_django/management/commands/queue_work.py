@@ -25,6 +25,7 @@ from ...exceptions import LateriteConfigurationError
 from ...metrics.totals import Totals
 from ...schedules.scheduler import Scheduler, SchedulerThread
 from ...worker.execute import stuck_threads
+from ...worker.health import LIVE_WITHIN, HealthServer
 from ...worker.loop import Worker, WorkerStopped
 from ...worker.shutdown import EarlyStops, early_stops, stop_signals
 from ...worker.supervisor import Supervisor
@@ -120,6 +121,16 @@ class Command(StoreCommand):
             help="The address --metrics-port listens on, e.g. 127.0.0.1 or ::1 (default "
             "0.0.0.0: every IPv4 address of the host).",
         )
+        parser.add_argument(
+            "--health-port", type=port_number, metavar="PORT",
+            help="Serve Kubernetes probes at http://HOST:PORT/livez (200 while this "
+            "process's loop turns) and /readyz (200 while the store answers, else 503); "
+            "0 = any free port, logged.",
+        )
+        parser.add_argument(
+            "--health-address", type=ip_address, metavar="ADDRESS",
+            help="The address --health-port listens on (default 0.0.0.0).",
+        )
 
     def handle(self, *args, **options) -> None:
         try:
@@ -151,6 +162,9 @@ class Command(StoreCommand):
         if options.get("metrics_address") and options.get("metrics_port") is None:
             raise CommandError(f"--metrics-address {options['metrics_address']} needs "
                                "--metrics-port.")
+        if options.get("health_address") and options.get("health_port") is None:
+            raise CommandError(f"--health-address {options['health_address']} needs "
+                               "--health-port.")
         if options["wait_delayed"] and not options["stop_when_empty"]:
             raise CommandError(f"--wait-delayed {options['wait_delayed']:g} needs "
                                "--stop-when-empty.")
@@ -174,6 +188,8 @@ class Command(StoreCommand):
         # Served by a daemon thread of this process until it exits; from before the
         # wait for the store, so a scrape meanwhile says laterite_store_up 0.
         metrics = serve_metrics(options.get("metrics_port"), options.get("metrics_address"))
+        # Likewise: /livez says 200 and /readyz 503 while the store is waited for.
+        health = serve_health(options.get("health_port"), options.get("health_address"))
         # Once, before any worker: missing tables end the command (StoreNotMigrated,
         # one line); a store that is down is waited for, said once.
         if not wait_for_store(worker.store, give_up_after=options["max_seconds"]):
@@ -184,12 +200,17 @@ class Command(StoreCommand):
         if totals is not None:
             worker.tally = Tally(totals.add)
         if processes > 1:
-            Supervisor(
+            supervisor = Supervisor(
                 processes, queues, name=options["name"], grace=options["grace"],
                 max_seconds=options["max_seconds"], scheduler=scheduler, totals=totals,
                 **worker_options,
-            ).run(handlers_set=early.replay)
+            )
+            if health is not None:
+                health.watch(lambda: supervisor.stuck(LIVE_WITHIN))
+            supervisor.run(handlers_set=early.replay)
             return
+        if health is not None:
+            health.watch(lambda: worker.heartbeat.stuck(LIVE_WITHIN))
         with stop_signals(worker.stop, worker.stop_now, grace=options["grace"]), \
                 scheduler_thread(scheduler):
             early.replay()
@@ -272,6 +293,18 @@ def serve_metrics(port: int | None, address: str | None = None) -> MetricsServer
     except OSError as e:
         where = f"--metrics-address {address} " if address else ""
         raise CommandError(f"{where}--metrics-port {port}: cannot serve metrics: {e}") from e
+
+
+def serve_health(port: int | None, address: str | None = None) -> HealthServer | None:
+    """Start the health probes' server on `port` (on `address`, else on every IPv4
+    address), or nothing when `port` is None."""
+    if port is None:
+        return None
+    try:
+        return HealthServer(port, address=address or "0.0.0.0")
+    except OSError as e:
+        where = f"--health-address {address} " if address else ""
+        raise CommandError(f"{where}--health-port {port}: cannot serve probes: {e}") from e
 
 
 def keep_connections_open() -> None:

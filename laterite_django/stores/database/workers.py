@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from django.apps import apps
 from django.db import IntegrityError, transaction
 from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
@@ -23,9 +24,9 @@ class WorkerRows:
     _workers_pruned_at: float = 0.0  # monotonic time of this store's last removal
 
     def _worker_rows(self):
-        from ...models import WorkerRecord  # the stores are imported before the apps load
-
-        return WorkerRecord._default_manager.using(self.database)
+        # By name: the stores are imported before the apps are loaded.
+        return apps.get_model("laterite_django", "WorkerRecord")._default_manager.using(
+            self.database)
 
     @guarded
     def beat_worker(self, info: WorkerInfo) -> None:

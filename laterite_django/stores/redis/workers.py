@@ -24,7 +24,8 @@ class WorkerEntries:
     """RedisStore's methods for the live workers' list (see Store.beat_worker)."""
 
     if TYPE_CHECKING:  # RedisStore's
-        client: Redis
+        @property
+        def client(self) -> Redis: ...
 
         def key(self, *parts: str) -> str: ...
         def _run(self, name: str, args: Sequence[Any]) -> Any: ...
