@@ -94,6 +94,8 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
         "workers": store.workers,
         "held_sequences": store.held_sequences,
         "release_sequence": lambda: store.release_sequence("acct:1"),
+        "fair_waiting": store.fair_waiting,
+        "prune_fair_turns": store.prune_fair_turns,
     }
 
 
@@ -103,9 +105,9 @@ REDIS_ONLY = {"warnings"}
 DATABASE_METHODS = sorted(set(calls(DatabaseStore())) - REDIS_ONLY)
 # The failed list and the admin's reads live in the database: they never touch Redis.
 # A push inside atomic() goes to the outbox there; Redis down at commit is logged.
-# Redis keeps no dead rows: it has nothing to tidy.
+# (Redis keeps no dead rows, but its tidy prunes the fair turns: it asks Redis.)
 DATABASE_ONLY = {"failed_counts", "retry", "forget", "failed_jobs", "missing_failed",
-                 "job_names", "estimated_rows", "push_on_commit", "tidy", "failed_payloads",
+                 "job_names", "estimated_rows", "push_on_commit", "failed_payloads",
                  "replace_failed_payloads"}
 REDIS_METHODS = sorted(
     {*calls(DatabaseStore()), "wait", "wait_and_claim", "queues"} - DATABASE_ONLY)
