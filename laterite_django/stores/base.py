@@ -258,9 +258,10 @@ class Store(FailedList, abc.ABC):
         return []
 
     def tidy(self) -> int:
-        """Remove what slows the store down once enough of it has piled up (PostgreSQL's
-        dead rows); return how much was removed, 0 when nothing was due. Cheap to call
-        often: the workers call it every few seconds."""
+        """Remove what slows the store down or piles up once enough of it has (PostgreSQL's
+        dead rows; the fair turns no key needs, see prune_fair_turns); return how much was
+        removed, 0 when nothing was due. Cheap to call often: the workers call it every
+        few seconds."""
         return 0
 
     def fair_waiting(self, top: int = TOP_KEYS) -> dict[str, WaitingByKey]:
