@@ -85,9 +85,10 @@ CHECK_IDS: dict[str, tuple[str, str]] = {
     "laterite.W002": ("Warning", "A LATERITE_QUEUE_* setting that laterite does not know."),
     "laterite.W003": ("Warning", "Jobs are left in the database store while "
                                  "LATERITE_QUEUE_STORE is 'redis' (a database check)."),
-    "laterite.W043": ("Warning", "Jobs, outbox rows or batch callbacks are encrypted under "
-                                 "a key id LATERITE_QUEUE_ENCRYPTION_KEYS no longer lists "
-                                 "(a database check, on a bounded sample)."),
+    "laterite.W043": ("Warning", "Jobs, failed jobs, outbox rows, batch callbacks, history "
+                                 "records or task results are encrypted under a key id "
+                                 "LATERITE_QUEUE_ENCRYPTION_KEYS no longer lists (a "
+                                 "database check, on a bounded sample)."),
     "laterite.W040": ("Warning", "Idle workers cannot LISTEN: their PostgreSQL connection "
                                  "goes through a pooler (a database check)."),
     "laterite.E101": ("Error", "A TASKS backend is LateriteBackend but laterite_django is "
@@ -315,8 +316,9 @@ def check_retired_keys(app_configs: Any = None, databases: Any = None, **kwargs:
     A database check (it queries): `manage.py check --database default` and `migrate`
     run it. It looks at the first RETIRED_KEYS_SAMPLE rows by id of each place (the
     store's waiting and delayed jobs, the failed list, the outbox, the batches'
-    callbacks): bounded, however large the tables, so a retired key only on newer rows
-    may go unseen. A store that is down or not migrated says nothing here.
+    callbacks, the history, the task results): bounded, however large the tables, so a
+    retired key only on newer rows may go unseen. A store that is down or not migrated
+    says nothing here.
     """
     alias = raw("DATABASE")
     keys = raw("ENCRYPTION_KEYS")

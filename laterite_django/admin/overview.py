@@ -24,6 +24,7 @@ from ..core.minutes import Minute, minute_start
 from ..core.values import QueueCounts
 from ..stores import get_store
 from .chart import minute_chart
+from .workers import worker_counts
 
 __all__ = ["OverviewAdmin", "overview_rows"]
 
@@ -95,8 +96,10 @@ class OverviewAdmin(admin.ModelAdmin):
             raise PermissionDenied
         error = ""
         rows: list[QueueOverview] = []
+        workers: tuple[int, int] | None = None  # (alive, lost), linked to their page
         try:
             rows = overview_rows()
+            workers = worker_counts(get_store().workers())
         except Exception as e:
             logger.warning("The admin could not read the overview: %s", e,
                            extra={"action": "admin_overview_failed"})
@@ -111,6 +114,7 @@ class OverviewAdmin(admin.ModelAdmin):
             "error": error,
             "store": str(settings.STORE),
             "minutes": MINUTES,
+            "workers": workers,
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name

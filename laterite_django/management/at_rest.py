@@ -4,25 +4,27 @@ samples.
 
 The places: the store's waiting and delayed jobs (the job table, or Redis), the failed
 list, the Redis store's outbox (rows a commit left there while Redis was away; read on
-every store, empty on the database ones), and the batches' callbacks.
+every store, empty on the database ones), the batches' callbacks, the job history's
+records and the values of encrypted tasks' results.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 
-from .. import encryption
+from .. import encryption, payload
 from ..conf import settings
 from ..stores import Store
 
 __all__ = ["Place", "places", "retired_keys"]
 
-Read = Callable[[int, int], list[tuple[int, str]]]
-Write = Callable[[Sequence[tuple[int, str, str]]], int]
+Read = Callable[[Any, int], list[tuple[Any, str]]]
+Write = Callable[[Sequence[tuple[Any, str, str]]], int]
 Sample = Callable[[int], list[str]]
 
 
@@ -37,6 +39,7 @@ class Place:
     write: Write
     sample: Sample
     resume: str | None = None  # the queue_rekey option that starts it after an id
+    start: Any = 0  # the id the walk starts after ("" for text ids)
 
 
 def _column(model: Any, field: str) -> tuple[Read, Write, Sample]:
@@ -66,10 +69,55 @@ def _column(model: Any, field: str) -> tuple[Read, Write, Sample]:
     return read, write, sample
 
 
+def _sealed_json(model: Any, field: str, wrapped: bool) -> tuple[Read, Write, Sample]:
+    """read, write and sample of a JSON column of `model` holding a sealed part: the
+    sealed dict itself (`wrapped` False: JobRecord.encrypted) or {"encrypted": sealed}
+    (True: an encrypted task's return value). Each row is given as the text
+    {"encrypted": {"key", "ct"}} (the database may reorder a JSON object's keys) and
+    rewritten only if it still holds what was read, its row locked meanwhile."""
+    database = settings.DATABASE
+
+    def rows() -> Any:
+        return model.objects.using(database)
+
+    def as_text(value: Any) -> str:
+        sealed = value.get(payload.SEALED_KEY) if wrapped and isinstance(value, dict) else value
+        if not isinstance(sealed, dict):
+            return ""
+        return payload._encoder.encode({payload.SEALED_KEY: {
+            "key": sealed.get("key"), "ct": sealed.get("ct")}})
+
+    def holding() -> Any:
+        return rows().filter(**({f"{field}__has_key": payload.SEALED_KEY} if wrapped
+                                else {f"{field}__isnull": False}))
+
+    def read(after: Any, limit: int) -> list[tuple[Any, str]]:
+        found = holding().filter(pk__gt=after).order_by("pk").values_list("pk", field)
+        return [(pk, as_text(value)) for pk, value in found[:limit]]
+
+    def write(changes: Sequence[tuple[Any, str, str]]) -> int:
+        count = 0
+        with transaction.atomic(using=database):
+            for pk, old, new in changes:
+                row = rows().select_for_update().filter(pk=pk).values_list(field, flat=True)
+                if [as_text(value) for value in row] != [old]:
+                    continue  # gone, or changed since it was read
+                sealed = json.loads(new)
+                count += rows().filter(pk=pk).update(
+                    **{field: sealed if wrapped else sealed[payload.SEALED_KEY]})
+        return count
+
+    def sample(limit: int) -> list[str]:
+        found = rows().order_by("pk").values_list(field, flat=True)[:limit]
+        return [as_text(value) for value in found]
+
+    return read, write, sample
+
+
 def places(store: Store) -> list[Place]:
     """Every place encrypted arguments rest, for `store`."""
     # Models load after the app registry: imported on first use.
-    from ..models import Batch, OutboxJob
+    from ..models import Batch, JobRecord, OutboxJob, TaskResultRecord
 
     found = [
         Place("waiting or delayed jobs", store.unclaimed_payloads, store.replace_payloads,
@@ -82,6 +130,9 @@ def places(store: Store) -> list[Place]:
     for field, name in (("then_call", "then"), ("catch_call", "catch"),
                         ("finally_call", "finally_")):
         found.append(Place(f"batch {name} callbacks", *_column(Batch, field)))
+    found.append(Place("history records", *_sealed_json(JobRecord, "encrypted", False)))
+    found.append(Place("task results", *_sealed_json(TaskResultRecord, "return_value", True),
+                       start=""))
     return found
 
 

@@ -15,10 +15,11 @@ import sys
 import pytest
 from django.core.management import call_command
 from django.db import transaction
+from django.utils import timezone
 
 from laterite_django import batch, chain, encryption
 from laterite_django.checks import RETIRED_KEYS_SAMPLE, check_retired_keys
-from laterite_django.models import Batch, FailedJob, OutboxJob
+from laterite_django.models import Batch, FailedJob, JobRecord, OutboxJob, TaskResultRecord
 from laterite_django.stores.redis.store import KEPT
 from laterite_django.testing import run_jobs
 from tests.conftest import ROOT
@@ -51,6 +52,23 @@ def outbox_row_under_a(store, monkeypatch) -> None:
     assert OutboxJob.objects.count() == 1
 
 
+def history_and_result_under_a() -> tuple[JobRecord, TaskResultRecord]:
+    """A history record of an encrypted job and an encrypted task's result, under A, as
+    the store and the task runner write them."""
+    [new] = every.new_jobs([((9, "h9@example.org"), {})])
+    data = json.loads(new.payload)
+    now = timezone.now()
+    record = JobRecord.objects.create(
+        job_id=1, name=every.name, queue="default", args=data["args"], kwargs=data["kwargs"],
+        encrypted=data["encrypted"], status="succeeded", finished_at=now)
+    result = TaskResultRecord.objects.create(
+        id="r10", task_path="tests.testapp.task_functions.enc_welcome", backend="default",
+        queue="default", enqueued_at=now, status="SUCCESSFUL",
+        return_value={"encrypted": encryption.keyring().seal(
+            json.dumps({"greeting": "r10@example.org"}).encode())})
+    return record, result
+
+
 @pytest.fixture
 def kind(store):
     store.client_kind = "redis" if hasattr(store, "client") else "database"
@@ -66,6 +84,7 @@ def test_the_check_names_retired_keys_and_rekey_moves_every_place(kind, settings
     b = batch([every.call(4, "b4@example.org")], then=every.call(6, "t6@example.org"),
               finally_=every.call(7, "f7@example.org")).push()
     outbox_row_under_a(store, monkeypatch)
+    record, result = history_and_result_under_a()
     assert warnings() == []  # A is listed
 
     settings.LATERITE_QUEUE_ENCRYPTION_KEYS = [TEST_KEY_B]
@@ -74,7 +93,8 @@ def test_the_check_names_retired_keys_and_rekey_moves_every_place(kind, settings
     for said in ("waiting or delayed jobs under 'test-a'", "1 failed jobs under 'test-a'",
                  "1 outbox jobs under 'test-a'",
                  "batch then callbacks under 'test-a'", "batch finally_ callbacks under "
-                 "'test-a'"):
+                 "'test-a'", "1 history records under 'test-a'",
+                 "1 task results under 'test-a'"):
         assert said in warning.msg, warning.msg
     assert "batch catch" not in warning.msg  # none: nothing to say
     assert f"among the first {RETIRED_KEYS_SAMPLE}" in warning.msg
@@ -87,12 +107,21 @@ def test_the_check_names_retired_keys_and_rekey_moves_every_place(kind, settings
     assert "and 1 failed job(s)" in said and "1 outbox jobs" in said, said
     assert "1 batch then callbacks" in said, said
     assert "1 batch finally_ callbacks" in said and "under key 'test-b'" in said, said
+    assert "1 history records" in said and "1 task results" in said, said
+    record.refresh_from_db()
+    assert record.encrypted["key"] == "test-b"
+    result.refresh_from_db()
+    assert result.return_value["encrypted"]["key"] == "test-b"
     row = Batch.objects.get(pk=b.pk)
     assert encryption.key_ids(row.then_call) == {"test-b"}
     assert encryption.key_ids(OutboxJob.objects.get().payload) == {"test-b"}
 
     settings.LATERITE_QUEUE_ENCRYPTION_KEYS = [TEST_KEY_B]
     assert warnings() == []
+    with_record = encryption.open_arguments(record.payload)[0]
+    assert with_record == [9, "h9@example.org"]
+    assert json.loads(encryption.keyring().open(result.return_value["encrypted"])) == {
+        "greeting": "r10@example.org"}
     again = io.StringIO()
     call_command("queue_rekey", stdout=again)
     assert again.getvalue().splitlines()[-1].startswith("Re-encrypted 0 waiting")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ... import encryption
 from ...stores import get_store
 from ..arguments import positive_int
@@ -11,7 +13,8 @@ from ..store_check import StoreCommand
 
 class Command(StoreCommand):
     help = ("Re-encrypt the encrypted arguments of waiting, delayed and failed jobs, of "
-            "the outbox's jobs and of the batches' callbacks under the first key of "
+            "the outbox's jobs, the batches' callbacks and the job history, and encrypted "
+            "tasks' result values, under the first key of "
             "LATERITE_QUEUE_ENCRYPTION_KEYS, a chunk at a time, while workers run. A job "
             "claimed meanwhile is left as it is. Resumable: each chunk says the last id "
             "done; start again with --after (--failed-after, --outbox-after).")
@@ -32,7 +35,7 @@ class Command(StoreCommand):
         done: dict[str, int] = {}
         for place in places(get_store()):
             after = options[place.resume.removeprefix("--").replace("-", "_")] if (
-                place.resume) else 0
+                place.resume) else place.start
             done[place.what] = self._walk(place, after, chunk)
         others = ", ".join(f"{count} {what}" for what, count in list(done.items())[2:] if count)
         self.stdout.write(
@@ -40,7 +43,7 @@ class Command(StoreCommand):
             f"{done['failed jobs']} failed job(s){f' ({others})' if others else ''} under key "
             f"{encryption.keyring().current_id!r}.")
 
-    def _walk(self, place: Place, after: int, chunk: int) -> int:
+    def _walk(self, place: Place, after: Any, chunk: int) -> int:
         """Re-encrypt every row of `place` after id `after`, a chunk at a time; return
         how many."""
         done = 0
