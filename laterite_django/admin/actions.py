@@ -17,12 +17,13 @@ from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
 from ..core.cancel import Outcome
+from ..core.sequences import sequence_of
 from ..stores import get_store
 
 __all__ = [
     "cancel_selected",
-    "forget", "forget_selected", "make_due", "report_retried", "retry", "retry_selected",
-    "run_now", "selected_ids",
+    "forget", "forget_selected", "make_due", "release_sequences", "release_sequences_selected",
+    "report_retried", "retry", "retry_selected", "run_now", "selected_ids",
 ]
 
 # Ids handed to one store call: keeps every statement under the drivers' parameter limits.
@@ -130,6 +131,33 @@ def forget_selected(
         messages.SUCCESS if count else messages.WARNING,
     )
     return None
+
+
+def release_sequences(rows: Sequence[tuple[int | None, str]]) -> int:
+    """Let go on each sequence held by one of these failed jobs ((job id while queued,
+    payload) each); return how many were held."""
+    store = get_store()
+    held = {h.key: h.job_id for h in store.held_sequences(10_000)}
+    keys = {mark.key for job_id, text in rows
+            if (mark := sequence_of(text)) is not None and job_id is not None
+            and held.get(mark.key) == job_id}
+    return sum(store.release_sequence(key) for key in sorted(keys))
+
+
+@admin.action(description="Let the sequences held by selected failed jobs go on",
+              permissions=["change"])
+def release_sequences_selected(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> None:
+    """A failed head of a sequence (@job(sequence=...)) holds the rest of its key: let
+    them run, the failed job staying on the failed list (retried, it runs after them)."""
+    count = release_sequences(list(queryset.order_by().values_list("job_id", "payload")))
+    modeladmin.message_user(
+        request,
+        ngettext("%(n)d sequence goes on.", "%(n)d sequences go on.", count) % {"n": count}
+        if count else "None of the selected failed jobs holds a sequence.",
+        messages.SUCCESS if count else messages.WARNING,
+    )
 
 
 @admin.action(description="Cancel selected jobs", permissions=["change"])

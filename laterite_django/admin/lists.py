@@ -32,6 +32,8 @@ from .actions import (
     forget,
     forget_selected,
     make_due,
+    release_sequences,
+    release_sequences_selected,
     report_retried,
     retry,
     retry_selected,
@@ -239,8 +241,9 @@ class FailedJobAdmin(_JobColumns, ReadOnlyQueueAdmin):
     list_filter = (QueueFilter, NameFilter, "failed_at", BatchFilter)
     search_fields = searched_by(FailedJob, "name", "error")
     list_defer = ("payload",)
-    actions = (retry_selected, forget_selected)
-    guarded_actions = ("retry_selected", "forget_selected", "delete_selected")
+    actions = (retry_selected, forget_selected, release_sequences_selected)
+    guarded_actions = ("retry_selected", "forget_selected", "release_sequences_selected",
+                       "delete_selected")
     change_form_template = "laterite_django/admin/failedjob_change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "attempts", "priority", "job_id")}),
@@ -295,8 +298,34 @@ class FailedJobAdmin(_JobColumns, ReadOnlyQueueAdmin):
                 self.admin_site.admin_view(self.retry_view),
                 name=f"{opts.app_label}_{opts.model_name}_retry",
             ),
+            path(
+                "<path:object_id>/release_sequence/",
+                self.admin_site.admin_view(self.release_sequence_view),
+                name=f"{opts.app_label}_{opts.model_name}_release_sequence",
+            ),
             *super().get_urls(),
         ]
+
+    @answers_store_trouble
+    def release_sequence_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Let the sequence this failed job holds go on (the overview's button)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied("Releasing a sequence needs the change permission on "
+                                   "failed jobs.")
+        failed = get_object_or_404(self.get_queryset(request), pk=object_id)
+        if release_sequences([(failed.job_id, failed.payload)]):
+            self.message_user(request, f"The sequence held by failed job #{failed.pk} goes on.",
+                              messages.SUCCESS)
+        else:
+            self.message_user(request, f"Failed job #{failed.pk} holds no sequence.",
+                              messages.WARNING)
+        back = request.POST.get("next", "")
+        if back and url_has_allowed_host_and_scheme(back, {request.get_host()},
+                                                    request.is_secure()):
+            return HttpResponseRedirect(back)
+        return HttpResponseRedirect(self.list_url(request, FailedJob) or "../../")
 
     @answers_store_trouble
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

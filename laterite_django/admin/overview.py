@@ -1,7 +1,8 @@
 """The admin's overview page (Background jobs > Overview): per queue, jobs succeeded
 and failed per minute over the last hour as a chart, what waits, how long the
 oldest waiting job has been due, whether the queue is paused, and for a fair queue the
-keys with the most waiting jobs (core/fairness.py). Everything is
+keys with the most waiting jobs (core/fairness.py), and the sequences a failed job of the
+queue holds, each with a button to let it go on (core/sequences.py). Everything is
 read from the store at each load; the per-minute counts are written by the workers
 (see `minutes`)."""
 
@@ -21,6 +22,7 @@ from django.utils.safestring import SafeString
 from ..conf import settings
 from ..core.fairness import WaitingByKey
 from ..core.minutes import Minute, minute_start
+from ..core.sequences import HeldSequence
 from ..core.values import QueueCounts
 from ..stores import get_store
 from .chart import minute_chart
@@ -43,6 +45,8 @@ class QueueOverview:
     chart: SafeString
     paused: bool = False  # flow control: queue_pause
     fair: WaitingByKey | None = None  # a fair queue's waiting jobs per key, the top ones
+    # The sequences held by a failed head of this queue (core/sequences.py).
+    held: tuple[HeldSequence, ...] = ()
 
 
 def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
@@ -54,6 +58,7 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
     oldest = store.oldest_waiting()
     paused = store.paused_queues()
     fair = store.fair_waiting()
+    held = store.held_sequences()
     first = minute_start(now) - timedelta(minutes=MINUTES - 1)
     minutes: list[Minute] = store.minutes(first)
     queues = list(dict.fromkeys([*settings.QUEUES, *sorted(counts),
@@ -74,6 +79,7 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
             succeeded=sum(s for s, _ in series), failed=sum(f for _, f in series),
             chart=minute_chart(series, f"Jobs of {queue} per minute, last hour"),
             paused=queue in paused, fair=fair.get(queue),
+            held=tuple(h for h in held if h.queue == queue),
         ))
     return rows
 

@@ -40,12 +40,15 @@ _HEAD = re.compile(r'\{"seq":\[("(?:[^"\\]|\\.)*"),([01])(?:,(\d+))?\],')
 @dataclass(frozen=True, slots=True)
 class HeldSequence:
     """A sequence whose head failed for good and holds the rest: its key, the failed
-    head's job id while queued (the failed list's `job_id`), and how many jobs wait
-    behind it."""
+    head's job id while queued (the failed list's `job_id`), how many jobs wait behind
+    it, and the failed head's queue and row in the failed list ("" and None if it has
+    none: its removal is under way)."""
 
     key: str
     job_id: int | None
     waiting: int
+    queue: str = ""
+    failed_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ the commands' reads of it: counts, retry, forget, listing, names, row estimates.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from django.db import transaction
@@ -11,7 +12,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from ..core.crash_points import crash_point
-from ..core.sequences import MARK, as_retry_of, sequence_of
+from ..core.sequences import MARK, HeldSequence, as_retry_of, sequence_of
 from ..core.values import NewJob
 from . import estimates
 from .callbacks import with_fair_turn, with_limit
@@ -155,6 +156,14 @@ class FailedList:
             if sequenced:
                 self._sequences_forgotten(sequenced)
         return deleted
+
+    def _held_rows(self, held: list[HeldSequence]) -> list[HeldSequence]:
+        """`held` (held sequences), each with its failed head's queue and failed row."""
+        rows = {job_id: (pk, queue) for pk, job_id, queue in self._failed_rows(None).filter(
+            job_id__in=[h.job_id for h in held if h.job_id is not None]).values_list(
+            "pk", "job_id", "queue")}
+        return [replace(h, failed_id=rows[h.job_id][0], queue=rows[h.job_id][1])
+                if h.job_id in rows else h for h in held]
 
     def _failed_states(self, ids: Sequence[int]) -> dict[int, str]:
         """"failed" for each of `ids` whose job is in the failed list (job_states)."""

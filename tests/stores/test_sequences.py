@@ -70,6 +70,7 @@ def test_a_failed_head_holds_the_rest_until_retried(store):
     assert take(store) == []
     (held,) = store.held_sequences()
     assert (held.key, held.job_id, held.waiting) == ("a", head.id, 2)
+    assert (held.queue, held.failed_id) == ("seq", failed_id)
     # Retried, it is the head again, before those that waited behind it.
     assert store.retry([failed_id]) == 1
     if hasattr(store, "move_outbox"):

@@ -3,7 +3,10 @@
 Then the running jobs (of the first 50) that reported their progress (`cx.progress`);
 in `--json`, each queue's `running_jobs` (with `progress`, or null). For a fair queue,
 the fair keys with the most waiting jobs (`--top-keys`, 10 by default); in `--json`,
-each queue's `fair_keys` (null for a queue not served fairly).
+each queue's `fair_keys` (null for a queue not served fairly). Then the held sequences
+(core/sequences.py: a failed head holds the rest of its key); in `--json`, each queue's
+`held_sequences` (those a failed job of the queue holds: key, failed_job_id, job_id,
+waiting). `queue_forget` of the failed head lets its sequence go on; so does the admin.
 
 `--json` also prints each queue's counts under the names of 0.1, `pending`
 (= waiting) and `reserved` (= running), for one more release.
@@ -27,6 +30,8 @@ from ..watch import watch
 
 # The running jobs listed (with their progress), the oldest first.
 RUNNING_SHOWN = 50
+# The held sequences listed, by key.
+HELD_SHOWN = 100
 
 
 class Command(StoreCommand):
@@ -65,6 +70,7 @@ class Command(StoreCommand):
             running = store.running(RUNNING_SHOWN)
             paused = store.paused_queues()
             fair = store.fair_waiting(options["top_keys"])
+            held = store.held_sequences(HELD_SHOWN)
         except StoreUnavailable:
             raise  # one line, by StoreCommand
         except Exception as e:
@@ -80,7 +86,10 @@ class Command(StoreCommand):
                         # The names of 0.1, kept for one more release (see CHANGELOG).
                         "pending": c.waiting, "reserved": c.running,
                         "running_jobs": [_running_json(r) for r in running if r.queue == queue],
-                        "fair_keys": _fair_json(fair.get(queue))}
+                        "fair_keys": _fair_json(fair.get(queue)),
+                        "held_sequences": [
+                            {"key": h.key, "failed_job_id": h.failed_id, "job_id": h.job_id,
+                             "waiting": h.waiting} for h in held if h.queue == queue]}
                 for queue, c in counts.items()
             }
             self.stdout.write(json.dumps(data, indent=2))
@@ -104,6 +113,17 @@ class Command(StoreCommand):
             width = max(len(_key_text(key)) for key, _ in waiting.top)
             for key, count in waiting.top:
                 self.stdout.write(f"  {_key_text(key).ljust(width)}  {count}")
+        if held:
+            self.stdout.write(f"held sequences (a failed head holds the rest; queue_forget "
+                              f"it, or retry it): {len(held)}"
+                              + (f" (the first {HELD_SHOWN})" if len(held) >= HELD_SHOWN
+                                 else ""))
+            width = max(len(h.key) for h in held)
+            for h in held:
+                head = (f"failed job {h.failed_id} ({h.queue})" if h.failed_id is not None
+                        else f"job #{h.job_id}")
+                self.stdout.write(f"  {h.key.ljust(width)}  {head}, {h.waiting} waiting "
+                                  f"behind it")
         said = [r for r in running if r.progress is not None]
         if said:
             self.stdout.write("progress of running jobs:")

@@ -528,7 +528,7 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
 
     @guarded
     def held_sequences(self, limit: int = 100) -> list[HeldSequence]:
-        return self._sequences().held_sequences(limit)
+        return self._held_rows(self._sequences().held_sequences(limit))
 
     @guarded
     def release_sequence(self, key: str) -> bool:

@@ -855,7 +855,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
 
     @guarded
     def held_sequences(self, limit: int = 100) -> list[HeldSequence]:
-        return redis_sequences.held_sequences(self.client, self.prefix, limit)
+        return self._held_rows(redis_sequences.held_sequences(self.client, self.prefix, limit))
 
     @guarded
     def release_sequence(self, key: str) -> bool:
