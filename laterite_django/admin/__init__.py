@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import Batch, FailedJob, Job, JobRecord, MinuteCount, ScheduleRecord, WorkerRecord
+from ..models import Batch, FailedJob, Job, JobRecord, MinuteCount, ScheduleRecord
 from .base import ReadOnlyQueueAdmin
 from .batches import BatchAdmin
 from .history import JobRecordAdmin
 from .lists import FailedJobAdmin, JobAdmin
 from .overview import OverviewAdmin
 from .schedules import ScheduleAdmin
-from .workers import WorkerAdmin
 
 __all__ = [
     "BatchAdmin", "FailedJobAdmin", "JobAdmin", "JobRecordAdmin", "OverviewAdmin",
-    "ReadOnlyQueueAdmin", "ScheduleAdmin", "WorkerAdmin",
+    "ReadOnlyQueueAdmin", "ScheduleAdmin",
 ]
 
 admin.site.register(Job, JobAdmin)
@@ -30,4 +29,3 @@ admin.site.register(ScheduleRecord, ScheduleAdmin)
 admin.site.register(MinuteCount, OverviewAdmin)
 admin.site.register(Batch, BatchAdmin)
 admin.site.register(JobRecord, JobRecordAdmin)
-admin.site.register(WorkerRecord, WorkerAdmin)
