@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from ..models import Batch, FailedJob, Job, JobRecord, MinuteCount, ScheduleRecord
+from ..models import Batch, FailedJob, Job, JobRecord, MinuteCount, ScheduleRecord, WorkerRecord
 from .base import ReadOnlyQueueAdmin
 from .batches import BatchAdmin
 from .history import JobRecordAdmin
 from .lists import FailedJobAdmin, JobAdmin
 from .overview import OverviewAdmin
 from .schedules import ScheduleAdmin
+from .workers import WorkerAdmin
 
 __all__ = [
     "BatchAdmin", "FailedJobAdmin", "JobAdmin", "JobRecordAdmin", "OverviewAdmin",
-    "ReadOnlyQueueAdmin", "ScheduleAdmin",
+    "ReadOnlyQueueAdmin", "ScheduleAdmin", "WorkerAdmin",
 ]
 
 admin.site.register(Job, JobAdmin)
@@ -29,3 +30,4 @@ admin.site.register(ScheduleRecord, ScheduleAdmin)
 admin.site.register(MinuteCount, OverviewAdmin)
 admin.site.register(Batch, BatchAdmin)
 admin.site.register(JobRecord, JobRecordAdmin)
+admin.site.register(WorkerRecord, WorkerAdmin)

@@ -275,3 +275,60 @@ def _in_an_hour():
     from django.utils import timezone
 
     return timezone.now() + timedelta(hours=1)
+
+
+class WorkersInBrowserTests(BrowserTestCase):
+    """Background jobs > Workers, reached from the overview, in headless Chromium."""
+
+    def test_the_workers_page_lists_a_running_worker_and_a_lost_one(self) -> None:
+        """A real queue_work holding a job, and one that stopped beating; saved as
+        docs/admin-workers.png when LATERITE_SAVE_DOCS_SCREENSHOTS is set."""
+        import signal
+
+        from laterite_django.stores import get_store
+        from tests.conftest import wait_for
+        from tests.stores.test_store_workers import info, set_beat_back
+        from tests.testapp.models import Record
+
+        store = get_store()
+        from django.utils import timezone
+
+        store.beat_worker(info("worker-7f9c2:31", name="worker-7f9c2:31",
+                               queues=["default", "mail"], version="0.2.0.dev0",
+                               started_at=timezone.now() - timedelta(hours=5)))
+        set_beat_back(store, "worker-7f9c2:31", 400)
+        jobs.sleeper.push(60, "export-8812")
+        pool = Workers("database")
+        proc = pool.start("--queue", "default", "--queue", "mail")
+        try:
+            wait_for(lambda: Record.objects.filter(kind="sleeper-start").exists(), timeout=60)
+            wait_for(lambda: any(w.pid == proc.pid and w.jobs for w in store.workers()),
+                     timeout=60)
+            self.log_in()
+            self.viewport(1400)
+            self.open("/admin/laterite_django/minutecount/")
+            self.find("p.laterite-workers-link a").click()
+            self.wait_for("#result_list")
+            self.assertIn("Workers", self.browser.title)
+            rows = self.browser.find_elements("css selector", "#result_list tbody tr")
+            self.assertEqual(len(rows), 2)
+            states = {row.get_attribute("data-worker"): row.find_element(
+                "css selector", ".laterite-state").text for row in rows}
+            self.assertEqual(states["worker-7f9c2:31"], "lost")
+            [mine] = [row for row in rows if row.get_attribute("data-worker").endswith(
+                f":{proc.pid}")]
+            self.assertEqual(states[mine.get_attribute("data-worker")], "alive")
+            [job_link] = mine.find_elements("css selector", ".laterite-worker-jobs a")
+            self.assertEqual(self.browser.execute_script(
+                "return document.documentElement.scrollWidth <= "
+                "document.documentElement.clientWidth"), True)
+            self.screenshot("12-workers")
+            if os.environ.get("LATERITE_SAVE_DOCS_SCREENSHOTS"):
+                shutil.copy(ARTIFACTS / "12-workers.png", ROOT / "docs" / "admin-workers.png")
+            job_link.click()  # the job in its hand
+            self.wait_for(".field-job_name, .field-name, #content-main")
+            self.assertIn("tests.sleeper", self.find("#content").text)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            pool.stop_all()
