@@ -41,9 +41,25 @@ from . import postgres as pg
 from .sql import TABLE, aware
 
 __all__ = [
-    "AHEAD_DAYS", "COLUMNS", "POSTGRES_DDL", "PRUNE_EVERY", "RECORD_TABLE", "HistoryRows",
-    "insert_finished", "insert_rows", "keep_partitions", "partition_name", "partitions", "plain",
-    "SCAN", "argument_filter", "prune", "prune_history", "record_of", "record_times", "search",
+    "AHEAD_DAYS",
+    "COLUMNS",
+    "POSTGRES_DDL",
+    "PRUNE_EVERY",
+    "RECORD_TABLE",
+    "SCAN",
+    "HistoryRows",
+    "argument_filter",
+    "insert_finished",
+    "insert_rows",
+    "keep_partitions",
+    "partition_name",
+    "partitions",
+    "plain",
+    "prune",
+    "prune_history",
+    "record_of",
+    "record_times",
+    "search",
 ]
 
 RECORD_TABLE = "laterite_job_record"
