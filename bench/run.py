@@ -6,6 +6,7 @@
     python bench/run.py --only laterite_pg,floor_pg --ref 2d1d5a0   # laterite at 2d1d5a0 beside it
     python bench/run.py --report-only     # redraw bench/results/ from its benchmarks.json
     python bench/run.py --scenarios scale --out bench/results/benchmarks-scale.md  # churn, ...
+    python bench/run.py --only laterite_pg,laterite_redis --scenarios flow  # fair vs unlimited
 
 Writes bench/results/benchmarks.md, benchmarks.png and benchmarks.json.
 Needs PostgreSQL (trust auth) and Redis on 127.0.0.1; see bench/README.md.
@@ -430,9 +431,10 @@ def parse_args(argv):
     p.add_argument(
         "--scenarios",
         default="figures",
-        help="comma-separated: figures (the table's, the default), churn, backlog, idle;"
-        " scale = churn,backlog,idle; all = the four. Without --only, the scale"
-        " scenarios alone run only the rows that take part in them",
+        help="comma-separated: figures (the table's, the default), churn, backlog, idle,"
+        " flow (the unlimited, per-key limited, queue limited and fair drains, in"
+        " alternating rounds); scale = churn,backlog,idle; all = every one. Without"
+        " --only, the scale scenarios alone run only the rows that take part in them",
     )
     p.add_argument(
         "--churn-b",
