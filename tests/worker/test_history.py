@@ -94,3 +94,39 @@ def test_encrypted_arguments_stay_ciphertext_in_the_history(store):
         stored = repr(cursor.fetchall())
     assert email not in stored and token not in stored
     assert "[encrypted]" in stored and all(r.encrypted for r in JobRecord.objects.all())
+
+
+def test_every_settle_path_records(store):
+    """Chains and batches (their settles push the next link, count the batch), a limited
+    queue's claim, each settle writing the records of the jobs it deletes."""
+    from laterite_django import batch, chain
+    from laterite_django.testing import run_jobs
+
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY,
+                           LATERITE_QUEUE_LIMITS={"mail": {"concurrency": 2}}):
+        chain(jobs.record.call("a"), jobs.record.call("b")).push()
+        batch([jobs.record.call("c"), jobs.record.call("d")],
+              then=jobs.record.call("e")).push()
+        jobs.mail.push("limited")
+        for _ in range(5):
+            run_jobs()
+    kept = sorted((r.kwargs or {}).get("value") or r.args[0] for r in JobRecord.objects.all())
+    assert kept == ["a", "b", "c", "d", "e", "limited"]
+    assert {r.status for r in JobRecord.objects.all()} == {"succeeded"}
+
+
+def test_a_sequence_s_settles_record(store_kind, transactional_db, tmp_path, monkeypatch):
+    import pytest
+
+    from laterite_django.testing import run_jobs
+
+    if store_kind != "database":
+        pytest.skip("sequences are kept by the database stores")
+    monkeypatch.setenv("LATERITE_TEST_SEQ_LOG", str(tmp_path / "seq"))
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        first = jobs.seq_go_on.push("k", 1, fail=True).id
+        second = jobs.seq_go_on.push("k", 2).id
+        for _ in range(4):
+            run_jobs("low")
+    found = records()
+    assert (found[first].status, found[second].status) == ("failed", "succeeded")
