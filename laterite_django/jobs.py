@@ -332,12 +332,12 @@ class JobFunction(AsyncPushes[P, R], PushChecks, Generic[P, R]):
             self._fair(new, args, kwargs, fair_key)
         elif self.fair_key is not None or queue in settings.FAIRNESS:
             self._fair(new, args, kwargs)
-        sequence = self.sequence
+        sequence: Any = None
         if given is not None and "sequence" in given:
             sequence = given["sequence"]
             given = {k: v for k, v in given.items() if k != "sequence"} or None
-        elif sequence is not None:
-            sequence = sequence(*args, **kwargs)
+        elif self.sequence is not None:
+            sequence = self.sequence(*args, **kwargs)
         if given is not None or self.debounce is not None:
             debounce = self._debounce_of(args, kwargs, given)
             if debounce is not None:

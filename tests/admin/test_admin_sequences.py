@@ -19,7 +19,7 @@ def held_sequence(store) -> FailedJob:
     """acct:1's head failed for good, two jobs waiting behind it; return its failed row."""
     for n in range(3):
         jobs.seq_step.push("acct:1", n)
-    (head,) = store.claim(["seq"], "test", 10)
+    (head,) = store.claim(["low"], "test", 10)
     store.fail(head, "gave up")
     if hasattr(store, "move_outbox"):
         store.move_outbox()
@@ -29,7 +29,7 @@ def held_sequence(store) -> FailedJob:
 def test_the_overview_shows_a_held_sequence_and_lets_it_go_on(admin_client, store):
     failed = held_sequence(store)
     html = admin_client.get(OVERVIEW).content.decode()
-    section = html.split('data-queue="seq"', 1)[1].split("</section>", 1)[0]
+    section = html.split('data-queue="low"', 1)[1].split("</section>", 1)[0]
     row = section.split('data-sequence="acct:1"', 1)[1].split("</tr>", 1)[0]
     assert f"failed job #{failed.pk}" in row
     assert "<td>2</td>" in row
@@ -38,7 +38,7 @@ def test_the_overview_shows_a_held_sequence_and_lets_it_go_on(admin_client, stor
     response = admin_client.post(release, {"next": OVERVIEW})
     assert response.status_code == 302 and response["Location"] == OVERVIEW
     assert store.held_sequences() == []
-    assert len(store.claim(["seq"], "test", 10)) == 1  # the next one, alone
+    assert len(store.claim(["low"], "test", 10)) == 1  # the next one, alone
     assert FailedJob.objects.filter(pk=failed.pk).exists()  # still on the failed list
     assert 'data-fact="held-sequences"' not in admin_client.get(OVERVIEW).content.decode()
 
@@ -60,7 +60,7 @@ def test_forgetting_the_failed_head_lets_its_sequence_go_on(admin_client, store)
                                "post": "yes"})
     assert not FailedJob.objects.exists()
     assert store.held_sequences() == []
-    assert len(store.claim(["seq"], "test", 10)) == 1
+    assert len(store.claim(["low"], "test", 10)) == 1
 
 
 def test_releasing_needs_the_change_permission(staff, store):

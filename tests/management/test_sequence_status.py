@@ -22,18 +22,18 @@ def test_queue_status_lists_held_sequences_and_queue_forget_releases_one(store):
     for n in range(4):
         jobs.seq_step.push("acct:7", n)
     jobs.seq_step.push("acct:8", 0)
-    (first, other) = sorted(store.claim(["seq"], "test", 10), key=lambda c: c.id)
+    (first, other) = sorted(store.claim(["low"], "test", 10), key=lambda c: c.id)
     store.fail(first, "gave up")
     failed = FailedJob.objects.get()
     text = run("queue_status")
     assert "held sequences (a failed head holds the rest; queue_forget it, or retry it): 1" in text
-    assert f"  acct:7  failed job {failed.pk} (seq), 3 waiting behind it" in text.splitlines()
+    assert f"  acct:7  failed job {failed.pk} (low), 3 waiting behind it" in text.splitlines()
     data = json.loads(run("queue_status", "--json"))
-    assert data["seq"]["held_sequences"] == [
+    assert data["low"]["held_sequences"] == [
         {"key": "acct:7", "failed_job_id": failed.pk, "job_id": first.id, "waiting": 3}]
     assert data["default"]["held_sequences"] == []
     run("queue_forget", str(failed.pk), "--no-input")
     assert "held sequences" not in run("queue_status")
-    assert json.loads(run("queue_status", "--json"))["seq"]["held_sequences"] == []
+    assert json.loads(run("queue_status", "--json"))["low"]["held_sequences"] == []
     store.delete([other])
-    assert [c.id for c in store.claim(["seq"], "test", 10)] == [first.id + 1]
+    assert [c.id for c in store.claim(["low"], "test", 10)] == [first.id + 1]

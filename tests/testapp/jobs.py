@@ -556,7 +556,7 @@ def _seq_line(kind: str, key: str, n: int, attempt: int) -> None:
         os.close(fd)
 
 
-@job("tests.seq_step", queue="seq", sequence=lambda key, n, **kw: key, tries=3, backoff=0,
+@job("tests.seq_step", queue="low", sequence=lambda key, n, **kw: key, tries=3, backoff=0,
      timeout=None)
 def seq_step(key: str, n: int, cx: JobContext, seconds: float = 0.0, transient: int = 0,
              fail_once: bool = False) -> None:
@@ -577,7 +577,7 @@ def seq_step(key: str, n: int, cx: JobContext, seconds: float = 0.0, transient: 
     _seq_line("end", key, n, cx.attempt)
 
 
-@job("tests.seq_go_on", queue="seq", sequence=lambda key, n, **kw: key,
+@job("tests.seq_go_on", queue="low", sequence=lambda key, n, **kw: key,
      sequence_on_failure="continue", tries=1, backoff=0)
 def seq_go_on(key: str, n: int, fail: bool = False) -> None:
     """A job of a sequence that goes on after a failure: logged, failing if `fail`."""

@@ -73,7 +73,7 @@ def test_each_key_runs_in_push_order_a_failed_head_holds_its_key_until_retried(
                       "transient": 1 if rng.random() < 0.3 else 0, "fail_once": n == 4})
     ids = [pushed.id for pushed in jobs.seq_step.push_many(calls)]
     env = {"LATERITE_TEST_SEQ_LOG": str(log), "LATERITE_TEST_RETRY_AFTER": "3"}
-    proc = workers.start("--queue", "seq", "--processes", "2", env=env)
+    proc = workers.start("--queue", "low", "--processes", "2", env=env)
     stderr = Stderr(proc)
     try:
         # Job 4 (acct:1) fails for good: acct:1 waits behind it, the others finish.
@@ -100,7 +100,7 @@ def test_a_sequence_that_goes_on_runs_past_a_failure_in_order(store, workers, tm
     log = tmp_path / "seq.log"
     jobs.seq_go_on.push_many([{"key": "k", "n": n, "fail": n == 2} for n in range(8)])
     env = {"LATERITE_TEST_SEQ_LOG": str(log)}
-    result = workers.run("--queue", "seq", "--stop-when-empty", env=env)
+    result = workers.run("--queue", "low", "--stop-when-empty", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert_in_order(read_runs(log), {"k": list(range(8))})
     assert FailedJob.objects.count() == 1
@@ -140,7 +140,7 @@ def test_pushes_racing_from_several_processes_keep_one_order(store, workers, tmp
                 ids[int(n)] = int(job_id)
     assert len(ids) == 4 * count
     log = tmp_path / "seq.log"
-    result = workers.run("--queue", "seq", "--processes", "2", "--stop-when-empty",
+    result = workers.run("--queue", "low", "--processes", "2", "--stop-when-empty",
                          env={"LATERITE_TEST_SEQ_LOG": str(log)}, timeout=timeout)
     assert result.returncode == 0, result.stderr[-2000:]
     by_id = sorted(ids, key=ids.__getitem__)
@@ -176,7 +176,7 @@ def test_chaos_killed_workers_failures_and_retries_keep_every_sequence_in_order(
            for pushed in jobs.seq_step.push_many(calls[start : start + 100])]
     env = {"LATERITE_TEST_SEQ_LOG": str(log), "LATERITE_TEST_RETRY_AFTER": "2",
            "LATERITE_TEST_LOG_LEVEL": "ERROR"}
-    args = ("--queue", "seq", "--processes", "4")
+    args = ("--queue", "low", "--processes", "4")
     proc = workers.start(*args, env=env)
     stderr = Stderr(proc)
     kills = 0
