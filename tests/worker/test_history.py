@@ -130,3 +130,26 @@ def test_a_sequence_s_settles_record(store_kind, transactional_db, tmp_path, mon
             run_jobs("low")
     found = records()
     assert (found[first].status, found[second].status) == ("failed", "succeeded")
+
+
+def test_the_redis_list_is_moved_once_whoever_moves_it(store_kind, transactional_db):
+    import pytest
+
+    if store_kind != "redis":
+        pytest.skip("the Redis store's list of records")
+    store = get_store()
+    key = f"{store.prefix}:history"
+    entry = json.dumps(["41", "tests.add", "default", '{"args":[1,2],"kwargs":{}}', "1",
+                        "1765000000000000", "host:1", "1765000001.5", "1765000002.0"])
+    other = entry.replace('"41"', '"42"')
+    store.client.rpush(key, entry, entry, other)  # a record listed twice (a retried move)
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        assert store.move_history() == 2
+        assert store.client.llen(key) == 0
+        store.client.rpush(key, entry)  # moved again: a worker died before taking it off
+        assert store.move_history() == 0
+    assert store.client.llen(key) == 0
+    done = records()
+    assert set(done) == {41, 42}
+    assert done[41].ran == pytest.approx(0.5) and done[41].worker == "host:1"
+    assert done[41].args == [1, 2] and done[41].status == "succeeded"

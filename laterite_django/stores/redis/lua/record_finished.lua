@@ -2,7 +2,8 @@
 -- known). Appends to the list P:history the record of each job still held under that
 -- claim (run just before its deletion, in the same round trip): a JSON array of its
 -- id, name, queue, payload, attempts, pushed_at (us), claimed_by, started, ended.
--- The workers move the list to the database's JobRecord table (RedisStore.move_history).
+-- The workers move the list to the database's JobRecord table (RedisStore.move_history);
+-- at most its last 1,000,000 records wait there.
 -- Returns how many were appended.
 --!include _common.lua
 local list = P .. ':history'
@@ -17,4 +18,6 @@ for i = 2, #ARGV, 4 do
     n = n + 1
   end
 end
+-- Kept in bounds while the database is away (the moves fail): the oldest go first.
+if n > 0 and redis.call('LLEN', list) > 1000000 then redis.call('LTRIM', list, -1000000, -1) end
 return n
