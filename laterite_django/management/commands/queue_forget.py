@@ -11,7 +11,8 @@ from ..wording import count as counted
 
 
 class Command(FailedJobsCommand):
-    help = "Delete failed jobs for good."
+    help = ("Delete failed jobs for good. A sequence held by one of them (its failed head) "
+            "goes on.")
     all_help = "Forget every failed job."
     nothing_done = "nothing forgotten."
 

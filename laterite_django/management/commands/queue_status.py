@@ -37,7 +37,8 @@ HELD_SHOWN = 100
 class Command(StoreCommand):
     help = (
         "Show per queue how many jobs are waiting, delayed, running and failed: every "
-        "queue of LATERITE_QUEUE_QUEUES, and any other queue that has jobs."
+        "queue of LATERITE_QUEUE_QUEUES, and any other queue that has jobs; then the "
+        "sequences a failed head holds."
     )
 
     def add_arguments(self, parser) -> None:

@@ -516,7 +516,6 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
                     assert mark is not None
                     ends.append((c.id, mark, False))
             self._sequences().ended(ends)
-            crash_point("sequence.before_commit")  # dies: rolled back, the claim held
         return deleted + len(ends)
 
     def _sequences_forgotten(self, jobs: Sequence[tuple[int, str]]) -> None:

@@ -25,6 +25,12 @@ one script serves any queue; the store therefore needs a single Redis server
     P:queue:<q>:fairn      hash: fair key -> its waiting (ready or delayed) jobs, moved by
                            one by the scripts that push, claim, release or remove a job
                            of a fair queue (count_fair in lua/_common.lua; its hash: fk)
+    P:seq:<key>            hash: a sequence's head (its job id) and failed ('1': it failed
+                           for good and holds the rest); a job of a sequence keeps its key
+                           in its hash's sk, '1' in sc if the rest go on after a failure,
+                           and held '1' while it waits behind the head (lua/_sequence.lua)
+    P:seq:<key>:held       zset of the jobs held behind the head: score and member the id
+    P:seqs                 set of the keys with a head; P:seq-failed, of the held ones
     P:paused               set of the paused queue names (flow control): CLAIM skips them
     P:quiet                set of the wake-up lists of idle workers in their long pop
                            (wait.py): the
