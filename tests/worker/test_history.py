@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from datetime import timedelta
 
+import pytest
 from django.test import override_settings
 from django.utils import timezone
 
@@ -153,3 +155,32 @@ def test_the_redis_list_is_moved_once_whoever_moves_it(store_kind, transactional
     assert set(done) == {41, 42}
     assert done[41].ran == pytest.approx(0.5) and done[41].worker == "host:1"
     assert done[41].args == [1, 2] and done[41].status == "succeeded"
+
+
+def test_a_settle_with_nothing_to_claim_records_once(store):
+    """A worker whose queues are all paused settles its finished jobs without a claim."""
+    from laterite_django.testing import run_jobs
+
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        jobs.add.push(1, 2)
+        claims = store.claim(["default"], "host:9", 1)
+        assert len(claims) == 1, claims
+        now = time.time()
+        claims[0].started, claims[0].ended = now - 1.0, now
+        assert store.settle_and_claim(claims, [], "host:9", 1) == []
+        run_jobs()
+    assert JobRecord.objects.count() == 1
+    assert JobRecord.objects.get().ran == pytest.approx(1.0)
+
+
+def test_a_job_settled_by_another_than_its_worker_s_hand_is_recorded(store):
+    """No start or end known (the supervisor settling a dead child's job, a job of a
+    cancelled batch deleted unrun): recorded, ended at the settle."""
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        jobs.add.push(3, 4)
+        claims = store.claim(["default"], "host:9", 1)
+        assert store.delete(claims) == 1
+        store.flush()
+    record = JobRecord.objects.get()
+    assert record.started_at is None and record.ran is None
+    assert abs((timezone.now() - record.finished_at).total_seconds()) < 60

@@ -146,9 +146,11 @@ def _epoch(value: float) -> float | None:
 
 
 def record_times(claims: Sequence[Claim]) -> tuple[list[int], list[str], list, list]:
-    """ids, tokens, started and finished (epoch seconds, None if unknown) of `claims`."""
+    """ids, tokens, started and finished (epoch seconds) of `claims`: a start not known
+    None, an end not known now (a job settled by another than its worker's hand)."""
+    now = time.time()
     return ([c.id for c in claims], [c.token for c in claims],
-            [_epoch(c.started) for c in claims], [_epoch(c.ended) for c in claims])
+            [_epoch(c.started) for c in claims], [c.ended or now for c in claims])
 
 
 def _stamp(value: float, ts: Any) -> Any:
@@ -162,9 +164,10 @@ def insert_finished(postgres: bool, claims: Sequence[Claim], status: str, error:
     if postgres:
         ids, tokens, started, finished = record_times(claims)
         return PG_INSERT_FINISHED, [status, error, ids, tokens, started, finished]
+    now = time.time()
     return (_sqlite_insert(len(claims)),
             [*[v for c in claims for v in (c.id, c.token, _stamp(c.started, ts),
-                                           _stamp(c.ended, ts))], status, error])
+                                           _stamp(c.ended or now, ts))], status, error])
 
 
 def insert_rows(rows: Sequence[dict[str, Any]], database: str) -> None:
@@ -292,6 +295,9 @@ class HistoryRows:
         store: Any = self
         if not record:
             return store._settle_and_claim(finished, queues, worker, limit, limits)
+        if not queues or limit < 1:  # nothing to claim (its queues paused): a deletion
+            self._delete_recorded(record, finished)
+            return []
         if store.dialect is pg and queues and limit >= 1 and plain(finished):
             if limits is None:
                 limits = limits_of(list(dict.fromkeys(queues)))
