@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from .core.values import NewJob
     from .jobs import JobFunction
 
-__all__ = ["PLACEHOLDER", "REDACTED", "UndecryptableError", "hash_keys", "hashed", "key_ids",
-           "keyring", "open_arguments", "open_link", "resealed", "scrub", "sealed_link",
-           "sealed_payload", "secret_values"]
+__all__ = ["PLACEHOLDER", "REDACTED", "SEALED_MARK", "UndecryptableError", "hash_keys",
+           "hashed", "key_ids", "keyring", "open_arguments", "open_link", "resealed", "scrub",
+           "sealed_link", "sealed_payload", "secret_values"]
 
 logger = logging.getLogger("laterite.encryption")
 
@@ -131,11 +131,46 @@ def sealed_payload(job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, A
                    trace: Mapping[str, str] | None) -> str:
     """The payload text of a call of an encrypted job: its encrypted arguments replaced
     by PLACEHOLDER, and sealed under the first key (or raise InvalidPayload naming the
-    argument that is not JSON)."""
-    shown, shown_kwargs, sealed = _sealed(job, args, kwargs)
-    if sealed is None:
-        return payload.encode(job.name, args, kwargs, trace)  # none given: defaults
-    return payload.encode(job.name, shown, shown_kwargs, trace, sealed)
+    argument that is not JSON).
+
+    For encrypt=True (every argument) the arguments are encoded as JSON once: the
+    sealed part is written as text, and the placeholders' part, the same for every
+    call of one shape (how many positional arguments, which keyword ones), is
+    remembered. The text is the one the general path writes.
+    """
+    if job.encrypted_positions is not None or not (args or kwargs):
+        shown, shown_kwargs, sealed = _sealed(job, args, kwargs)
+        if sealed is None:
+            return payload.encode(job.name, args, kwargs, trace)  # none given: defaults
+        return payload.encode(job.name, shown, shown_kwargs, trace, sealed)
+    try:
+        secret = payload._text({"args": list(enumerate(args)), "kwargs": kwargs})
+        plain = secret.encode()  # a lone surrogate: UnicodeEncodeError, a ValueError
+    except (TypeError, ValueError, RecursionError):
+        payload.encode(job.name, args, kwargs)  # raises InvalidPayload naming the argument
+        raise
+    if secret.count("{") > 2 or (kwargs and not all(isinstance(key, str) for key in kwargs)):
+        payload.check_keys(f"Job {job.name!r}", args, kwargs)
+    shape = (len(args), tuple(kwargs))
+    head = _shown_heads.get(shape)
+    if head is None:
+        head = payload._text({"args": [PLACEHOLDER] * len(args),
+                              "kwargs": dict.fromkeys(kwargs, PLACEHOLDER)})[:-1]
+        if len(_shown_heads) < _SHOWN_HEADS_MAX:
+            _shown_heads[shape] = head
+    made = _made
+    ring = made[1] if made is not None and made[0] is settings.ENCRYPTION_KEYS else keyring(
+        job.name)
+    text = f'{head},"{payload.SEALED_KEY}":{ring.seal_text(plain)}'
+    if trace:
+        return f'{text},"trace":{payload._encoder.encode(dict(trace))}}}'
+    return text + "}"
+
+
+# The start of the payload of a call of an encrypt=True job, by its shape: every
+# argument a PLACEHOLDER (see sealed_payload).
+_shown_heads: dict[tuple[int, tuple[str, ...]], str] = {}
+_SHOWN_HEADS_MAX = 1024
 
 
 def sealed_link(job: JobFunction, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -201,7 +236,7 @@ def resealed(text: str) -> str | None:
 
     Raise UndecryptableError if no listed key opens one of them.
     """
-    if _SEALED_MARK not in text:
+    if SEALED_MARK not in text:
         return None
     data = json.loads(text)
     ring = keyring()
@@ -217,14 +252,14 @@ def resealed(text: str) -> str | None:
 
 # How a sealed part starts in every stored text (payload._text writes it so): the key
 # id of each found without parsing the text.
-_SEALED_MARK = f'"{payload.SEALED_KEY}":{{"key":'
-_KEY_ID = re.compile(re.escape(_SEALED_MARK) + r'("(?:[^"\\]|\\.)*")')
+SEALED_MARK = f'"{payload.SEALED_KEY}":{{"key":'
+_KEY_ID = re.compile(re.escape(SEALED_MARK) + r'("(?:[^"\\]|\\.)*")')
 
 
 def key_ids(text: str) -> set[str]:
     """The key ids the encrypted arguments in `text` (a payload, with its chain's links,
     or a link) are sealed under; empty for a text with none."""
-    if _SEALED_MARK not in text:
+    if SEALED_MARK not in text:
         return set()
     found = set()
     for quoted in _KEY_ID.findall(text):

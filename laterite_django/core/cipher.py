@@ -16,6 +16,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -121,6 +122,8 @@ class Keyring:
         self.current_id: str = entries[0]["id"]
         self._current = self._ciphers[self.current_id]
         self._current_ad = self.current_id.encode()
+        # What seal_text writes before the ciphertext: the key id as a JSON string.
+        self._text_head = '{"key":' + json.dumps(self.current_id, ensure_ascii=False) + ',"ct":"'
 
     @property
     def ids(self) -> list[str]:
@@ -132,6 +135,14 @@ class Keyring:
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._current.encrypt(nonce, plaintext, self._current_ad)
         return {"key": self.current_id, "ct": base64.b64encode(nonce + sealed).decode("ascii")}
+
+    def seal_text(self, plaintext: bytes) -> str:
+        """`seal` written as JSON text, `{"key":...,"ct":"..."}`, as a payload stores it
+        (the push's own path: no dict made and encoded again)."""
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._current.encrypt(nonce, plaintext, self._current_ad)
+        text = binascii.b2a_base64(nonce + sealed, newline=False).decode("ascii")
+        return f'{self._text_head}{text}"}}'
 
     def open(self, sealed: Mapping[str, Any]) -> bytes:
         """Decrypt what `seal` made; raise UndecryptableError naming the key id if no

@@ -11,7 +11,7 @@ import os
 import pytest
 from django.test import override_settings
 
-from laterite_django import encryption, job
+from laterite_django import encryption, job, payload
 from laterite_django.checks import check_encryption, check_settings
 from laterite_django.core.cipher import Keyring, UndecryptableError, keys_problem
 from laterite_django.exceptions import InvalidPayload, LateriteConfigurationError
@@ -90,6 +90,26 @@ def test_every_argument_is_stored_encrypted_and_opened_as_given():
     assert EMAIL not in new.payload and TOKEN not in new.payload
     assert encryption.open_arguments(new.payload) == ([7, EMAIL], {"token": TOKEN},
                                                       [7, EMAIL, TOKEN])
+
+
+@pytest.mark.parametrize("call", [((7, EMAIL), {}), ((7,), {"email": EMAIL, "token": TOKEN}),
+                                  ((), {"user_id": 7, "email": EMAIL})])
+def test_the_payload_of_every_argument_is_the_general_paths_text(call):
+    """encrypt=True writes its payload in one pass (the arguments encoded once, the
+    placeholders' part remembered by shape): the text payload.encode writes."""
+    args, kwargs = call
+    trace = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    for given in (None, trace):
+        text = encryption.sealed_payload(every, args, kwargs, given)
+        sealed = json.loads(text)["encrypted"]
+        shown = [encryption.PLACEHOLDER] * len(args)
+        shown_kwargs = dict.fromkeys(kwargs, encryption.PLACEHOLDER)
+        assert text == payload.encode(every.name, shown, shown_kwargs, given, sealed)
+        assert encryption.open_arguments(text)[:2] == (list(args), kwargs)
+    with pytest.raises(InvalidPayload, match="argument 'token'"):
+        encryption.sealed_payload(every, (1, EMAIL), {"token": object()}, None)
+    with pytest.raises(InvalidPayload, match="holds a dict with key 1"):
+        encryption.sealed_payload(every, (1, {1: "a"}), {}, None)
 
 
 def test_named_arguments_alone_are_encrypted_by_position_or_keyword():
