@@ -58,7 +58,7 @@ VENVS = {
     # out too in case the extras are renamed.
     "laterite": [
         "-e",
-        f"{ROOT}[postgres,redis]",
+        f"{ROOT}[postgres,redis,crypto]",  # crypto: the *_encrypted rows
         "Django==5.2.*",
         "psycopg[binary]==3.3.9",
         "django-redis==7.0.0",
@@ -112,6 +112,8 @@ _ALL = [
            "laterite_django, metrics on"),
     System("laterite_pg_in_batch", "laterite", "laterite", PG, "laterite", None,
            "laterite_django, the jobs in one batch()"),
+    System("laterite_pg_encrypted", "laterite", "laterite", PG, "laterite", None,
+           "laterite_django, @job(encrypt=True)"),
     System("floor_redis", "floor_redis", "floor", REDIS, "floor", 9,
            "bare redis-py: LMOVE + LREM"),
     System("huey", "huey", "huey", REDIS, "peer", 10, "Huey"),
@@ -123,6 +125,8 @@ _ALL = [
            "laterite_django, metrics on"),
     System("laterite_redis_in_batch", "laterite", "laterite", REDIS, "laterite", 2,
            "laterite_django, the jobs in one batch()"),
+    System("laterite_redis_encrypted", "laterite", "laterite", REDIS, "laterite", 3,
+           "laterite_django, @job(encrypt=True)"),
     System("laterite_sqlite", "laterite", "laterite", SQLITE, "laterite", None, "laterite_django"),
 ]
 # fmt: on
@@ -142,15 +146,18 @@ SCALE_SCENARIOS = ("churn", "backlog", "idle")
 
 # laterite rows that `--ref` measures at an earlier commit too.
 REF_BASES = ("laterite_pg", "laterite_redis", "laterite_sqlite")
-REF_REDIS_DB = 8  # laterite_redis uses 14 (its variants 7 and 2); the tests use 15
+REF_REDIS_DB = 8  # laterite_redis uses 14 (its variants 7, 2 and 3); the tests use 15
 # Variants of a laterite row, each measured in alternating rounds with its base row
 # and compared with it in the report: workers serving metrics (`--metrics-port 0`),
-# or the jobs pushed as one batch (`laterite_django.batch`). Name: (base, what).
+# the jobs pushed as one batch (`laterite_django.batch`), or a job that encrypts its
+# arguments (`@job(encrypt=True)`). Name: (base, what).
 VARIANT_ROWS = {
     "laterite_pg_metrics": ("laterite_pg", "metrics on / off"),
     "laterite_redis_metrics": ("laterite_redis", "metrics on / off"),
     "laterite_pg_in_batch": ("laterite_pg", "in one batch / plain"),
     "laterite_redis_in_batch": ("laterite_redis", "in one batch / plain"),
+    "laterite_pg_encrypted": ("laterite_pg", "encrypted / plain"),
+    "laterite_redis_encrypted": ("laterite_redis", "encrypted / plain"),
 }
 
 

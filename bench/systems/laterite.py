@@ -2,7 +2,8 @@
 
 Extra worker arguments (say `--batch 100`) come from $BENCH_LATERITE_ARGS; the
 `*_metrics` rows add `--metrics-port 0`; the `*_in_batch` rows push their jobs as one
-`batch()` (with a `finally_` callback). A row
+`batch()` (with a `finally_` callback); the `*_encrypted` rows push a job that encrypts
+its argument (`@job(encrypt=True)`, AES-256-GCM). A row
 `laterite_pg@<commit>` runs the same code against the package installed from
 that commit (see bench/systems/__init__.py).
 """
@@ -78,9 +79,9 @@ class System(DjangoBase):
         self.setup_django()
         from django.apps import apps
 
-        from bench.laterite_app.jobs import noop
+        from bench.laterite_app import jobs
 
-        self.noop = noop
+        self.noop = jobs.noop_encrypted if self.name.endswith("_encrypted") else jobs.noop
         # Every table of laterite's (jobs, failed jobs, results, ...).
         self.models = list(apps.get_app_config("laterite_django").get_models())
 
