@@ -10,6 +10,8 @@ from io import StringIO
 from django.core.management import call_command
 from django.urls import reverse
 
+from laterite_django import job
+from laterite_django.registry import registry
 from tests.testapp import jobs
 
 OVERVIEW = reverse("admin:laterite_django_minutecount_changelist")
@@ -60,3 +62,20 @@ def test_the_overview_shows_the_waiting_jobs_per_fair_key(admin_client, store):
     rows = re.findall(r"<tr><td>(.*?)</td><td>(\d+)</td></tr>", table)
     assert rows == [("<code>tenant:big</code>", "5"), ("<code>tenant:a</code>", "2"),
                     ("<code>tenant:b</code>", "1")]
+
+
+def test_a_key_of_encrypted_arguments_is_shown_as_its_hash(admin_client, store):
+    tenant = "acme-secret-tenant"
+    sealed = job("tests.fair_sealed", encrypt=["tenant"],
+                 fair_key=lambda tenant: f"tenant:{tenant}")(lambda tenant: None)
+    try:
+        sealed.push(tenant)
+        sealed.push(tenant)
+        data = json.loads(run("queue_status", "--json"))["default"]["fair_keys"]
+        [(key, waiting)] = [(e["key"], e["waiting"]) for e in data["top"]]
+        assert key.startswith("hmac:") and tenant not in key and waiting == 2
+        assert tenant not in run("queue_status") and key in run("queue_status")
+        html = admin_client.get(OVERVIEW).content.decode()
+        assert tenant not in html and f"<code>{key}</code>" in html
+    finally:
+        registry.unregister(sealed.name)
