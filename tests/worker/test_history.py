@@ -184,3 +184,23 @@ def test_a_job_settled_by_another_than_its_worker_s_hand_is_recorded(store):
     record = JobRecord.objects.get()
     assert record.started_at is None and record.ran is None
     assert abs((timezone.now() - record.finished_at).total_seconds()) < 60
+
+
+def test_a_record_never_fails_its_job_s_settle(store):
+    """An argument holding a NUL character is valid JSON that PostgreSQL's jsonb refuses:
+    the job settles, its record kept without its arguments."""
+    from laterite_django.models import FailedJob
+    from laterite_django.testing import run_jobs
+
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        ok = jobs.add.push(a="nul\x00", b="here").id
+        broken = jobs.always_broken.push("nul\x00too").id
+        run_jobs()
+        run_jobs()
+    found = records()
+    assert (found[ok].status, found[broken].status) == ("succeeded", "failed")
+    # Kept where the database can (SQLite's JSON is text), else left out.
+    assert found[ok].kwargs in (None, {"a": "nul\x00", "b": "here"})
+    assert found[broken].args in (None, ["nul\x00too"])
+    assert found[ok].worker and found[broken].worker
+    assert FailedJob.objects.get().job_id == broken

@@ -21,15 +21,15 @@ On SQLite, a DELETE by the index on `finished_at`.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from ...core.ending import any_marked
 from ...core.history import SUCCEEDED, HistoryPolicy, status_of
@@ -62,6 +62,8 @@ __all__ = [
     "search",
 ]
 
+logger = logging.getLogger("laterite")
+
 RECORD_TABLE = "laterite_job_record"
 # Days of partitions made ahead of today (the workers' housekeeping and queue_history
 # --prune make them; a day not made yet goes to the default partition meanwhile).
@@ -87,6 +89,12 @@ POSTGRES_DDL = [
 
 # -- PostgreSQL -------------------------------------------------------------------
 
+# A finished job's payload `j.payload` as jsonb, `p.j`: NULL (its arguments not kept)
+# for one holding the escape of a NUL character, valid JSON that jsonb refuses; a record
+# must never fail its job's settle. (A payload that is no JSON at all never ran, and its
+# failure is recorded from Python: HistoryRows._record_failed.)
+_PG_PAYLOAD = (r"SELECT CASE WHEN strpos(j.payload, '\u0000') = 0 THEN j.payload::jsonb END "
+               r"AS j")
 # The record columns of a finished job's row `j` (its payload parsed once, as `p.j`)
 # and its times `r` (epoch seconds, the worker's clock).
 _PG_VALUES = (
@@ -101,7 +109,7 @@ PG_INSERT_FINISHED = (
     f"FROM unnest(%s::bigint[], %s::varchar[], %s::float8[], %s::float8[]) "
     f"AS r(id, token, started, finished) "
     f"JOIN {TABLE} j ON j.id = r.id AND j.token = r.token "
-    f"CROSS JOIN LATERAL (SELECT j.payload::jsonb AS j) p"
+    f"CROSS JOIN LATERAL ({_PG_PAYLOAD}) p"
 )
 
 
@@ -118,7 +126,7 @@ def pg_recorded(delete: str) -> str:
         f"j.pushed_at, to_timestamp(r.started), to_timestamp(r.finished), j.claimed_by, '' "
         f"FROM gone j JOIN unnest(%s::bigint[], %s::float8[], %s::float8[]) "
         f"AS r(id, started, finished) ON r.id = j.id "
-        f"CROSS JOIN LATERAL (SELECT j.payload::jsonb AS j) p RETURNING 1)"
+        f"CROSS JOIN LATERAL ({_PG_PAYLOAD}) p RETURNING 1)"
     )
 
 
@@ -330,15 +338,31 @@ class HistoryRows:
 
     def _record_failed(self, claim: Claim, error: str) -> None:
         """Write the record of `claim`, failing or cancelled with `error`, from its row (in
-        fail()'s transaction, before the row goes); nothing if its queue keeps none."""
+        fail()'s transaction, before the row goes); nothing if its queue keeps none.
+
+        Its arguments are read here, not by the database: a payload that is no JSON fails
+        this way. A record that cannot be written is logged and left out, in a savepoint
+        of its own: it never keeps the job from the failed list."""
         policy = history()
         if policy is None or not policy.records(claim.queue):
             return
         store: Any = self
-        if not claim.ended:
-            claim = replace(claim, ended=time.time())
-        store._execute(*insert_finished(store.postgres, [claim], status_of(error), error,
-                                        store._ts))
+        fields = record_of(claim.id, claim.name, claim.queue, claim.payload, 0, None,
+                           None, datetime.now(UTC), "", "", "")
+        started = _stamp(claim.started, store._ts)
+        ended = store._ts(datetime.fromtimestamp(claim.ended or time.time(), UTC))
+        cast = "::jsonb" if store.postgres else ""
+        values = [_json(fields[name]) for name in ("args", "kwargs", "encrypted")]
+        try:
+            with transaction.atomic(using=self.database):
+                store._execute(
+                    f"INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT j.id, j.name, j.queue, "
+                    f"%s{cast}, %s{cast}, %s{cast}, %s, j.attempts, j.pushed_at, %s, %s, "
+                    f"j.claimed_by, %s FROM {TABLE} j WHERE j.id = %s AND j.token = %s",
+                    [*values, status_of(error), started, ended, error, claim.id, claim.token])
+        except DatabaseError as e:
+            logger.warning("Job %s #%s: its history record could not be written (%s)",
+                           claim.name, claim.id, e, extra={"action": "history_not_written"})
 
     def _record_cancelled(self, rows: Sequence[Sequence[Any]], error: str) -> None:
         """Write the records of waiting jobs cancelled (rows as sql.FAIL_DELETE returns)."""
@@ -365,6 +389,11 @@ def plain(claims: Sequence[Claim]) -> bool:
     return all(c.payload.startswith('{"args"') for c in claims) and not any_marked(claims)
 
 
+def _json(value: Any) -> str | None:
+    """A JSON column's value as text for a placeholder (None: NULL)."""
+    return None if value is None else json.dumps(value)
+
+
 def record_of(job_id: int, name: str, queue: str, payload: str, attempts: int,
               pushed_at: datetime | None, started: datetime | None, finished: datetime,
               worker: str, status: str, error: str) -> dict[str, Any]:
@@ -374,7 +403,7 @@ def record_of(job_id: int, name: str, queue: str, payload: str, attempts: int,
         data = json.loads(payload)
     except ValueError:
         data = {}
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or "\\u0000" in payload:  # (jsonb refuses a NUL)
         data = {}
     return {"job_id": job_id, "name": name, "queue": queue, "args": data.get("args"),
             "kwargs": data.get("kwargs"), "encrypted": data.get(SEALED_KEY),
