@@ -3,6 +3,9 @@
     python bench/profile_push.py [--store laterite_pg|laterite_redis|laterite_sqlite]
                                  [--n 5000] [--rounds 5] [--atomic] [--top 25]
 
+(`--store laterite_pg_encrypted` or `laterite_redis_encrypted`: the job pushed is the
+same no-op with `@job(encrypt=True)`, as in bench/run.py's rows of those names.)
+
 Pushes N no-op jobs in this process against a scratch store of the bench's
 project (database `bench_<store>_pushprof`, dropped at the end; Redis: db 4 of
 $BENCH_REDIS_URL's server, flushed), `--rounds` times, the rows taking turns
@@ -82,8 +85,11 @@ def run(args: argparse.Namespace, postgres: bool, name: str) -> None:
 
     call_command("migrate", verbosity=0)
     import laterite_django
-    from bench.laterite_app.jobs import noop
+    from bench.laterite_app import jobs
     from laterite_django.stores import get_store
+
+    # The *_encrypted rows: the same no-op job with @job(encrypt=True).
+    noop = jobs.noop_encrypted if args.store.endswith("_encrypted") else jobs.noop
 
     print(f"laterite_django from {Path(laterite_django.__file__).parent}", file=sys.stderr)
     store = get_store()
