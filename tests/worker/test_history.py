@@ -204,3 +204,21 @@ def test_a_record_never_fails_its_job_s_settle(store):
     assert found[broken].args in (None, ["nul\x00too"])
     assert found[ok].worker and found[broken].worker
     assert FailedJob.objects.get().job_id == broken
+
+
+def test_a_record_the_table_refuses_never_stops_the_moves(store_kind, transactional_db):
+    if store_kind != "redis":
+        pytest.skip("the Redis store's list of records")
+    store = get_store()
+    key = f"{store.prefix}:history"
+
+    def entry(job_id: int, worker: str = "host:1") -> str:
+        return json.dumps([str(job_id), "tests.add", "default", '{"args":[],"kwargs":{}}',
+                           "1", str(int(time.time() * 1e6)), worker, "", ""])
+
+    # A NUL in a text column: PostgreSQL refuses the row (SQLite keeps it).
+    store.client.rpush(key, entry(51), entry(52, "host\x00:2"), entry(53))
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        store.move_history()
+    assert store.client.llen(key) == 0
+    assert {51, 53} <= set(records())

@@ -405,6 +405,8 @@ def record_of(job_id: int, name: str, queue: str, payload: str, attempts: int,
         data = {}
     if not isinstance(data, dict) or "\\u0000" in payload:  # (jsonb refuses a NUL)
         data = {}
+    # Cut to the columns (a Redis job's name or queue is not bounded by them).
+    name, queue, worker = name[:200], queue[:100], worker[:200]
     return {"job_id": job_id, "name": name, "queue": queue, "args": data.get("args"),
             "kwargs": data.get("kwargs"), "encrypted": data.get(SEALED_KEY),
             "status": status, "attempts": attempts, "pushed_at": pushed_at,

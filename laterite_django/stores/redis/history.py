@@ -18,10 +18,13 @@ at once write each record once and take it off once.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from django.db import DataError, IntegrityError, transaction
 
 from ...core.history import SUCCEEDED, status_of
 from ...core.values import Claim
@@ -30,6 +33,8 @@ from ..recording import history, recorded
 from .values import dt, text
 
 __all__ = ["MOVE_CHUNK", "HistoryEntries"]
+
+logger = logging.getLogger("laterite")
 
 # Records moved to the database per INSERT.
 MOVE_CHUNK = 1000
@@ -84,7 +89,20 @@ class HistoryEntries:
             job = (row["job_id"], row["pushed_at"])
             if job not in have:
                 fresh.setdefault(job, row)  # one record per job
-        insert_rows(list(fresh.values()), self.database)
+        try:
+            with transaction.atomic(using=self.database):
+                insert_rows(list(fresh.values()), self.database)
+        except (DataError, IntegrityError):
+            # One record the table refuses: the others one by one, that one logged and
+            # left out (taken off with them), so it never stops every move after it.
+            for row in fresh.values():
+                try:
+                    with transaction.atomic(using=self.database):
+                        insert_rows([row], self.database)
+                except (DataError, IntegrityError) as e:
+                    logger.warning("The history record of job #%s could not be written "
+                                   "(%s); left out", row["job_id"], e,
+                                   extra={"action": "history_not_written"})
         self._run("history_taken", [len(raw), raw[0]])  # type: ignore[attr-defined]
         return len(fresh)
 
@@ -93,8 +111,13 @@ class HistoryEntries:
         records of workers that died), a chunk at a time."""
         if history() is None or not (every or self._history_pending):
             return
-        while self.move_history() >= MOVE_CHUNK:
-            pass
+        try:
+            while self.move_history() >= MOVE_CHUNK:
+                pass
+        except Exception as e:  # the database or Redis away: the records wait in Redis
+            logger.warning("Could not move the job history's records to the database (%s); "
+                           "they wait in Redis for the next move", e,
+                           extra={"action": "history_not_moved"})
 
     def _prune_history_now(self) -> int:
         """Prune the history if this process last did PRUNE_EVERY s ago (tidy)."""
