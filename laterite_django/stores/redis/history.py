@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import DataError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from ...core.history import SUCCEEDED, status_of
 from ...core.values import Claim
@@ -141,9 +141,9 @@ class HistoryEntries:
         """Write the record of a job failed for good or cancelled while it ran, once it
         left Redis (fail())."""
         started = datetime.fromtimestamp(claim.started, UTC) if claim.started else None
-        insert_rows([record_of(claim.id, claim.name, claim.queue, claim.payload,
-                               claim.attempts, claim.pushed_at, started, datetime.now(UTC),
-                               worker, status, error)], self.database)
+        self._write_records([record_of(claim.id, claim.name, claim.queue, claim.payload,
+                                       claim.attempts, claim.pushed_at, started,
+                                       datetime.now(UTC), worker, status, error)])
 
     def _record_cancelled(self, failed: Sequence[dict[str, Any]]) -> None:
         """Write the records of waiting jobs cancelled (their failed rows' fields), in the
@@ -151,10 +151,21 @@ class HistoryEntries:
         policy = history()
         if policy is None:
             return
-        insert_rows([record_of(f["job_id"], f["name"], f["queue"], f["payload"],
-                               f["attempts"], f["pushed_at"], None, f["failed_at"], "",
-                               status_of(f["error"]), f["error"])
-                     for f in failed if policy.records(f["queue"])], self.database)
+        self._write_records([record_of(f["job_id"], f["name"], f["queue"], f["payload"],
+                                       f["attempts"], f["pushed_at"], None, f["failed_at"],
+                                       "", status_of(f["error"]), f["error"])
+                             for f in failed if policy.records(f["queue"])])
+
+    def _write_records(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Write records of jobs that left for the failed list, in a savepoint: one that
+        cannot be written is logged and left out, never undoing the failure or cancel."""
+        try:
+            with transaction.atomic(using=self.database):
+                insert_rows(rows, self.database)
+        except DatabaseError as e:
+            logger.warning("History records of jobs %s could not be written (%s)",
+                           [row["job_id"] for row in rows], e,
+                           extra={"action": "history_not_written"})
 
     def tidy(self) -> int:
         """Move the records listed in Redis (those of workers that died too) and prune the
