@@ -32,11 +32,15 @@ def postgres_worker(workers, store_kind):
 
 
 def last_query_of_other_sessions() -> tuple:
-    """When each other session on the test database last started a query (LISTEN aside)."""
+    """When each other session on the test database last started a query (LISTEN aside,
+    and the heartbeat's write of the worker's entry in the live workers' list, which
+    it makes every RETRY_AFTER / 3 seconds, idle or not: without it the worker would
+    be listed as lost)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pid, query_start FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN%%' ORDER BY pid")
+            "AND pid <> pg_backend_pid() AND query NOT LIKE 'LISTEN%%' "
+            "AND query NOT LIKE '%%\"laterite_worker\"%%' ORDER BY pid")
         return tuple(cursor.fetchall())
 
 
