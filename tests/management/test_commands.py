@@ -51,7 +51,7 @@ def test_status_shows_each_queue(store):
     # The four states, and the names of 0.1 (pending, reserved) for one more release.
     assert data["mail"] == {"waiting": 1, "delayed": 1, "running": 0, "failed": 0,
                             "paused": False, "pending": 1, "reserved": 0, "running_jobs": [],
-                            "fair_keys": None}
+                            "fair_keys": None, "held_sequences": []}
     assert data["default"]["running"] == data["default"]["reserved"] == 1
 
 
