@@ -53,7 +53,12 @@ def estimated_rows(database: str, model: type[Model]) -> int | None:
         return None
     table = connection.ops.quote_name(model._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [table])
+        # A partitioned table (the job history's) has no rows of its own: its partitions'.
+        cursor.execute(
+            "SELECT CASE WHEN c.relkind = 'p' THEN (SELECT sum(GREATEST(p.reltuples, 0)) "
+            "FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid "
+            "WHERE i.inhparent = c.oid)::bigint ELSE c.reltuples::bigint END "
+            "FROM pg_class c WHERE c.oid = %s::regclass", [table])
         row = cursor.fetchone()
     # PostgreSQL 14+ reports -1 for a table never vacuumed or analyzed.
     if row is None or row[0] is None or row[0] < 0:

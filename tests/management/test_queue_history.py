@@ -144,3 +144,16 @@ def test_prune_is_safe_to_repeat_and_an_insert_never_fails():
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT count(*) FROM {RECORD_TABLE}_default")
             assert cursor.fetchone()[0] == 1
+
+
+def test_the_admin_estimates_a_partitioned_history_without_counting_it():
+    from laterite_django.stores import get_store
+
+    for i in range(20):
+        record(i)
+    if connection.vendor != "postgresql":
+        assert get_store().estimated_rows(JobRecord) is None  # SQLite: counted
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {RECORD_TABLE}")
+    assert get_store().estimated_rows(JobRecord) == 20  # the partitions' estimates
