@@ -613,7 +613,7 @@ def test_view_only_staff_sees_no_action_and_a_forged_post_gets_403(staff):
 def test_retry_needs_change_and_forget_needs_delete(staff):
     client = staff("view_failedjob", "change_failedjob")
     failed = make_failed()
-    assert action_names(client.get(FAILED)) == {"retry_selected"}
+    assert action_names(client.get(FAILED)) == {"retry_selected", "release_sequences_selected"}
     forget = {"action": "forget_selected", "_selected_action": [failed.pk], "post": "yes"}
     assert client.post(FAILED, forget).status_code == 403
     retry = {"action": "retry_selected", "_selected_action": [failed.pk], "index": "0"}

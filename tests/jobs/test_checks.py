@@ -49,7 +49,8 @@ def test_job_on_an_unlisted_queue_warns():
     with override_settings(LATERITE_QUEUE_QUEUES=["default"]):
         warnings = check_jobs()
     names = {w.msg.split("'")[1] for w in warnings}
-    assert names == {"tests.mail", "tests.low", "tests.step_then_pause"}
+    assert names == {"tests.mail", "tests.low", "tests.step_then_pause", "tests.seq_step",
+                     "tests.seq_go_on"}
     assert all(w.id == "laterite.W001" for w in warnings)
 
 

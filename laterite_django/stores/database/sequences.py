@@ -114,8 +114,9 @@ class Sequences:
         A head that ran, or failed in a sequence that goes on, lets the next one go; a
         head failed in a sequence that waits holds it."""
         for job_id, mark, failed in sorted(ends, key=lambda e: (e[1].key, e[0])):
-            if failed:  # a held job cancelled: no longer waits behind its head
-                self._execute(UNHOLD, [job_id])
+            # A held job cancelled just leaves (never a head: its key's row untouched).
+            if failed and self._execute(UNHOLD, [job_id])[1]:
+                continue
             if failed and not mark.go_on:
                 self.hold(mark.key, job_id)
             else:
@@ -146,9 +147,11 @@ class Sequences:
                 self._execute(DROP, [key])
                 return
             job_id, due = rows[0]
-            self._execute(UNHOLD, [job_id])
             due = max(aware(due), now)
+            # The job's row first, then its held row: in the order a cancel of it takes
+            # them, so the two never wait for each other in a circle.
             found, _ = self._execute(PROMOTE, [self._ts(due), job_id, self._held], True)
+            self._execute(UNHOLD, [job_id])
             if found:  # else cancelled or cleared meanwhile: the next one
                 self._execute(SET_HEAD, [job_id, False, key])
                 self._woken(found[0][0])
