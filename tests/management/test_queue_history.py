@@ -157,3 +157,27 @@ def test_the_admin_estimates_a_partitioned_history_without_counting_it():
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {RECORD_TABLE}")
     assert get_store().estimated_rows(JobRecord) == 20  # the partitions' estimates
+
+
+@override_settings(LATERITE_QUEUE_HISTORY={"keep": "7d"})
+def test_a_prune_behind_a_long_reader_gives_up_rather_than_hold_the_settles():
+    import psycopg
+
+    from laterite_django.stores import get_store
+
+    if connection.vendor != "postgresql":
+        pytest.skip("partitions are PostgreSQL's")
+    with connection.cursor() as cursor:
+        keep_partitions(cursor, NOW - timedelta(days=10), None)  # one to drop
+    record(1, ago=timedelta(days=10))
+    settings = connection.settings_dict
+    with psycopg.connect(host=settings["HOST"], port=settings["PORT"] or 5432,
+                         user=settings["USER"], dbname=settings["NAME"]) as reader:
+        reader.execute(f"SELECT count(*) FROM {RECORD_TABLE}")  # its lock held, open
+        store = get_store()
+        store._pruned_history_at = 0.0
+        assert store._prune_history_now() == 0  # gave up after lock_timeout, logged
+        reader.rollback()
+    assert JobRecord.objects.count() == 1  # the next prune does it
+    assert prune_history("default")[0] >= 0
+    assert JobRecord.objects.count() == 0

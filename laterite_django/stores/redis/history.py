@@ -125,7 +125,12 @@ class HistoryEntries:
         if now - self._pruned_history_at < PRUNE_EVERY or history() is None:
             return 0
         self._pruned_history_at = now
-        return prune_history(self.database)[0]
+        try:
+            return prune_history(self.database)[0]
+        except DatabaseError as e:  # a lock not had in time: the next prune does it
+            logger.warning("The job history was not pruned (%s); the next prune will",
+                           e, extra={"action": "history_not_pruned"})
+            return 0
 
     def _worker_of(self, claim: Claim) -> str | None:
         """The worker holding `claim` (its job's `claimed_by`), read for the record of a
