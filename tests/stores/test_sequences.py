@@ -146,3 +146,19 @@ def test_a_delayed_job_promoted_keeps_its_due_time(store):
     store.delete([head])
     assert take(store) == []
     assert store.next_due(["seq"]) > timezone.now() + timedelta(seconds=30)
+
+
+def test_pushes_inside_a_transaction_keep_their_order(store):
+    """Inside atomic(): on the database stores in the caller's transaction, on Redis
+    through the outbox, moved after the commit in the order pushed."""
+    from django.db import transaction
+
+    from tests.testapp import jobs
+
+    with transaction.atomic():
+        for n in range(3):
+            jobs.seq_step.push("t", n)
+    claims = store.claim(["low"], "w", 10)
+    assert [json.loads(c.payload)["args"][1] for c in claims] == [0]
+    assert [json.loads(c.payload)["args"][1]
+            for c in store.settle_and_claim(claims, ["low"], "w", 10)] == [1]
