@@ -19,9 +19,10 @@ from django.utils.translation import ngettext
 from ..core.cancel import Outcome
 from ..core.sequences import sequence_of
 from ..stores import get_store
+from ..stores.database.workflows import delete_jobs
 
 __all__ = [
-    "cancel_selected",
+    "cancel_selected", "confirmation", "delete_jobs_selected",
     "forget", "forget_selected", "make_due", "release_sequences", "release_sequences_selected",
     "report_retried", "retry", "retry_selected", "run_now", "selected_ids",
 ]
@@ -62,6 +63,47 @@ def selected_ids(request: HttpRequest, queryset: QuerySet) -> list[int]:
     return list(dict.fromkeys(int(i) for i in request.POST.getlist(ACTION_CHECKBOX_NAME)))
 
 
+# The rows a confirmation page names (the others are counted).
+SHOWN = 20
+
+
+def confirmation(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet,
+                 action: str, question: str, verb: str, *, always: bool = True
+                 ) -> TemplateResponse | None:
+    """The page asking to confirm `action` on the rows of `queryset` (every row the
+    list's filters keep, with "select all"), stating their count and naming the first
+    SHOWN; None once confirmed (the action goes on), or at once for ticked rows unless
+    `always`. `question` holds `{count}` and `{rows}` (row or rows)."""
+    across = request.POST.get("select_across") == "1"
+    if request.POST.get("post") == "yes" or not (always or across):
+        return None
+    if across:
+        count = queryset.count()
+        shown = list(queryset.order_by("-pk")[:SHOWN])
+    else:  # the ticked rows, as the action will take them
+        ids = selected_ids(request, queryset)
+        count = len(ids)
+        shown = list(queryset.model._default_manager.using(queryset.db)
+                     .filter(pk__in=ids[:SHOWN]).order_by("-pk"))
+    noun = str(modeladmin.model._meta.verbose_name)
+    nouns = str(modeladmin.model._meta.verbose_name_plural)
+    return TemplateResponse(request, "laterite_django/admin/bulk_confirmation.html", {
+        **modeladmin.admin_site.each_context(request),
+        "title": question.format(count=count, rows=noun if count == 1 else nouns),
+        "crumb": f"{verb.capitalize()} {nouns}",
+        "verb": verb,
+        "opts": modeladmin.model._meta,
+        "count": count,
+        "shown": shown,
+        "more": max(count - len(shown), 0),
+        "select_across": across,
+        # The changelist runs no action without a ticked row, across or not.
+        "selected_ids": request.POST.getlist(ACTION_CHECKBOX_NAME),
+        "action_name": action,
+        "action_checkbox_name": ACTION_CHECKBOX_NAME,
+    })
+
+
 @admin.action(description="Run selected jobs now", permissions=["change"])
 def run_now(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
     ids = selected_ids(request, queryset)
@@ -97,9 +139,16 @@ def report_retried(modeladmin: admin.ModelAdmin, request: HttpRequest, count: in
 @admin.action(description="Retry selected failed jobs", permissions=["change"])
 def retry_selected(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
-) -> None:
+) -> TemplateResponse | None:
+    """Put the failed jobs back on their queues, CHUNK ids per store call; with
+    "select all", every one the list's filters keep, once its count is confirmed."""
+    asked = confirmation(modeladmin, request, queryset, "retry_selected",
+                         "Retry {count} {rows}?", "retry", always=False)
+    if asked is not None:
+        return asked
     ids = list(queryset.order_by().values_list("pk", flat=True))
     report_retried(modeladmin, request, retry(ids))
+    return None
 
 
 @admin.action(description="Forget selected failed jobs", permissions=["delete"])
@@ -163,9 +212,14 @@ def release_sequences_selected(
 @admin.action(description="Cancel selected jobs", permissions=["change"])
 def cancel_selected(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
-) -> None:
-    """Cancel jobs (flow control): waiting ones go to the failed list, running ones are
-    told and interrupted after a grace, finished ones are left alone."""
+) -> TemplateResponse | None:
+    """Cancel jobs (flow control), with "select all" once their count is confirmed:
+    waiting ones go to the failed list, running ones are told and interrupted after a
+    grace, finished ones are left alone."""
+    asked = confirmation(modeladmin, request, queryset, "cancel_selected",
+                         "Cancel {count} {rows}?", "cancel", always=False)
+    if asked is not None:
+        return asked
     ids = selected_ids(request, queryset)
     outcomes: dict[int, str] = {}
     for start in range(0, len(ids), CHUNK):
@@ -182,3 +236,23 @@ def cancel_selected(
         if n:
             level = messages.WARNING if outcome == Outcome.FINISHED else messages.SUCCESS
             modeladmin.message_user(request, ngettext(one, many, n) % {"n": n}, level)
+    return None
+
+
+@admin.action(description="Delete selected jobs", permissions=["delete"])
+def delete_jobs_selected(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> TemplateResponse | None:
+    """Delete waiting jobs, once confirmed, CHUNK ids per statement (Django's own delete
+    action would gather every row and its relations in memory first): those of a batch
+    count as failed on it, as queue_clear's do, so the batch still ends."""
+    asked = confirmation(modeladmin, request, queryset, "delete_jobs_selected",
+                         "Delete {count} {rows}?", "delete")
+    if asked is not None:
+        return asked
+    ids = selected_ids(request, queryset)
+    count = _chunked(ids, lambda chunk: delete_jobs(queryset.db, chunk, get_store().push))
+    modeladmin.message_user(
+        request, ngettext("%(n)d job deleted.", "%(n)d jobs deleted.", count) % {"n": count},
+        messages.SUCCESS if count else messages.WARNING)
+    return None

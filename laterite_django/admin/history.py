@@ -20,6 +20,7 @@ from django.utils.text import Truncator
 from ..models import JobRecord
 from .arguments import DecryptedArguments
 from .base import ReadOnlyQueueAdmin
+from .console import console_filter
 from .display import breakable, moment, preformatted
 from .filters import NameFilter, QueueFilter
 
@@ -41,7 +42,9 @@ class JobRecordAdmin(DecryptedArguments, ReadOnlyQueueAdmin):
 
     list_display = ("job_id", "job_name", "queue_name", "status", "attempts", "finished",
                     "ran_for", "worker", "error_line")
-    list_filter = (NameFilter, QueueFilter, "status", "finished_at")
+    list_filter = (NameFilter, QueueFilter, "status", "finished_at", console_filter(
+        time_field="finished_at", time_label="finished", time_indexed=True, payload=None,
+        error_field="error", order=("-finished_at", "-id")))
     search_fields = ("=job_id",)
     ordering = ("-finished_at", "-id")  # type: ignore[assignment]  # the base says ("-id",)
     list_defer = ("args", "kwargs", "encrypted")

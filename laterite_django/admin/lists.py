@@ -29,6 +29,7 @@ from ..stores import get_store
 from ..stores.database.workflows import delete_jobs
 from .actions import (
     cancel_selected,
+    delete_jobs_selected,
     forget,
     forget_selected,
     make_due,
@@ -41,6 +42,7 @@ from .actions import (
 )
 from .arguments import DecryptedArguments
 from .base import ReadOnlyQueueAdmin, answers_store_trouble
+from .console import console_filter
 from .display import breakable, moment, preformatted, pretty_json, progress_bar
 from .filters import BatchFilter, NameFilter, QueueFilter, StateFilter
 from .search import searched_by
@@ -71,11 +73,15 @@ class JobAdmin(_JobColumns, ReadOnlyQueueAdmin):
     # Fits a 1400 px window with the navigation sidebar open: who claimed a job shows
     # in its state cell; when it was pushed, on its page.
     list_display = ("id", "job_name", "queue_name", "state", "attempts", "due_at")
-    list_filter = (QueueFilter, NameFilter, StateFilter, BatchFilter)
+    # The search form last: its window holds the rows the other filters keep. The job
+    # table has no index on pushed_at: the time range is a test of each row too.
+    list_filter = (QueueFilter, NameFilter, StateFilter, BatchFilter, console_filter(
+        time_field="pushed_at", time_label="pushed", time_indexed=False, payload="payload",
+        error_field=None, order=("-id",)))
     search_fields = searched_by(Job, "name", "payload")
     list_defer = ("payload", "last_error", "checkpoint")
-    actions = (run_now, cancel_selected, "delete_selected")
-    guarded_actions = ("run_now", "cancel_selected", "delete_selected")
+    actions = (run_now, cancel_selected, delete_jobs_selected)
+    guarded_actions = ("run_now", "cancel_selected", "delete_jobs_selected", "delete_selected")
     change_form_template = "laterite_django/admin/job_change_form.html"
     fieldsets = (
         (None, {"fields": ("id", "name", "queue", "state", "attempts", "priority")}),
@@ -100,6 +106,16 @@ class JobAdmin(_JobColumns, ReadOnlyQueueAdmin):
             if name == "When" else (name, options)
             for name, options in self.fieldsets
         )
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None):
+        # `action_location` exists from Django 6.1 on (see FailedJobAdmin.get_actions).
+        if action_location is None:
+            actions = super().get_actions(request)
+        else:
+            actions = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg]
+        # Deleting is delete_jobs_selected: in chunks, confirmed with the count.
+        actions.pop("delete_selected", None)
+        return actions
 
     def delete_model(self, request: HttpRequest, obj: Job) -> None:
         self.delete_queryset(request, Job.objects.using(obj._state.db).filter(pk=obj.pk))
@@ -238,7 +254,9 @@ class FailedJobAdmin(_JobColumns, ReadOnlyQueueAdmin):
     """The failed list: why each job failed, and putting it back on its queue."""
 
     list_display = ("id", "job_name", "queue_name", "attempts", "failed", "error_line")
-    list_filter = (QueueFilter, NameFilter, "failed_at", BatchFilter)
+    list_filter = (QueueFilter, NameFilter, "failed_at", BatchFilter, console_filter(
+        time_field="failed_at", time_label="failed", time_indexed=True, payload="payload",
+        error_field="error", order=("-failed_at", "-id")))
     search_fields = searched_by(FailedJob, "name", "error")
     list_defer = ("payload",)
     actions = (retry_selected, forget_selected, release_sequences_selected)

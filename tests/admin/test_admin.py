@@ -338,10 +338,10 @@ def idle_worker_seen(store_kind: str, store) -> Callable[[], bool]:
 
 def test_delete_action_asks_then_deletes(admin_client):
     keep, gone = make_job(), make_job("delayed")
-    data = {"action": "delete_selected", "_selected_action": [gone.pk]}
-    assert b"Are you sure" in admin_client.post(JOBS, data).content
+    data = {"action": "delete_jobs_selected", "_selected_action": [gone.pk]}
+    assert b"Delete 1 job?" in admin_client.post(JOBS, data).content
     response = admin_client.post(JOBS, {**data, "post": "yes"}, follow=True)
-    assert texts(response) == ["Successfully deleted 1 job."]
+    assert texts(response) == ["1 job deleted."]
     assert list(Job.objects.values_list("pk", flat=True)) == [keep.pk]
 
 
@@ -437,11 +437,14 @@ def test_retry_action_puts_jobs_back(admin_client, store):
 def test_retry_select_across_a_filter(admin_client, store):
     page = [make_failed(queue="mail") for _ in range(3)]
     keep = make_failed(queue="default")
-    # As the admin's page sends it: the page's rows ticked, then "select all".
-    response = admin_client.post(
-        FAILED + "?queue=mail",
-        {"action": "retry_selected", "select_across": "1", "index": "0",
-         "_selected_action": [page[0].pk]}, follow=True)
+    # As the admin's page sends it: the page's rows ticked, then "select all"; the
+    # count is confirmed first.
+    data = {"action": "retry_selected", "select_across": "1", "index": "0",
+            "_selected_action": [page[0].pk]}
+    assert "Retry 3 failed jobs?" in admin_client.post(
+        FAILED + "?queue=mail", data).content.decode()
+    assert FailedJob.objects.count() == 4
+    response = admin_client.post(FAILED + "?queue=mail", {**data, "post": "yes"}, follow=True)
     assert "3 jobs put back on their queues." in texts(response)
     assert list(FailedJob.objects.values_list("pk", flat=True)) == [keep.pk]
     assert store.counts()["mail"].waiting == 3
@@ -599,6 +602,7 @@ def test_view_only_staff_sees_no_action_and_a_forged_post_gets_403(staff):
         (FAILED, {"action": "delete_selected", "_selected_action": [failed.pk], "post": "yes"}),
         (JOBS, {"action": "run_now", "_selected_action": [job.pk], "index": "0"}),
         (JOBS, {"action": "delete_selected", "_selected_action": [job.pk], "post": "yes"}),
+        (JOBS, {"action": "delete_jobs_selected", "_selected_action": [job.pk], "post": "yes"}),
         (failed_url("retry", failed.pk), {}),
         (failed_url("delete", failed.pk), {"post": "yes"}),
         (job_url("run_now", job.pk), {}),

@@ -236,9 +236,9 @@ def test_deleting_a_batchs_jobs_counts_them_as_failed_so_it_ends(admin_client, s
     b = batch([step.call("kept"), step.call("gone")], then=record.call("then"),
               catch=record.call("catch"), finally_=record.call("finally")).push()
     (gone,) = Job.objects.filter(payload__contains='"gone"')
-    data = {"action": "delete_selected", "_selected_action": [gone.pk], "post": "yes"}
+    data = {"action": "delete_jobs_selected", "_selected_action": [gone.pk], "post": "yes"}
     response = admin_client.post(JOBS, data, follow=True)
-    assert texts(response) == ["Successfully deleted 1 job."]
+    assert texts(response) == ["1 job deleted."]
     run_jobs()
     b.refresh_from_db()
     assert (b.pending, b.failed, b.state) == (0, 1, "failed")

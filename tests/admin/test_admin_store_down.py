@@ -133,7 +133,7 @@ def test_pause_and_resume_say_postgres_is_down(admin_client, postgres_down, do):
 
 
 @pytest.mark.parametrize(("url", "action"), [
-    (JOBS, "run_now"), (JOBS, "cancel_selected"), (JOBS, "delete_selected"),
+    (JOBS, "run_now"), (JOBS, "cancel_selected"), (JOBS, "delete_jobs_selected"),
     (FAILED, "retry_selected"), (FAILED, "forget_selected"), (BATCHES, "cancel_batches"),
 ])
 def test_list_actions_say_postgres_is_down(admin_client, postgres_down, url, action):
