@@ -1,5 +1,6 @@
-"""The overview's chart: jobs succeeded and failed per minute, as inline SVG drawn on
-the server (no script, no CDN, nothing for the admin's static files to serve)."""
+"""The overview's charts: jobs succeeded and failed per minute (the last hour) or per
+quarter of an hour (the last day), as inline SVG drawn on the server (no script, no
+CDN, nothing for the admin's static files to serve)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,16 @@ HEIGHT = 80
 TOP = 14  # room for the scale's label
 
 
-def minute_chart(series: Sequence[tuple[int, int]], label: str) -> SafeString:
-    """Bars for `series`, one (succeeded, failed) pair per minute, the oldest first:
-    succeeded in green, failed in red on top; the scale is the busiest minute."""
+def _ago(minutes: int) -> str:
+    if minutes < 60:
+        return f"{minutes} min ago"
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} h {rest} min ago" if rest else f"{hours} h ago"
+
+
+def minute_chart(series: Sequence[tuple[int, int]], label: str, step: int = 1) -> SafeString:
+    """Bars for `series`, one (succeeded, failed) pair per `step` minutes, the oldest
+    first: succeeded in green, failed in red on top; the scale is the busiest bar."""
     bar = WIDTH / max(len(series), 1)
     peak = max((s + f for s, f in series), default=0) or 1
     usable = HEIGHT - TOP
@@ -26,8 +34,12 @@ def minute_chart(series: Sequence[tuple[int, int]], label: str) -> SafeString:
         x = index * bar
         ok = usable * succeeded / peak
         bad = usable * failed / peak
-        minutes_ago = len(series) - 1 - index
-        when = f"{minutes_ago} min ago" if minutes_ago else "this minute"
+        minutes_ago = (len(series) - 1 - index) * step
+        if step == 1:
+            when = _ago(minutes_ago) if minutes_ago else "this minute"
+        else:
+            when = (f"from {_ago(minutes_ago + step - 1)} to {_ago(minutes_ago)}"
+                    if minutes_ago else f"the last {step} min")
         title = f"{when}: {succeeded} succeeded, {failed} failed"
         if succeeded:
             bars.append(("laterite-bar-ok", f"{x:.1f}", f"{HEIGHT - ok:.1f}",
@@ -42,7 +54,8 @@ def minute_chart(series: Sequence[tuple[int, int]], label: str) -> SafeString:
         '<svg class="laterite-chart" role="img" aria-label="{}" viewBox="0 0 {} {}" '
         'width="{}" height="{}" xmlns="http://www.w3.org/2000/svg">'
         '<line class="laterite-axis" x1="0" y1="{}" x2="{}" y2="{}"></line>'
-        '<text class="laterite-scale" x="2" y="10">{} / min</text>{}</svg>',
+        '<text class="laterite-scale" x="2" y="10">{} / {}</text>{}</svg>',
         label, WIDTH, HEIGHT, WIDTH, HEIGHT, HEIGHT - 0.5, WIDTH, HEIGHT - 0.5,
-        peak if any(s + f for s, f in series) else 0, rects,
+        peak if any(s + f for s, f in series) else 0, "min" if step == 1 else f"{step} min",
+        rects,
     )

@@ -1,5 +1,6 @@
 """The admin's overview page (Background jobs > Overview): per queue, jobs succeeded
-and failed per minute over the last hour as a chart, what waits, how long the
+and failed per minute over the last hour and per quarter of an hour over the last 24
+hours as charts, what waits, how long the
 oldest waiting job has been due, whether the queue is paused, and for a fair queue the
 keys with the most waiting jobs (core/fairness.py), and the sequences a failed job of the
 queue holds, each with a button to let it go on (core/sequences.py). Everything is
@@ -33,6 +34,9 @@ __all__ = ["OverviewAdmin", "overview_rows"]
 logger = logging.getLogger("laterite")
 
 MINUTES = 60
+# The day's chart: 96 bars of 15 minutes.
+DAY_STEP = 15
+DAY_BARS = 24 * 60 // DAY_STEP
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class QueueOverview:
     succeeded: int  # in the last hour
     failed: int
     chart: SafeString
+    day_chart: str = ""  # the last 24 hours, 15 min a bar (a SafeString)
+    day_succeeded: int = 0
+    day_failed: int = 0
     paused: bool = False  # flow control: queue_pause
     fair: WaitingByKey | None = None  # a fair queue's waiting jobs per key, the top ones
     # The sequences held by a failed head of this queue (core/sequences.py).
@@ -60,24 +67,35 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
     fair = store.fair_waiting()
     held = store.held_sequences()
     first = minute_start(now) - timedelta(minutes=MINUTES - 1)
-    minutes: list[Minute] = store.minutes(first)
+    day_first = minute_start(now) - timedelta(minutes=DAY_BARS * DAY_STEP - 1)
+    minutes: list[Minute] = store.minutes(day_first)
     queues = list(dict.fromkeys([*settings.QUEUES, *sorted(counts),
                                  *sorted({m.queue for m in minutes}), *sorted(paused)]))
     rows = []
     for queue in queues:
         series = [(0, 0)] * MINUTES
+        day = [(0, 0)] * DAY_BARS
         for m in minutes:
             if m.queue == queue:
                 index = int((m.minute - first).total_seconds() // 60)
                 if 0 <= index < MINUTES:
                     s, f = series[index]
                     series[index] = (s + m.succeeded, f + m.failed)
+                # Bars end at this minute: the last one holds the last 15 minutes.
+                bar = DAY_BARS - 1 - int((minute_start(now) - m.minute).total_seconds()
+                                         // 60 // DAY_STEP)
+                if 0 <= bar < DAY_BARS:
+                    s, f = day[bar]
+                    day[bar] = (s + m.succeeded, f + m.failed)
         since = oldest.get(queue)
         rows.append(QueueOverview(
             queue=queue, counts=counts.get(queue, QueueCounts()),
             oldest_waiting=max((now - since).total_seconds(), 0.0) if since else None,
             succeeded=sum(s for s, _ in series), failed=sum(f for _, f in series),
             chart=minute_chart(series, f"Jobs of {queue} per minute, last hour"),
+            day_chart=minute_chart(day, f"Jobs of {queue} per 15 minutes, last 24 hours",
+                                   DAY_STEP),
+            day_succeeded=sum(s for s, _ in day), day_failed=sum(f for _, f in day),
             paused=queue in paused, fair=fair.get(queue),
             held=tuple(h for h in held if h.queue == queue),
         ))

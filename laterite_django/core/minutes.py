@@ -14,8 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 __all__ = ["KEEP", "Minute", "MinuteCounts", "minute_start"]
 
-# How long the store keeps a minute's counts (the overview shows the last hour).
-KEEP = timedelta(hours=2)
+# How long the store keeps a minute's counts (the overview shows the last hour, and the
+# last 24 hours by quarters of an hour): 1,500 rows or hashes per queue at most.
+KEEP = timedelta(hours=25)
 # Seconds between two writes of a busy worker's counts.
 EVERY = 1.0
 

@@ -11,7 +11,7 @@ __all__ = ["MinuteCount"]
 class MinuteCount(models.Model):
     """How many jobs of a queue succeeded and failed in one minute, for the admin's
     overview (the database store; the Redis store keeps them in Redis). Workers add
-    their counts about once a second; rows older than two hours are removed."""
+    their counts about once a second; rows older than 25 hours are removed."""
 
     id = models.BigAutoField(primary_key=True)
     queue = models.CharField(max_length=100)

@@ -37,15 +37,38 @@ def test_the_overview_charts_each_queue(admin_client, store):
     assert "2 failed" in fact(html, "default", "hour")
     assert fact(html, "mail", "oldest") == "none waits"
     assert "0 succeeded" in fact(html, "mail", "hour")
-    default = html.split('data-queue="default"', 1)[1].split("</section>", 1)[0]
+    section = html.split('data-queue="default"', 1)[1].split("</section>", 1)[0]
+    default, day = section.split("</svg>")[:2]  # the hour's chart, then the day's
     assert default.count('class="laterite-bar-ok"') == 2
     assert default.count('class="laterite-bar-failed"') == 1
     assert re.search(r"[56] min ago: 7 succeeded, 2 failed", default)  # a bar's title
     assert "9 / min" in default  # the scale: the busiest minute
+    # The day's chart: the mail queue's minute of 90 min ago counts there.
+    assert "10 succeeded" in fact(html, "default", "day") and "4 succeeded" in fact(
+        html, "mail", "day")
+    assert "last 24 hours" in day and "12 / 15 min" in day
     # It is in the app's list, and read-only.
     index = admin_client.get(reverse("admin:app_list", args=["laterite_django"])).content
     assert OVERVIEW.encode() in index
     assert b"Overview" in index
+
+
+def test_the_day_chart_holds_24_hours_by_quarters(admin_client, store):
+    now = minute_start(timezone.now())
+    store.add_minutes([Minute("low", now - timedelta(hours=23, minutes=50), 5, 1),
+                       Minute("low", now - timedelta(hours=12), 2, 3),
+                       Minute("low", now - timedelta(minutes=14), 1, 0),
+                       Minute("low", now - timedelta(hours=24, minutes=5), 100, 100)])  # older
+    html = admin_client.get(OVERVIEW).content.decode()
+    assert "8 succeeded" in fact(html, "low", "day") and "4 failed" in fact(html, "low", "day")
+    assert "0 succeeded" in fact(html, "low", "hour") or "1 succeeded" in fact(html, "low",
+                                                                               "hour")
+    section = html.split('data-queue="low"', 1)[1].split("</section>", 1)[0]
+    day = section.split("</svg>")[1]
+    assert day.count('class="laterite-bar-ok"') == 3 and day.count(
+        'class="laterite-bar-failed"') == 2
+    assert "from 12 h 14 min ago to 12 h ago: 2 succeeded, 3 failed" in day
+    assert "the last 15 min: 1 succeeded, 0 failed" in day
 
 
 def test_the_overview_says_which_queue_is_paused(admin_client, store):
