@@ -332,3 +332,56 @@ class WorkersInBrowserTests(BrowserTestCase):
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             pool.stop_all()
+
+
+class ConsoleInBrowserTests(BrowserTestCase):
+    """The failed list searched by argument, and a retry of every job the search keeps,
+    across more than one page, confirmed with the count."""
+
+    def test_search_by_argument_then_retry_everything_it_keeps(self) -> None:
+        """Saved as docs/admin-search.png when LATERITE_SAVE_DOCS_SCREENSHOTS is set."""
+        import json
+
+        from django.utils import timezone
+
+        now = timezone.now()
+        FailedJob.objects.bulk_create([
+            FailedJob(name="tests.always_broken", queue="default" if i % 2 else "mail",
+                      payload=json.dumps({"args": [], "kwargs": {
+                          "order_id": 8812 if i < 130 else 9000 + i}}),
+                      attempts=2, pushed_at=now - timedelta(minutes=10),
+                      failed_at=now - timedelta(seconds=i),
+                      error=("smtplib.SMTPException: 421 try again later" if i < 130 else
+                             "ValueError: broken") + "\nTraceback (most recent call last):\n")
+            for i in range(150)])
+        self.log_in()
+        self.viewport(1400)
+        self.open("/admin/laterite_django/failedjob/")
+        self.wait_for("#result_list")
+        self.find("#laterite-arg").send_keys("order_id=8812")
+        self.find(".laterite-console-form input[type=submit]").click()
+        self.wait_for("#result_list")
+        self.assertIn("arg=order_id%3D8812", self.browser.current_url)
+        rows = self.browser.find_elements("css selector", "#result_list tbody tr")
+        self.assertEqual(len(rows), 100)  # a page of the 130
+        self.find("#action-toggle").click()
+        question = self.wait_for(".actions .question a")
+        self.assertIn("Select all 130", question.text)
+        question.click()
+        from selenium.webdriver.support.ui import Select
+
+        Select(self.find("select[name=action]")).select_by_value("retry_selected")
+        self.browser.save_screenshot(str(ARTIFACTS / "13-failed-search.png"))  # the window
+        if os.environ.get("LATERITE_SAVE_DOCS_SCREENSHOTS"):
+            shutil.copy(ARTIFACTS / "13-failed-search.png", ROOT / "docs" / "admin-search.png")
+        self.find("button[name=index]").click()
+        self.wait_for(".laterite-bulk-question")
+        self.assertIn("Retry 130 failed jobs?", self.find("#content h1").text)
+        self.screenshot("14-retry-confirmation")
+        self.assertEqual(FailedJob.objects.count(), 150)  # nothing yet
+        self.find("input[type=submit][value^='Yes']").click()
+        self.wait_for("ul.messagelist")
+        self.assertIn("130 jobs put back on their queues.", self.find("ul.messagelist").text)
+        self.assertEqual(FailedJob.objects.count(), 20)
+        self.assertEqual(Job.objects.count(), 130)
+        self.assertFalse(FailedJob.objects.filter(payload__contains="8812").exists())
