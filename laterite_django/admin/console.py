@@ -12,46 +12,26 @@ matched by its value.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.dateparse import parse_date, parse_datetime
 
-from ..stores.database.matching import SCAN, arguments_filter, error_class_filter, newest
+from ..stores.database.matching import (
+    SCAN,
+    arguments_filter,
+    error_class_filter,
+    newest,
+    parse_argument,
+    parse_moment,
+)
 
-__all__ = ["ConsoleFilter", "parse_argument", "parse_moment"]
+__all__ = ["ConsoleFilter", "console_filter"]
 
 PARAMETERS = ("arg", "error", "since", "until")
-
-
-def parse_argument(text: str) -> tuple[str, Any]:
-    """KEY=VALUE: VALUE read as JSON when it is (8812, true, "8812"), else as text.
-    Raise ValueError naming `text` if it is not KEY=VALUE."""
-    key, sep, value = text.strip().partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ValueError(f"{text!r} is not KEY=VALUE (e.g. order_id=8812)")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
-
-
-def parse_moment(text: str) -> datetime:
-    """An ISO 8601 date or date and time (UTC unless it says otherwise). Raise ValueError
-    naming `text` if it is neither."""
-    found = parse_datetime(text.strip())
-    if found is None:
-        day = parse_date(text.strip())
-        if day is None:
-            raise ValueError(f"{text!r} is not an ISO 8601 date or time (e.g. 2026-12-07T18:00)")
-        found = datetime(day.year, day.month, day.day)
-    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
 
 
 class ConsoleFilter(admin.ListFilter):

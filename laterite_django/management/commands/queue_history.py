@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandError
-from django.utils.dateparse import parse_date, parse_datetime
 
 from ...conf import settings
 from ...core.history import STATUSES
 from ...stores import get_store
 from ...stores.database.history import SCAN, prune_history, search
+from ...stores.database.matching import parse_argument, parse_moment
 from ..arguments import positive_int
 from ..store_check import StoreCommand
 from ..wording import shorten
@@ -25,25 +25,18 @@ ERROR_WIDTH = 60
 
 def argument(text: str) -> tuple[str, Any]:
     """KEY=VALUE: VALUE read as JSON when it is (8812, true, "8812"), else as text."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. order_id=8812)")
     try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
+        return parse_argument(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def moment(text: str) -> datetime:
     """An ISO 8601 date or date and time (UTC unless it says otherwise)."""
-    found = parse_datetime(text)
-    if found is None:
-        day = parse_date(text)
-        if day is None:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not an ISO 8601 date or time (e.g. 2026-12-07T18:00)")
-        found = datetime(day.year, day.month, day.day)
-    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
+    try:
+        return parse_moment(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def as_json(record: Any) -> dict[str, Any]:

@@ -14,16 +14,22 @@ An encrypted argument is stored as "[encrypted]": it cannot be matched by its va
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Func, JSONField, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
+from django.utils.dateparse import parse_date, parse_datetime
 
 from .history import argument_filter
 
-__all__ = ["SCAN", "ParsedPayload", "arguments_filter", "error_class_filter", "newest"]
+__all__ = [
+    "SCAN", "ParsedPayload", "arguments_filter", "error_class_filter", "newest",
+    "parse_argument", "parse_moment",
+]
 
 # Rows a test of each row looks through at most, newest first.
 SCAN = 100_000
@@ -79,8 +85,11 @@ def error_class_filter(field: str, name: str) -> Q:
                          f"smtplib.SMTPException)")
     # (PostgreSQL's brackets take no \W: the module's words spelled out.)
     pattern = r"^([A-Za-z_]\w*\.)*" + re.escape(name) + r"(:|\n|$)"
-    # A plain prefix test first: the database answers it without the regex engine.
-    return Q(**{f"{field}__contains": name.rsplit(".", 1)[-1]}) & Q(**{f"{field}__regex": pattern})
+    # The class as written (a builtin, or the module given) is a prefix test; the
+    # regex engine reads only the rows naming it after a module's dot.
+    return (Q(**{f"{field}__startswith": f"{name}:"}) | Q(**{f"{field}__startswith": f"{name}\n"})
+            | Q(**{field: name})
+            | (Q(**{f"{field}__contains": f".{name}"}) & Q(**{f"{field}__regex": pattern})))
 
 
 def newest(rows: QuerySet, order: Sequence[str], scan: int = SCAN) -> tuple[QuerySet, bool]:
@@ -100,6 +109,31 @@ def newest(rows: QuerySet, order: Sequence[str], scan: int = SCAN) -> tuple[Quer
         return rows, False
     lookup = "gte" if first.startswith("-") else "lte"
     return rows.filter(**{f"{field}__{lookup}": found[0]}), True
+
+
+def parse_argument(text: str) -> tuple[str, Any]:
+    """KEY=VALUE: VALUE read as JSON when it is (8812, true, "8812"), else as text.
+    Raise ValueError naming `text` if it is not KEY=VALUE."""
+    key, sep, value = text.strip().partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"{text!r} is not KEY=VALUE (e.g. order_id=8812)")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def parse_moment(text: str) -> datetime:
+    """An ISO 8601 date or date and time (UTC unless it says otherwise). Raise ValueError
+    naming `text` if it is neither."""
+    found = parse_datetime(text.strip())
+    if found is None:
+        day = parse_date(text.strip())
+        if day is None:
+            raise ValueError(f"{text!r} is not an ISO 8601 date or time (e.g. 2026-12-07T18:00)")
+        found = datetime(day.year, day.month, day.day)
+    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
 
 
 def _vendor(database: str) -> str:
