@@ -152,3 +152,70 @@ def test_big_tables_render_without_a_full_count(transactional_db, admin_client, 
     assert "mail" in out.getvalue()
     with capsys.disabled():
         print(f"\n{connection.vendor}, {BIG} jobs and {BIG} failed jobs:", *timings, sep="\n  ")
+
+
+def insert_records(n: int) -> None:
+    """Insert `n` history records (three queues, one in ten failed) in one statement."""
+    if postgres():
+        prefix, source, text = "", f"FROM generate_series(1, {n}) AS s(i)", "i::text"
+        ago = "now() - make_interval(secs => i)"
+        args = "jsonb_build_array(i)"
+        kwargs = "jsonb_build_object('order_id', i)"
+    else:
+        prefix = f"WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {n}) "
+        source, text = "FROM s", "CAST(i AS TEXT)"
+        ago = "strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || i || ' seconds')"
+        args, kwargs = "json_array(i)", "json_object('order_id', i)"
+    queue = "CASE i % 3 WHEN 0 THEN 'default' WHEN 1 THEN 'mail' ELSE 'low' END"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO laterite_job_record (job_id, name, queue, args, kwargs, status, "
+            f"attempts, pushed_at, started_at, finished_at, worker, error) "
+            f"{prefix}SELECT i, 'tests.add', {queue}, {args}, {kwargs}, "
+            f"CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'succeeded' END, 1, {ago}, {ago}, {ago}, "
+            f"'host:1', CASE WHEN i % 10 = 0 THEN 'smtplib.SMTPException: 421 ' || {text} "
+            f"ELSE '' END {source}")
+        if postgres():
+            cursor.execute("ANALYZE laterite_job_record")
+
+
+@pytest.mark.slow
+def test_the_search_filters_over_big_tables(transactional_db, admin_client, capsys):
+    """The lists' argument, error class and time filters over BIG rows each: an
+    argument or error test reads only the window of the newest rows (SCAN) the
+    indexed filters keep, and says so when it was full. The figures are printed."""
+    from laterite_django.models import JobRecord
+    from laterite_django.stores.database.matching import SCAN
+
+    insert_rows(BIG)
+    insert_records(BIG)
+    history = "/admin/laterite_django/jobrecord/"
+    newest = BIG  # ids run with i: the largest is the newest by id, the oldest pushed
+    pages = [
+        # (url, rows expected on the page or None, window full)
+        (f"{JOBS}?arg=0%3D{BIG - 5}", 1, BIG > SCAN),  # among the newest ids
+        (f"{JOBS}?arg=0%3D{newest}", 1, BIG > SCAN),
+        (f"{FAILED}?arg=0%3D2", 1, BIG > SCAN),  # failed_at newest: i = 2 is in the window
+        (f"{FAILED}?error=ValueError&queue=mail", 100, BIG // 3 > SCAN),
+        (f"{FAILED}?error=SMTPException", 0, BIG > SCAN),
+        (f"{FAILED}?since=2000-01-01&until=2000-01-02", 0, False),
+        (f"{history}?arg=order_id%3D5", 1, BIG > SCAN),
+        (f"{history}?error=SMTPException&queue=low", min(100, (BIG + 10) // 30), BIG // 3 > SCAN),
+        (f"{history}?since=2000-01-01", 100, False),
+    ]
+    admin_client.get(FAILED)  # warm the caches
+    timings = []
+    for url, on_page, full in pages:
+        started = time.perf_counter()
+        response = admin_client.get(url)
+        timings.append(f"{url}: {time.perf_counter() - started:.3f} s")
+        assert response.status_code == 200, url
+        cl = response.context["cl"]
+        if on_page is not None:
+            assert len(cl.result_list) == on_page, url
+        said = "".join(getattr(spec, "notice", "") for spec in cl.filter_specs)
+        assert bool(said) == full, (url, said)
+    assert JobRecord.objects.count() == BIG
+    with capsys.disabled():
+        print(f"\n{connection.vendor}, {BIG} jobs, failed jobs and records, window {SCAN}:",
+              *timings, sep="\n  ")
