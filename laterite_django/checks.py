@@ -12,9 +12,11 @@ from django.db import DatabaseError, connections
 from django.utils.connection import ConnectionDoesNotExist
 
 from .conf import DEFAULTS, message, problem, raw
+from .management.at_rest import retired_keys
 from .models import Job
 from .registry import registry
 from .schedules.definition import problems
+from .stores import get_store
 from .stores.database.pgbouncer import behind_pooler
 from .stores.database.wait import LISTEN_HINT
 from .stores.redis.alias import HINT, shared_alias_problem
@@ -328,9 +330,6 @@ def check_retired_keys(app_configs: Any = None, databases: Any = None, **kwargs:
     if not keys and not any(job.encrypt for job in registry):
         return []  # encryption not used here: nothing to look at
     try:
-        from .management.at_rest import retired_keys
-        from .stores import get_store
-
         found = retired_keys(get_store(), [entry["id"] for entry in keys or []],
                              RETIRED_KEYS_SAMPLE)
     except Exception:

@@ -19,6 +19,7 @@ from django.db import transaction
 
 from .. import encryption, payload
 from ..conf import settings
+from ..models import Batch, JobRecord, OutboxJob, TaskResultRecord
 from ..stores import Store
 
 __all__ = ["Place", "places", "retired_keys"]
@@ -116,9 +117,6 @@ def _sealed_json(model: Any, field: str, wrapped: bool) -> tuple[Read, Write, Sa
 
 def places(store: Store) -> list[Place]:
     """Every place encrypted arguments rest, for `store`."""
-    # Models load after the app registry: imported on first use.
-    from ..models import Batch, JobRecord, OutboxJob, TaskResultRecord
-
     found = [
         Place("waiting or delayed jobs", store.unclaimed_payloads, store.replace_payloads,
               store.sample_payloads, "--after"),

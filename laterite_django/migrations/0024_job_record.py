@@ -3,17 +3,17 @@ partitioned by day on finished_at, which a model cannot say: its DDL is the stor
 (stores/database/history.POSTGRES_DDL), with a default partition and today's and the
 next days' made at once; elsewhere the model's plain table."""
 
+from datetime import UTC, datetime
+
 from django.db import migrations, models
+
+from laterite_django.stores.database.history import POSTGRES_DDL, keep_partitions
 
 
 def create_table(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         schema_editor.create_model(apps.get_model("laterite_django", "JobRecord"))
         return
-    from datetime import UTC, datetime
-
-    from laterite_django.stores.database.history import POSTGRES_DDL, keep_partitions
-
     with schema_editor.connection.cursor() as cursor:
         for statement in POSTGRES_DDL:
             cursor.execute(statement)

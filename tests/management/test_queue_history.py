@@ -175,8 +175,8 @@ def test_a_prune_behind_a_long_reader_gives_up_rather_than_hold_the_settles():
                          user=settings["USER"], dbname=settings["NAME"]) as reader:
         reader.execute(f"SELECT count(*) FROM {RECORD_TABLE}")  # its lock held, open
         store = get_store()
-        store._pruned_history_at = 0.0
-        assert store._prune_history_now() == 0  # gave up after lock_timeout, logged
+        store._history_pruning.pruned_at = 0.0
+        assert store._history_pruning.maybe() == 0  # gave up after lock_timeout, logged
         reader.rollback()
     assert JobRecord.objects.count() == 1  # the next prune does it
     assert prune_history("default")[0] >= 0

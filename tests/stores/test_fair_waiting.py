@@ -97,7 +97,7 @@ def test_tidy_prunes_the_turns_once_a_while(store, monkeypatch):
     store.push([fair("a0", "a")])
     store.delete(store.claim(["fair"], "w"))
     assert turn_keys(store) == {"a"}
-    monkeypatch.setattr(store, "_fair_pruned_at", 0.0)  # as a store just made
+    monkeypatch.setattr(store._fair, "pruned_at", 0.0)  # as a store just made
     store.tidy()
     assert turn_keys(store) == set()
     store.push([fair("b0", "b")])

@@ -1,5 +1,5 @@
-"""The database stores' fair queues seen and kept (a mixin of DatabaseStore): the waiting
-jobs per fair key (the job's `fair_key` column, the index `laterite_job_fair_waiting`),
+"""The database stores' fair queues seen and kept (`FairRows`, owned by DatabaseStore):
+the waiting jobs per fair key (the job's `fair_key` column, the index `laterite_job_fair_waiting`),
 and the pruning of the turns (`laterite_fair_turn`) no key needs any more.
 
 A key's turn row holds where its turn ends (fair.py). It may go once no job of the key
@@ -14,15 +14,14 @@ due, the line starts again: the key starts there as a key never seen, as every k
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
-from ...core.fairness import PRUNE_EVERY, TOP_KEYS, WaitingByKey
-from ..errors import guarded
+from ...core.fairness import PRUNE_EVERY, WaitingByKey
 from .fair import FIRST_DUE, QUEUE_TABLE, TURN_TABLE, us
 from .sql import TABLE, aware
 
@@ -56,22 +55,23 @@ PRUNE_TURNS = (
 
 
 class FairRows:
-    """DatabaseStore's methods for its fair queues (see Store.fair_waiting and tidy)."""
+    """A database store's fair queues: the waiting jobs per key (Store.fair_waiting) and
+    the pruning of the turns no key needs (Store.prune_fair_turns, and at tidy)."""
 
-    _fair_pruned_at: float = 0.0  # monotonic time of this store's next pruning
+    def __init__(self, database: str,
+                 execute: Callable[..., tuple[list, int]],
+                 ts: Callable[[datetime | None], Any]) -> None:
+        self.database = database
+        self._execute = execute  # the store's: one statement on its connection
+        self._ts = ts  # a datetime as the database takes it
+        self.pruned_at = 0.0  # monotonic time of the next pruning by `prune_now`
 
-    if TYPE_CHECKING:  # DatabaseStore's
-        database: str
+    @property
+    def postgres(self) -> bool:
+        return connections[self.database].vendor == "postgresql"
 
-        @property
-        def postgres(self) -> bool: ...
-
-        def _execute(self, statement: str, params: Sequence[Any], fetch: bool = False
-                     ) -> tuple[list, int]: ...
-        def _ts(self, value: datetime | None) -> Any: ...
-
-    @guarded
-    def fair_waiting(self, top: int = TOP_KEYS) -> dict[str, WaitingByKey]:
+    def waiting(self, top: int) -> dict[str, WaitingByKey]:
+        """The `top` keys with the most waiting jobs, per fair queue."""
         found = {}
         for (queue,) in self._execute(FAIR_QUEUES, [], True)[0]:
             rows, _ = self._execute(WAITING_BY_KEY, [queue, top], True)
@@ -81,8 +81,8 @@ class FairRows:
                     keys=int(rows[0][2]))
         return found
 
-    @guarded
-    def prune_fair_turns(self) -> int:
+    def prune(self) -> int:
+        """Delete the turns no key needs, a queue per transaction; return how many."""
         pruned = 0
         for (queue,) in self._execute(TURN_QUEUES, [], True)[0]:
             with transaction.atomic(using=self.database):
@@ -92,9 +92,10 @@ class FairRows:
     def _prune_queue(self, queue: str) -> int:
         """Delete the turns of `queue` no key needs (see the module's docstring), its
         turn rows locked against its pushes meanwhile."""
-        if not self.postgres:
+        postgres = self.postgres
+        if not postgres:
             self._execute(LOCK_QUEUE_SQLITE, [queue])
-        rows, _ = self._execute(QUEUE_ROWS + (" FOR UPDATE" if self.postgres else ""),
+        rows, _ = self._execute(QUEUE_ROWS + (" FOR UPDATE" if postgres else ""),
                                 [queue], True)
         now = timezone.now()
         bound = us(now)
@@ -104,10 +105,10 @@ class FairRows:
                 bound = min(bound, max(int(virtual_time), us(aware(first[0][0]))))
         return self._execute(PRUNE_TURNS, [queue, bound])[1]
 
-    def _prune_fair_now(self) -> int:
+    def prune_now(self) -> int:
         """Prune the turns if PRUNE_EVERY seconds have passed since this store last did
         (tidy, every few seconds from each worker)."""
-        if time.monotonic() < self._fair_pruned_at:
+        if time.monotonic() < self.pruned_at:
             return 0
-        self._fair_pruned_at = time.monotonic() + PRUNE_EVERY
-        return self.prune_fair_turns()
+        self.pruned_at = time.monotonic() + PRUNE_EVERY
+        return self.prune()

@@ -29,16 +29,17 @@ from datetime import UTC, date, datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.apps import apps
+from django.db import DatabaseError, connections, transaction
+from django.db.models import Q
 
 from ...core.ending import any_marked
 from ...core.history import SUCCEEDED, HistoryPolicy, status_of
 from ...core.values import Claim
 from ...payload import SEALED_KEY
-from ..callbacks import limits_of
 from ..recording import history
 from . import postgres as pg
-from .sql import TABLE, aware
+from .sql import TABLE, aware, claim_from_row
 
 __all__ = [
     "AHEAD_DAYS",
@@ -47,8 +48,9 @@ __all__ = [
     "PRUNE_EVERY",
     "RECORD_TABLE",
     "SCAN",
-    "HistoryRows",
+    "HistoryPruning",
     "argument_filter",
+    "delete_recorded",
     "insert_finished",
     "insert_rows",
     "keep_partitions",
@@ -57,9 +59,13 @@ __all__ = [
     "plain",
     "prune",
     "prune_history",
+    "record_cancelled",
+    "record_failed",
+    "record_model",
     "record_of",
     "record_times",
     "search",
+    "settle_and_claim_recorded",
 ]
 
 logger = logging.getLogger("laterite")
@@ -92,7 +98,7 @@ POSTGRES_DDL = [
 # A finished job's payload `j.payload` as jsonb, `p.j`: NULL (its arguments not kept)
 # for one holding the escape of a NUL character, valid JSON that jsonb refuses; a record
 # must never fail its job's settle. (A payload that is no JSON at all never ran, and its
-# failure is recorded from Python: HistoryRows._record_failed.)
+# failure is recorded from Python: record_failed.)
 _PG_PAYLOAD = (r"SELECT CASE WHEN strpos(j.payload, '\u0000') = 0 THEN j.payload::jsonb END "
                r"AS j")
 # The record columns of a finished job's row `j` (its payload parsed once, as `p.j`)
@@ -178,12 +184,17 @@ def insert_finished(postgres: bool, claims: Sequence[Claim], status: str, error:
                                            _stamp(c.ended or now, ts))], status, error])
 
 
+def record_model() -> Any:
+    """The JobRecord model, by name: the stores are imported before the apps are loaded,
+    so they cannot import the models at module level."""
+    return apps.get_model("laterite_django", "JobRecord")
+
+
 def insert_rows(rows: Sequence[dict[str, Any]], database: str) -> None:
     """Write records given whole (the Redis store's, cancelled jobs') by the ORM."""
-    from ...models import JobRecord  # the models load after the app registry
-
     if rows:
-        JobRecord.objects.using(database).bulk_create([JobRecord(**row) for row in rows])
+        model = record_model()
+        model._default_manager.using(database).bulk_create([model(**row) for row in rows])
 
 
 # -- pruning ------------------------------------------------------------------------
@@ -267,8 +278,6 @@ def prune_history(database: str, now: datetime | None = None
     """Prune the history on `database` under the policy in force (make the partitions
     ahead on PostgreSQL too); (0, [], []) while history is off. `queue_history --prune`
     and the workers' housekeeping (Store.tidy, every PRUNE_EVERY s) call it."""
-    from django.db import connections
-
     policy = history()
     if policy is None:
         return 0, [], []
@@ -292,104 +301,91 @@ PRUNE_EVERY = 300.0
 PRUNE_LOCK = 7809651207897183333 + 9
 
 
-class HistoryRows:
-    """The database store's job history: the settles that write records (in their own
-    statement or transaction) and its pruning at the workers' housekeeping."""
+class HistoryPruning:
+    """A store's pruning of the history at its workers' housekeeping (Store.tidy): at
+    most once per PRUNE_EVERY s per process, a lock not had in time left to the next."""
 
-    database: str
-    _pruned_history_at: float = 0.0
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.pruned_at = 0.0  # monotonic time of this store's last prune
 
-    def _settle_recorded(self, record: Sequence[Claim], finished: Sequence[Claim],
-                         queues: Sequence[str], worker: str, limit: int,
-                         limits: Any) -> list[Claim]:
-        """settle_and_claim, writing the records of `record` (of `finished`) with it: on
-        PostgreSQL's plain claim in its one statement, else in its transaction."""
-        store: Any = self
-        if not record:
-            return store._settle_and_claim(finished, queues, worker, limit, limits)
-        if not queues or limit < 1:  # nothing to claim (its queues paused): a deletion
-            self._delete_recorded(record, finished)
-            return []
-        if store.dialect is pg and queues and limit >= 1 and plain(finished):
-            if limits is None:
-                limits = limits_of(list(dict.fromkeys(queues)))
-            if not limits:
-                rows = _run_recorded(store.connection, _SETTLE_AND_CLAIM_RECORDED, finished,
-                                     record, pg.claim_params(
-                                         uuid.uuid4().hex, worker,
-                                         list(dict.fromkeys(queues)), limit))
-                if rows is not None:
-                    from .store import _claim_from_row  # the store imports this module
-
-                    claims = [_claim_from_row(row) for row in rows]
-                    claims.sort(key=attrgetter("position"))
-                    return claims
-        with transaction.atomic(using=self.database):
-            store._execute(*insert_finished(store.postgres, record, SUCCEEDED, "", store._ts))
-            return store._settle_and_claim(finished, queues, worker, limit, limits)
-
-    def _delete_recorded(self, record: Sequence[Claim], claims: Sequence[Claim]) -> int:
-        """delete, writing the records of `record` (of `claims`) with it: on PostgreSQL's
-        plain deletion in its one statement, else in its transaction."""
-        store: Any = self
-        if store.dialect is pg and plain(claims):
-            rows = _run_recorded(store.connection, _DELETE_RECORDED, claims, record, [])
-            if rows is not None:
-                return len(rows)
-        with transaction.atomic(using=self.database):
-            store._execute(*insert_finished(store.postgres, record, SUCCEEDED, "", store._ts))
-            return int(store._delete(claims))
-
-    def _record_failed(self, claim: Claim, error: str) -> None:
-        """Write the record of `claim`, failing or cancelled with `error`, from its row (in
-        fail()'s transaction, before the row goes); nothing if its queue keeps none.
-
-        Its arguments are read here, not by the database: a payload that is no JSON fails
-        this way. A record that cannot be written is logged and left out, in a savepoint
-        of its own: it never keeps the job from the failed list."""
-        policy = history()
-        if policy is None or not policy.records(claim.queue):
-            return
-        store: Any = self
-        fields = record_of(claim.id, claim.name, claim.queue, claim.payload, 0, None,
-                           None, datetime.now(UTC), "", "", "")
-        started = _stamp(claim.started, store._ts)
-        ended = store._ts(datetime.fromtimestamp(claim.ended or time.time(), UTC))
-        cast = "::jsonb" if store.postgres else ""
-        values = [_json(fields[name]) for name in ("args", "kwargs", "encrypted")]
-        try:
-            with transaction.atomic(using=self.database):
-                store._execute(
-                    f"INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT j.id, j.name, j.queue, "
-                    f"%s{cast}, %s{cast}, %s{cast}, %s, j.attempts, j.pushed_at, %s, %s, "
-                    f"j.claimed_by, %s FROM {TABLE} j WHERE j.id = %s AND j.token = %s",
-                    [*values, status_of(error), started, ended, error, claim.id, claim.token])
-        except DatabaseError as e:
-            logger.warning("Job %s #%s: its history record could not be written (%s)",
-                           claim.name, claim.id, e, extra={"action": "history_not_written"})
-
-    def _record_cancelled(self, rows: Sequence[Sequence[Any]], error: str) -> None:
-        """Write the records of waiting jobs cancelled (rows as sql.FAIL_DELETE returns)."""
-        policy = history()
-        if policy is None or not rows:
-            return
-        now = datetime.now(UTC)
-        insert_rows([record_of(row[0], row[1], row[2], row[3], row[6], aware(row[7]), None,
-                               now, "", status_of(error), error)
-                     for row in rows if policy.records(row[2])], self.database)
-
-    def _prune_history_now(self) -> int:
-        """Prune the history if this process last did PRUNE_EVERY s ago (Store.tidy)."""
+    def maybe(self) -> int:
+        """Prune the history if this process last did PRUNE_EVERY s ago; rows deleted."""
         now = time.monotonic()
-        if now - self._pruned_history_at < PRUNE_EVERY or history() is None:
+        if now - self.pruned_at < PRUNE_EVERY or history() is None:
             return 0
-        self._pruned_history_at = now
+        self.pruned_at = now
         try:
             return prune_history(self.database)[0]
         except DatabaseError as e:  # a lock not had in time: the next prune does it
             logger.warning("The job history was not pruned (%s); the next prune will",
                            e, extra={"action": "history_not_pruned"})
             return 0
+
+
+def settle_and_claim_recorded(connection: Any, record: Sequence[Claim],
+                              finished: Sequence[Claim], queues: Sequence[str],
+                              worker: str, limit: int) -> list[Claim] | None:
+    """PostgreSQL's plain settle and claim of `finished` (plain jobs, no limit applying),
+    writing the records of `record` in its one statement; the claims made, by position,
+    or None inside a transaction (the caller then writes them in its transaction)."""
+    rows = _run_recorded(connection, _SETTLE_AND_CLAIM_RECORDED, finished, record,
+                         pg.claim_params(uuid.uuid4().hex, worker,
+                                         list(dict.fromkeys(queues)), limit))
+    if rows is None:
+        return None
+    claims = [claim_from_row(row) for row in rows]
+    claims.sort(key=attrgetter("position"))
+    return claims
+
+
+def delete_recorded(connection: Any, record: Sequence[Claim], claims: Sequence[Claim]
+                    ) -> int | None:
+    """PostgreSQL's plain deletion of `claims`, writing the records of `record` in its one
+    statement; how many were deleted, or None inside a transaction (as above)."""
+    rows = _run_recorded(connection, _DELETE_RECORDED, claims, record, [])
+    return None if rows is None else len(rows)
+
+
+def record_failed(execute: Any, ts: Any, postgres: bool, database: str, claim: Claim,
+                  error: str) -> None:
+    """Write the record of `claim`, failing or cancelled with `error`, from its row (in
+    fail()'s transaction, before the row goes; `execute` and `ts` the store's); nothing
+    if its queue keeps none.
+
+    Its arguments are read here, not by the database: a payload that is no JSON fails
+    this way. A record that cannot be written is logged and left out, in a savepoint
+    of its own: it never keeps the job from the failed list."""
+    policy = history()
+    if policy is None or not policy.records(claim.queue):
+        return
+    fields = record_of(claim.id, claim.name, claim.queue, claim.payload, 0, None,
+                       None, datetime.now(UTC), "", "", "")
+    started = _stamp(claim.started, ts)
+    ended = ts(datetime.fromtimestamp(claim.ended or time.time(), UTC))
+    cast = "::jsonb" if postgres else ""
+    values = [_json(fields[name]) for name in ("args", "kwargs", "encrypted")]
+    try:
+        with transaction.atomic(using=database):
+            execute(
+                f"INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT j.id, j.name, j.queue, "
+                f"%s{cast}, %s{cast}, %s{cast}, %s, j.attempts, j.pushed_at, %s, %s, "
+                f"j.claimed_by, %s FROM {TABLE} j WHERE j.id = %s AND j.token = %s",
+                [*values, status_of(error), started, ended, error, claim.id, claim.token])
+    except DatabaseError as e:
+        logger.warning("Job %s #%s: its history record could not be written (%s)",
+                       claim.name, claim.id, e, extra={"action": "history_not_written"})
+
+
+def record_cancelled(database: str, rows: Sequence[Sequence[Any]], error: str) -> None:
+    """Write the records of waiting jobs cancelled (rows as sql.FAIL_DELETE returns)."""
+    policy = history()
+    if policy is None or not rows:
+        return
+    now = datetime.now(UTC)
+    insert_rows([record_of(row[0], row[1], row[2], row[3], row[6], aware(row[7]), None,
+                           now, "", status_of(error), error)
+                 for row in rows if policy.records(row[2])], database)
 
 
 def plain(claims: Sequence[Claim]) -> bool:
@@ -452,8 +448,6 @@ def argument_filter(postgres: bool, key: str, value: Any) -> Any:
     """The Q of records whose argument `key` (a keyword, or a position: digits) is
     `value`: on PostgreSQL a jsonb containment (kwargs @> {key: value}), elsewhere the
     key's value (json_extract)."""
-    from django.db.models import Q
-
     if key.isdigit():
         return Q(**{f"args__{int(key)}": value})
     if postgres:
@@ -473,11 +467,7 @@ def search(database: str, *, name: str | None = None, queue: str | None = None,
     are read). An argument filter is a test of each row, so it looks only through the
     `scan` newest rows that the other filters keep: bounded whatever the table holds.
     """
-    from django.db import connections
-
-    from ...models import JobRecord
-
-    rows = JobRecord.objects.using(database)
+    rows = record_model()._default_manager.using(database)
     if name:
         rows = rows.filter(name=name)
     if queue:
@@ -492,7 +482,8 @@ def search(database: str, *, name: str | None = None, queue: str | None = None,
     if not arguments:
         return list(rows[:limit]), False
     postgres = connections[database].vendor == "postgresql"
-    found = JobRecord.objects.using(database).filter(id__in=rows.values("id")[:scan])
+    found = record_model()._default_manager.using(database).filter(
+        id__in=rows.values("id")[:scan])
     for key, value in arguments:
         found = found.filter(argument_filter(postgres, key, value))
     full = rows[scan - 1 : scan].exists()  # the window held `scan` rows: maybe more

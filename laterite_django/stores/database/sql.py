@@ -13,7 +13,7 @@ from typing import Any, overload
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ...core.values import NewJob
+from ...core.values import Claim, NewJob
 
 __all__ = [
     "ADD_MINUTE",
@@ -65,6 +65,7 @@ __all__ = [
     "cancel_mark",
     "cancel_requested",
     "candidates",
+    "claim_from_row",
     "delete_jobs",
     "drop_batch_delete",
     "execute",
@@ -409,3 +410,24 @@ def aware(value: datetime | str | None) -> datetime | None:
     if value is not None and timezone.is_naive(value):
         value = value.replace(tzinfo=UTC)
     return value
+
+
+def claim_from_row(row: Sequence) -> Claim:
+    """A claim from a row of `COLUMNS` (the claims' and the recorded settles' RETURNING)."""
+    return Claim(
+        id=row[0],
+        name=row[1],
+        queue=row[2],
+        payload=row[3],
+        attempts=row[4],
+        pushed_at=aware(row[5]),
+        token=row[6],
+        retry_until=aware(row[7]),
+        unique_key=row[8],
+        priority=row[9],
+        last_error=row[10] or "",
+        available_at=aware(row[11]),
+        position=row[12],
+        uncounted=row[13],
+        cancel_requested=row[14] is not None,
+    )

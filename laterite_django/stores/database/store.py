@@ -32,12 +32,15 @@ from django.utils import timezone
 from ...core.cancel import Outcome, reason
 from ...core.crash_points import crash_point
 from ...core.ending import End, any_marked, ends_of, ends_of_payloads
+from ...core.fairness import TOP_KEYS, WaitingByKey
+from ...core.history import SUCCEEDED
 from ...core.limits import Limits, QueueLimit
 from ...core.marks import marks_of
 from ...core.minutes import KEEP, Minute, minute_start
 from ...core.progress import Progress
 from ...core.sequences import MARK, HeldSequence, any_sequenced, sequence_of
 from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
+from ...core.workers import WorkerInfo
 from ..base import Store
 from ..callbacks import limits_of, next_links
 from ..errors import guarded
@@ -46,10 +49,18 @@ from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 from . import postgres, sql, sqlite
 from .fair import FairTurns, with_fair_places
 from .fair_rows import FairRows
-from .history import HistoryRows
+from .history import (
+    HistoryPruning,
+    delete_recorded,
+    insert_finished,
+    plain,
+    record_cancelled,
+    record_failed,
+    settle_and_claim_recorded,
+)
 from .postgres import keeps_callers_settings
 from .sequences import Sequences
-from .sql import aware
+from .sql import aware, claim_from_row
 from .vacuum import Vacuum
 from .wait import Waiting
 from .workers import WorkerRows
@@ -60,34 +71,13 @@ __all__ = ["CHANNEL", "DatabaseStore"]
 CHANNEL = sql.CHANNEL
 
 
-def _claim_from_row(row: Sequence) -> Claim:
-    """A claim from a row of `sql.COLUMNS`."""
-    return Claim(
-        id=row[0],
-        name=row[1],
-        queue=row[2],
-        payload=row[3],
-        attempts=row[4],
-        pushed_at=aware(row[5]),
-        token=row[6],
-        retry_until=aware(row[7]),
-        unique_key=row[8],
-        priority=row[9],
-        last_error=row[10] or "",
-        available_at=aware(row[11]),
-        position=row[12],
-        uncounted=row[13],
-        cancel_requested=row[14] is not None,
-    )
-
-
 def _schedule_state(row: Any) -> ScheduleState:
     return ScheduleState(name=row.name, last_tick=row.last_tick, fired_at=row.fired_at,
                          job_id=row.job_id, paused=row.paused,
                          rule_hash=row.rule_hash or None)
 
 
-class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
+class DatabaseStore(Store):
     """The `database` store: PostgreSQL or SQLite, on LATERITE_QUEUE_DATABASE."""
 
     transactional_push = True
@@ -100,6 +90,9 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
         self._dialect: ModuleType | None = None
         self._vacuum = Vacuum()
         self._pruned_before: datetime | None = None  # add_minutes: old counts removed
+        self._fair = FairRows(database, self._execute, self._ts)  # fair_rows.py
+        self._workers = WorkerRows(database)  # the live workers' list (workers.py)
+        self._history_pruning = HistoryPruning(database)  # history.py
 
     def __repr__(self) -> str:
         return f"<DatabaseStore database={self.database!r}>"
@@ -240,6 +233,29 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
                                          worker, limit, limits)
         return self._settle_and_claim(finished, queues, worker, limit, limits)
 
+    def _settle_recorded(self, record: Sequence[Claim], finished: Sequence[Claim],
+                         queues: Sequence[str], worker: str, limit: int,
+                         limits: Limits | None) -> list[Claim]:
+        """settle_and_claim, writing the job history's records of `record` (of
+        `finished`) with it: on PostgreSQL's plain claim in its one statement, else in
+        its transaction (history.py)."""
+        if not record:
+            return self._settle_and_claim(finished, queues, worker, limit, limits)
+        if not queues or limit < 1:  # nothing to claim (its queues paused): a deletion
+            self._delete_recorded(record, finished)
+            return []
+        if self.dialect is postgres and plain(finished):
+            if limits is None:
+                limits = limits_of(list(dict.fromkeys(queues)))
+            if not limits:
+                claims = settle_and_claim_recorded(self.connection, record, finished,
+                                                   queues, worker, limit)
+                if claims is not None:
+                    return claims
+        with transaction.atomic(using=self.database):
+            self._execute(*insert_finished(self.postgres, record, SUCCEEDED, "", self._ts))
+            return self._settle_and_claim(finished, queues, worker, limit, limits)
+
     def _settle_and_claim(
         self, finished: Sequence[Claim], queues: Sequence[str], worker: str, limit: int,
         limits: Limits | None,
@@ -265,7 +281,7 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
             # A limit may apply: the limited claim; else the plain one below.
             rows = self._claim_limited(finished, uuid.uuid4().hex, timezone.now(), worker,
                                        queues, limit, limits.queues, limits.keys)
-            return sorted(map(_claim_from_row, rows), key=attrgetter("position"))
+            return sorted(map(claim_from_row, rows), key=attrgetter("position"))
         token = uuid.uuid4().hex
         dialect = self.dialect
         found: Sequence[Sequence[Any]] | None = None
@@ -277,7 +293,7 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
             now = self._ts(timezone.now())
         if found is None:
             found = self._run_all(dialect.claim(finished, token, now, worker, queues, limit))
-        claims = [_claim_from_row(row) for row in found]
+        claims = [claim_from_row(row) for row in found]
         claims.sort(key=attrgetter("position"))
         return claims
 
@@ -437,6 +453,17 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
             return self._delete_recorded(record, claims)
         return self._delete(claims)
 
+    def _delete_recorded(self, record: Sequence[Claim], claims: Sequence[Claim]) -> int:
+        """delete, writing the job history's records of `record` (of `claims`) with it: on
+        PostgreSQL's plain deletion in its one statement, else in its transaction."""
+        if self.dialect is postgres and plain(claims):
+            deleted = delete_recorded(self.connection, record, claims)
+            if deleted is not None:
+                return deleted
+        with transaction.atomic(using=self.database):
+            self._execute(*insert_finished(self.postgres, record, SUCCEEDED, "", self._ts))
+            return self._delete(claims)
+
     def _delete(self, claims: Sequence[Claim]) -> int:
         """delete's work, once any history records are written (in its transaction)."""
         if any_sequenced([c.payload for c in claims]):
@@ -477,7 +504,8 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
     def fail(self, claim: Claim, error: str) -> int | None:
         now = self._ts(timezone.now())
         with transaction.atomic(using=self.database):
-            self._record_failed(claim, error)  # its history record, from its row
+            # Its history record, from its row.
+            record_failed(self._execute, self._ts, self.postgres, self.database, claim, error)
             rows, _ = self._execute(sql.FAIL_DELETE, [claim.id, claim.token], fetch=True)
             if not rows:
                 return None
@@ -721,10 +749,32 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
         self._vacuum.after_clear(self.connection, deleted)
         return deleted
 
+    # -- fair queues (fair_rows.py) and the live workers' list (workers.py) ----------
+
+    @guarded
+    def fair_waiting(self, top: int = TOP_KEYS) -> dict[str, WaitingByKey]:
+        return self._fair.waiting(top)
+
+    @guarded
+    def prune_fair_turns(self) -> int:
+        return self._fair.prune()
+
+    @guarded
+    def beat_worker(self, info: WorkerInfo) -> None:
+        self._workers.beat(info)
+
+    @guarded
+    def remove_worker(self, worker_id: str) -> None:
+        self._workers.remove(worker_id)
+
+    @guarded
+    def workers(self) -> list[WorkerInfo]:
+        return self._workers.read()
+
     @guarded
     def tidy(self) -> int:
-        pruned = self._prune_fair_now()  # the turns of fair keys gone (fair_rows.py)
-        pruned += self._prune_history_now()  # records past their keep (history.py)
+        pruned = self._fair.prune_now()  # the turns of fair keys gone (fair_rows.py)
+        pruned += self._history_pruning.maybe()  # records past their keep (history.py)
         if not self.postgres:
             return pruned  # SQLite reuses the space of deleted rows: nothing piles up
         return pruned + self._vacuum.maybe(self.connection)
@@ -784,7 +834,7 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
                 self._execute(sql.FAIL_INSERT, [*row, now, reason(False)])
                 result[row[0]] = Outcome.CANCELLED
             self._failed_payloads([row[3] for row in rows])
-            self._record_cancelled(rows, reason(False))  # their history records
+            record_cancelled(self.database, rows, reason(False))  # their history records
             # A cancelled head of a sequence is one failed for good; a held job just goes.
             self._sequences().ended([(row[0], mark, True) for row in rows
                                      if (mark := sequence_of(row[3])) is not None])
@@ -914,7 +964,7 @@ class DatabaseStore(FairRows, WorkerRows, HistoryRows, Store):
             # Pushed after this claim was made: the worker's flush() says so, so that a
             # worker about to stop for an empty queue claims once more.
             self._local.callbacks_pushed = True
-        claims = [_claim_from_row(row) for row in rows if row[0] is not None]
+        claims = [claim_from_row(row) for row in rows if row[0] is not None]
         return sorted(claims, key=lambda c: c.position)
 
     def _finish_orphans(self) -> int:

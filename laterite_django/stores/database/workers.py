@@ -1,6 +1,6 @@
 """The live workers' list on the database stores: a row of `laterite_worker` per worker
 process, its beat dated by the database's clock (NOW()), so that hosts whose clocks
-differ list their workers alike (a mixin of DatabaseStore)."""
+differ list their workers alike (`WorkerRows`, owned by DatabaseStore)."""
 
 from __future__ import annotations
 
@@ -12,25 +12,25 @@ from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 
 from ...core.workers import KEEP_LOST, PRUNE_EVERY, WorkerInfo
-from ..errors import guarded
 
 __all__ = ["WorkerRows"]
 
 
 class WorkerRows:
-    """DatabaseStore's methods for the live workers' list (see Store.beat_worker)."""
+    """A database store's live workers' list (Store.beat_worker, remove_worker, workers)."""
 
-    database: str
-    _workers_pruned_at: float = 0.0  # monotonic time of this store's last removal
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.pruned_at = 0.0  # monotonic time of the next removal of lost workers
 
-    def _worker_rows(self):
+    def _rows(self):
         # By name: the stores are imported before the apps are loaded.
         return apps.get_model("laterite_django", "WorkerRecord")._default_manager.using(
             self.database)
 
-    @guarded
-    def beat_worker(self, info: WorkerInfo) -> None:
-        rows = self._worker_rows()
+    def beat(self, info: WorkerInfo) -> None:
+        """Write the entry of `info`'s worker, beaten now by the database's clock."""
+        rows = self._rows()
         fields = {"name": info.name, "host": info.host, "pid": info.pid,
                   "version": info.version, "queues": list(info.queues),
                   "concurrency": info.concurrency, "started_at": info.started_at,
@@ -41,19 +41,18 @@ class WorkerRows:
                     rows.create(id=info.id, **fields)
             except IntegrityError:  # written meanwhile by another thread of its process
                 rows.filter(pk=info.id).update(**fields)
-        if time.monotonic() >= self._workers_pruned_at:
-            self._workers_pruned_at = time.monotonic() + PRUNE_EVERY
+        if time.monotonic() >= self.pruned_at:
+            self.pruned_at = time.monotonic() + PRUNE_EVERY
             before = ExpressionWrapper(Now() - KEEP_LOST, output_field=DateTimeField())
             rows.filter(beat_at__lt=before).delete()
 
-    @guarded
-    def remove_worker(self, worker_id: str) -> None:
-        self._worker_rows().filter(pk=worker_id).delete()
+    def remove(self, worker_id: str) -> None:
+        self._rows().filter(pk=worker_id).delete()
 
-    @guarded
-    def workers(self) -> list[WorkerInfo]:
+    def read(self) -> list[WorkerInfo]:
+        """Every worker listed, by host and pid, each with its age by the database's clock."""
         found = []
-        rows = self._worker_rows().annotate(store_now=Now()).order_by("host", "pid", "id")
+        rows = self._rows().annotate(store_now=Now()).order_by("host", "pid", "id")
         for row in rows:
             found.append(WorkerInfo(
                 id=row.id, name=row.name, host=row.host, pid=row.pid, version=row.version,

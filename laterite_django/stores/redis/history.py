@@ -12,25 +12,28 @@ its failed row.
 A move reads the list's first records, writes those whose job has no record yet (a
 worker that died after its INSERT, before taking them off, left them there), then takes
 them off if the list still starts with them (lua/history_taken.lua): two workers moving
-at once write each record once and take it off once.
+at once write each record once and take it off once. The pruning is the database's
+(`database.history.HistoryPruning`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from ...core.history import SUCCEEDED, status_of
 from ...core.values import Claim
-from ..database.history import insert_rows, prune_history, record_of
+from ..database.history import insert_rows, record_model, record_of
 from ..recording import history, recorded
 from .values import dt, text
+
+if TYPE_CHECKING:
+    from redis import Redis
 
 __all__ = ["MOVE_CHUNK", "HistoryEntries"]
 
@@ -38,19 +41,22 @@ logger = logging.getLogger("laterite")
 
 # Records moved to the database per INSERT.
 MOVE_CHUNK = 1000
-# Seconds between two prunes by one process's housekeeping (tidy).
-PRUNE_EVERY = 300.0
 
 
 class HistoryEntries:
-    """RedisStore's part of the job history (see the module docstring)."""
+    """A Redis store's part of the job history (see the module docstring): the records
+    listed with the settles, moved to the database, and those of jobs that failed."""
 
-    database: str
-    _history_pending: bool = False  # this process listed records not moved yet
-    _history_loaded: bool = False  # record_finished.lua was run once here
-    _pruned_history_at: float = 0.0
+    def __init__(self, database: str, prefix: str, client: Callable[[], Redis],
+                 run: Callable[[str, Sequence[Any]], Any]) -> None:
+        self.database = database
+        self.prefix = prefix
+        self._client = client  # the store's client, connected on first use
+        self._run = run  # runs a script (lua/<name>.lua) with the prefix
+        self.pending = False  # this process listed records not moved yet
+        self._loaded = False  # record_finished.lua was run once here
 
-    def _record_step(self, finished: Sequence[Claim]) -> tuple[str, list[Any]] | None:
+    def record_step(self, finished: Sequence[Claim]) -> tuple[str, list[Any]] | None:
         """The call of record_finished.lua for the jobs of `finished` whose queue keeps
         history, to run just before their deletion; None if none does."""
         policy = history()
@@ -59,31 +65,29 @@ class HistoryEntries:
         keep = recorded(policy, finished)
         if not keep:
             return None
-        if not self._history_loaded:
+        if not self._loaded:
             # Loaded now, not in the settle's pipeline: a script Redis did not know runs
             # after the others there, once the jobs are gone (scripts.finish).
-            self._run("record_finished", [])  # type: ignore[attr-defined]
-            self._history_loaded = True
-        self._history_pending = True
+            self._run("record_finished", [])
+            self._loaded = True
+        self.pending = True
         return "record_finished", [value for c in keep for value in (
             c.id, c.token, repr(c.started) if c.started else "",
             repr(c.ended) if c.ended else "")]
 
-    def move_history(self, limit: int = MOVE_CHUNK) -> int:
+    def move(self, limit: int = MOVE_CHUNK) -> int:
         """Move up to `limit` records from Redis to the database; return how many were
         written there."""
-        from ...models import JobRecord  # the models load after the app registry
-
-        key = f"{self.prefix}:history"  # type: ignore[attr-defined]
-        raw = self.client.lrange(key, 0, limit - 1)  # type: ignore[attr-defined]
+        key = f"{self.prefix}:history"
+        raw = self._client().lrange(key, 0, limit - 1)
         if not raw:
-            self._history_pending = False
+            self.pending = False
             return 0
         rows = [_row(entry) for entry in raw]
         ids = [row["job_id"] for row in rows]
         # A job is its id and push time: ids start again on a Redis that lost its data.
-        have = set(JobRecord.objects.using(self.database).filter(job_id__in=ids)
-                   .values_list("job_id", "pushed_at"))
+        have = set(record_model()._default_manager.using(self.database)
+                   .filter(job_id__in=ids).values_list("job_id", "pushed_at"))
         fresh: dict[tuple, dict[str, Any]] = {}
         for row in rows:
             job = (row["job_id"], row["pushed_at"])
@@ -103,65 +107,51 @@ class HistoryEntries:
                     logger.warning("The history record of job #%s could not be written "
                                    "(%s); left out", row["job_id"], e,
                                    extra={"action": "history_not_written"})
-        self._run("history_taken", [len(raw), raw[0]])  # type: ignore[attr-defined]
+        self._run("history_taken", [len(raw), raw[0]])
         return len(fresh)
 
-    def _move_history_now(self, every: bool = False) -> None:
+    def move_now(self, every: bool = False) -> None:
         """Move what this process appended (or, with `every`, anything listed: the
         records of workers that died), a chunk at a time."""
-        if history() is None or not (every or self._history_pending):
+        if history() is None or not (every or self.pending):
             return
         try:
-            while self.move_history() >= MOVE_CHUNK:
+            while self.move() >= MOVE_CHUNK:
                 pass
         except Exception as e:  # the database or Redis away: the records wait in Redis
             logger.warning("Could not move the job history's records to the database (%s); "
                            "they wait in Redis for the next move", e,
                            extra={"action": "history_not_moved"})
 
-    def _prune_history_now(self) -> int:
-        """Prune the history if this process last did PRUNE_EVERY s ago (tidy)."""
-        now = time.monotonic()
-        if now - self._pruned_history_at < PRUNE_EVERY or history() is None:
-            return 0
-        self._pruned_history_at = now
-        try:
-            return prune_history(self.database)[0]
-        except DatabaseError as e:  # a lock not had in time: the next prune does it
-            logger.warning("The job history was not pruned (%s); the next prune will",
-                           e, extra={"action": "history_not_pruned"})
-            return 0
-
-    def _worker_of(self, claim: Claim) -> str | None:
+    def worker_of(self, claim: Claim) -> str | None:
         """The worker holding `claim` (its job's `claimed_by`), read for the record of a
         job that fails for good; None if its queue keeps no history (nothing read)."""
         policy = history()
         if policy is None or not policy.records(claim.queue):
             return None
-        prefix: str = self.prefix  # type: ignore[attr-defined]
-        found = self.client.hget(f"{prefix}:job:{claim.id}", "claimed_by")  # type: ignore[attr-defined]
+        found = self._client().hget(f"{self.prefix}:job:{claim.id}", "claimed_by")
         return text(found) if found is not None else ""
 
-    def _record_failed(self, claim: Claim, error: str, status: str, worker: str) -> None:
+    def record_failed(self, claim: Claim, error: str, status: str, worker: str) -> None:
         """Write the record of a job failed for good or cancelled while it ran, once it
         left Redis (fail())."""
         started = datetime.fromtimestamp(claim.started, UTC) if claim.started else None
-        self._write_records([record_of(claim.id, claim.name, claim.queue, claim.payload,
-                                       claim.attempts, claim.pushed_at, started,
-                                       datetime.now(UTC), worker, status, error)])
+        self.write_records([record_of(claim.id, claim.name, claim.queue, claim.payload,
+                                      claim.attempts, claim.pushed_at, started,
+                                      datetime.now(UTC), worker, status, error)])
 
-    def _record_cancelled(self, failed: Sequence[dict[str, Any]]) -> None:
+    def record_cancelled(self, failed: Sequence[dict[str, Any]]) -> None:
         """Write the records of waiting jobs cancelled (their failed rows' fields), in the
         transaction that writes those rows."""
         policy = history()
         if policy is None:
             return
-        self._write_records([record_of(f["job_id"], f["name"], f["queue"], f["payload"],
-                                       f["attempts"], f["pushed_at"], None, f["failed_at"],
-                                       "", status_of(f["error"]), f["error"])
-                             for f in failed if policy.records(f["queue"])])
+        self.write_records([record_of(f["job_id"], f["name"], f["queue"], f["payload"],
+                                      f["attempts"], f["pushed_at"], None, f["failed_at"],
+                                      "", status_of(f["error"]), f["error"])
+                            for f in failed if policy.records(f["queue"])])
 
-    def _write_records(self, rows: Sequence[dict[str, Any]]) -> None:
+    def write_records(self, rows: Sequence[dict[str, Any]]) -> None:
         """Write records of jobs that left for the failed list, in a savepoint: one that
         cannot be written is logged and left out, never undoing the failure or cancel."""
         try:
@@ -171,12 +161,6 @@ class HistoryEntries:
             logger.warning("History records of jobs %s could not be written (%s)",
                            [row["job_id"] for row in rows], e,
                            extra={"action": "history_not_written"})
-
-    def tidy(self) -> int:
-        """Move the records listed in Redis (those of workers that died too) and prune the
-        history every PRUNE_EVERY s, then the other stores' tidying."""
-        self._move_history_now(every=True)
-        return self._prune_history_now() + super().tidy()  # type: ignore[misc]
 
 
 def _row(entry: bytes | str) -> dict[str, Any]:

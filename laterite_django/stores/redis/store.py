@@ -42,6 +42,7 @@ from ...conf import settings
 from ...core.cancel import Outcome, reason
 from ...core.crash_points import crash_point
 from ...core.ending import End, any_marked, ends_of_payloads
+from ...core.fairness import TOP_KEYS, WaitingByKey
 from ...core.history import status_of
 from ...core.limits import Limits
 from ...core.marks import marks_of
@@ -49,9 +50,11 @@ from ...core.minutes import KEEP, Minute, minute_start
 from ...core.progress import Progress
 from ...core.sequences import HeldSequence, any_sequenced
 from ...core.values import Claim, NewJob, QueueCounts, Running, job_ids
+from ...core.workers import WorkerInfo
 from ...exceptions import LateriteConfigurationError, PushNotReplicated, StoreUnavailable
 from ..base import Store
 from ..callbacks import limits_of, next_links, with_limit
+from ..database.history import HistoryPruning
 from ..database.workflows import count_ends, finish_settled
 from ..errors import database_outage, describe_redis, guarded, redis_outage
 from ..schedule_state import Fired, ScheduleFire, ScheduleState
@@ -61,7 +64,7 @@ from . import scripts as calls
 from . import sequences as redis_sequences
 from .failed import CHUNK, claim_token, failed_row, marked_claims, row_exists, write_row
 from .fair import FairEntries
-from .history import HistoryEntries
+from .history import MOVE_CHUNK, HistoryEntries
 from .persistence import persistence_warning
 from .values import (
     AGAIN_WITHIN,
@@ -162,7 +165,7 @@ class Counter:
             self._count()
 
 
-class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
+class RedisStore(Store):
     """The `redis` store: a django-redis cache alias, keys under a prefix."""
 
     # Redis cannot join a database transaction: inside one, push_on_commit() keeps the
@@ -197,6 +200,12 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         self._ends_lock = threading.Lock()
         self._ends_in_background = False
         self._ends_counter: Counter | None = None
+        # The fair queues (fair.py), the live workers' list (workers.py), the job
+        # history's records (history.py) and its pruning (database/history.py).
+        self._fair = FairEntries(prefix, lambda: self.client, self.queues, self._run)
+        self._workers = WorkerEntries(prefix, lambda: self.client, self._run)
+        self._history = HistoryEntries(database, prefix, lambda: self.client, self._run)
+        self._history_pruning = HistoryPruning(database)
 
     def __repr__(self) -> str:
         return f"<RedisStore alias={self.alias!r} prefix={self.prefix!r}>"
@@ -569,7 +578,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
             token = uuid.uuid4().hex
             ran_late: list[int] = []
             steps = [(name, args), ("claim", claim_args(token, queues, worker, limit))]
-            if (record := self._record_step(finished)) is not None:
+            if (record := self._history.record_step(finished)) is not None:
                 steps.insert(0, record)  # the history's records, read before the deletion
             rows = self._pipeline(steps, ran_late)[-1]
             if ended:
@@ -589,7 +598,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         token = uuid.uuid4().hex
         steps = [("delete", [value for c in finished for value in (c.id, c.token)]),
                  ("claim", claim_args(token, queues, worker, limit))]
-        if (record := self._record_step(finished)) is not None:
+        if (record := self._history.record_step(finished)) is not None:
             steps.insert(0, record)  # the history's records, read before the deletion
         rows = self._pipeline(steps)[-1]
         return claims_from_rows(rows, token)
@@ -698,7 +707,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
             return 0
         if any_sequenced([c.payload for c in claims]):
             return self._delete_sequenced(claims)
-        record = self._record_step(claims)  # the history's records, before the deletion
+        record = self._history.record_step(claims)  # the history's records, before the deletion
         if any_marked(claims):
             if record is not None:
                 self._run(*record)
@@ -742,7 +751,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         link = self._retried_link(claim.id)
         row = self._write_row_counted(claim, error, link)
         crash_point("fail.after_failed_row")
-        worker = self._worker_of(claim)  # for its history record (None: not kept)
+        worker = self._history.worker_of(claim)  # for its history record (None: not kept)
         (code,) = self._run("seq_delete", ["failed", claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
@@ -750,7 +759,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
             row.delete()
             return None
         if worker is not None:
-            self._record_failed(claim, error, status_of(error), worker)
+            self._history.record_failed(claim, error, status_of(error), worker)
         return row.pk
 
     # -- the failed list's Redis side (failed.py) -----------------------------------
@@ -841,7 +850,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         deleted lets the next job of its key go, in the same script (seq_delete.lua)."""
         pairs = [value for c in claims for value in (c.id, c.token)]
         step = ("seq_delete", ["done", *pairs])
-        record = self._record_step(claims) if hasattr(self, "_record_step") else None
+        record = self._history.record_step(claims)
         codes = (self._pipeline([record, step])[-1] if record is not None
                  else self._run(*step))
         return sum(1 for code in codes if int(code) == 1)
@@ -1048,6 +1057,40 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
             found.append(_due_of(member))
             score = f"({at}"
 
+    # -- fair queues, the live workers' list, the job history's upkeep ---------------
+
+    @guarded
+    def fair_waiting(self, top: int = TOP_KEYS) -> dict[str, WaitingByKey]:
+        return self._fair.waiting(top)
+
+    @guarded
+    def prune_fair_turns(self) -> int:
+        return self._fair.prune()
+
+    @guarded
+    def beat_worker(self, info: WorkerInfo) -> None:
+        self._workers.beat(info)
+
+    @guarded
+    def remove_worker(self, worker_id: str) -> None:
+        self._workers.remove(worker_id)
+
+    @guarded
+    def workers(self) -> list[WorkerInfo]:
+        return self._workers.read()
+
+    def move_history(self, limit: int = MOVE_CHUNK) -> int:
+        """Move up to `limit` of the job history's records listed in Redis to the
+        database; return how many were written there (history.py)."""
+        return self._history.move(limit)
+
+    def tidy(self) -> int:
+        """Move the history's records listed in Redis (those of workers that died too),
+        prune the history and the fair turns every few minutes; nothing else piles up
+        on Redis."""
+        self._history.move_now(every=True)
+        return self._history_pruning.maybe() + self._fair.prune_now()
+
     # -- inspect and manage -------------------------------------------------------
 
     @guarded
@@ -1244,7 +1287,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
                 rows = self._failed_rows(None)
                 rows.bulk_create([rows.model(**fields) for fields in failed])
                 self._count_failed([fields["payload"] for fields in failed])
-                self._record_cancelled(failed)  # their history records
+                self._history.record_cancelled(failed)  # their history records
             crash_point("cancel.after_rows")  # the rows written, the jobs still held
             self._run("seq_delete", ["failed", *[value for fields in failed
                                                  for value in (fields["job_id"], token)]])
@@ -1363,7 +1406,7 @@ class RedisStore(HistoryEntries, FairEntries, WorkerEntries, Store):
         idle: the batch it worked on may be done); True if some were taken, or counted
         since the last call (their callbacks, pushed after the worker's claim, wait to
         be claimed)."""
-        self._move_history_now()  # the records this process listed, to the database
+        self._history.move_now()  # the records this process listed, to the database
         with self._ends_lock:
             taken = self._count_ends() if self._ends_pending else 0
             counted, self._ends_counted = self._ends_counted, False
