@@ -69,6 +69,8 @@ class Child:
         elif op == "start":
             claim = self.claims.get(known)
             timeout = message.get("timeout")
+            if claim is not None:  # for its history record, if this supervisor settles it
+                claim.started = float(message.get("started") or 0.0)
             self.running, self.timeout, self.deadline = claim, timeout, None
             self.cancel_deadline = None
             if claim is not None and timeout:
@@ -82,6 +84,7 @@ class Child:
         elif op == "succeeded":
             claim = self.claims.pop(known, None)
             if claim is not None:
+                claim.ended = float(message.get("ended") or 0.0)  # as for `started`
                 self.finished[claim.id] = claim
                 self._not_running(claim)
         elif op == "done":

@@ -2,7 +2,10 @@
 
 One JSON object per line on a pipe. The supervisor needs each claim (with its
 token) to settle it when the worker cannot: killed past its job's timeout,
-died, or stopped at the end of a shutdown's grace.
+died, or stopped at the end of a shutdown's grace. A claim crosses whole when
+claimed; when its job starts and when it succeeds, the times the worker stamped
+on it (`Claim.started`, `ended`) follow, for the job history's record of a job
+the supervisor settles.
 """
 
 from __future__ import annotations
@@ -96,13 +99,17 @@ class PipeReporter(Monitor):
         self._send({"op": "hold", "claims": [claim_to_dict(c) for c in claims]})
 
     def start(self, claim: Claim, timeout: float | None) -> None:
-        self._send({"op": "start", "id": claim.id, "token": claim.token, "timeout": timeout})
+        # With its start (the worker's clock): a job the supervisor settles, its worker
+        # dead or killed, gets its history record with it.
+        self._send({"op": "start", "id": claim.id, "token": claim.token, "timeout": timeout,
+                    "started": claim.started})
 
     def cancel(self, claim: Claim) -> None:
         self._send({"op": "cancel", "id": claim.id, "token": claim.token})
 
     def succeeded(self, claim: Claim) -> None:
-        self._send({"op": "succeeded", "id": claim.id, "token": claim.token})
+        self._send({"op": "succeeded", "id": claim.id, "token": claim.token,
+                    "ended": claim.ended})
 
     def done(self, claim: Claim) -> None:
         self._send({"op": "done", "id": claim.id, "token": claim.token})

@@ -222,3 +222,20 @@ def test_a_record_the_table_refuses_never_stops_the_moves(store_kind, transactio
         store.move_history()
     assert store.client.llen(key) == 0
     assert {51, 53} <= set(records())
+
+
+def test_a_job_settled_by_the_supervisor_keeps_its_start(store, workers):
+    """With --processes, a job whose worker process the supervisor killed past its
+    timeout is failed by the supervisor: its record has the start its worker stamped
+    (sent with the start report, worker/reports.py), not none."""
+    before = timezone.now()
+    stuck = jobs.stuck_in_c.push(120).id  # timeout=0.5, tries=2: killed twice
+    result = workers.run("--processes", "2", "--stop-when-empty", timeout=60,
+                         env={"LATERITE_TEST_HISTORY": json.dumps(HISTORY)})
+    assert result.returncode == 0, result.stderr
+    found = records()[stuck]
+    assert (found.status, found.attempts) == ("failed", 2)
+    assert "was killed" in found.error
+    assert found.started_at is not None
+    assert before - timedelta(seconds=5) <= found.started_at <= found.finished_at
+    assert found.finished_at - found.started_at < timedelta(seconds=60)  # not slept out
