@@ -1,11 +1,13 @@
 """The test matrix: Django 5.2 LTS on Python 3.11 on SQLite and PostgreSQL, Django 6.x on
-Python 3.12 on PostgreSQL (the Redis store's tests beside SQLite on Django 5.2 and beside
-PostgreSQL on Django 6: STORES), plus lint, type and migration checks, the package (sdist
-and wheel built, `twine check`, the wheel's demo in a new virtualenv) and the example
-project's own tests on each of its stores, on both Djangos.
+Python 3.12 on PostgreSQL, each store's tests on both databases, plus lint, type and
+migration checks, the manual, the package (sdist and wheel built, `twine check`, the
+wheel's demo in a new virtualenv) and the example project's own tests on each of its
+stores, on both Djangos.
 
-On PostgreSQL, Django 5.2's leg runs the slow tests and Django 6's the others (LEAVE_OUT).
-The whole matrix at full length, Django 6 on SQLite too, is one command:
+The suite runs as five legs, three at a time (LEGS: which tests, on which Django,
+database and store), so that each test runs once where it says most and the run fits
+in about half an hour. The whole matrix at full length, both stores on every Django
+and database, is one command:
 `LATERITE_TEST_FULL=1 LATERITE_TEST_DBS=sqlite,postgres nox`.
 
 Each leg keeps its SQLite file and its log in `$LATERITE_NOX_TMP/<leg>` (default
@@ -20,7 +22,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 import nox
 
@@ -65,24 +67,54 @@ MATRIX = [
 ]
 _let_pyenv_answer(sorted({py for py, *_ in MATRIX}))
 
-# The databases each Django's suite runs on by default (LATERITE_TEST_DBS overrides both).
-# Django 6 on SQLite differs from Django 5.2 on SQLite in nothing the stores use (their
-# SQL is their own); the example project and the package still run on it there.
-DATABASES = {"django5.2": "sqlite,postgres", "django6": "postgres"}
-# The stores of the shared suites, per leg (LATERITE_TEST_FULL=1: both in every leg). The
-# Redis store keeps its failed list in the database: with SQLite on Django 5.2, with
-# PostgreSQL on Django 6; the database store runs on both databases on both Djangos.
-STORES = {("django5.2", "postgres"): "database"}
-# The tests each leg runs, by marker (LATERITE_TEST_FULL=1: all of them in every leg).
-# The slow ones (worker processes run for a while, chaos, many hosts) exercise the queue,
-# not Django: on PostgreSQL they run on Django 5.2, the rest on Django 6 (both stores),
-# so the two PostgreSQL legs share the suite; SQLite runs all of it. Those of Django's
-# own servers run on both Djangos.
-LEAVE_OUT = {("django5.2", "postgres"): "slow", ("django6", "postgres"): "not slow or servers"}
 
 
-# The PostgreSQL databases the tests create are named from this prefix: the legs'
-# test_laterite_django52 and test_laterite_django6, the example's test_laterite_example_py311.
+class Leg(NamedTuple):
+    """One pytest run of the suite: a Django (MATRIX's id) on a database, the stores the
+    store-level tests run on (LATERITE_TEST_STORES), the tests taken by marker (None:
+    all), and whether only the store-level tests run (the others ran in a leg beside)."""
+
+    django: str
+    database: str
+    stores: str
+    markers: str | None = None
+    store_tests_only: bool = False
+
+    @property
+    def id(self) -> str:
+        """The leg's name: its folder under LATERITE_NOX_TMP and its PostgreSQL database."""
+        parts = [self.django, self.database]
+        if self.stores == "redis":
+            parts.append("redis")
+        if self.markers == "slow":
+            parts.append("slow")
+        return "-".join(parts)
+
+
+# Longest first (each took 10-25 minutes on 2 cores), three at a time. The slow tests
+# (worker processes run for a while, chaos, many hosts) exercise the queue, not
+# Django: they run on Django 5.2, on both databases; the others on SQLite with Django
+# 5.2 and on PostgreSQL with Django 6, where those of Django's own servers run again.
+# Each store's tests run on both databases: the database store's everywhere, the Redis
+# store's (its failed list and outbox in the database) on PostgreSQL with Django 6 and,
+# the slow ones, on SQLite.
+LEGS = [
+    Leg("django5.2", "sqlite", "database"),
+    Leg("django6", "postgres", "database", "not slow or servers"),
+    Leg("django6", "postgres", "redis", "not slow or servers", store_tests_only=True),
+    Leg("django5.2", "postgres", "database", "slow"),
+    Leg("django5.2", "sqlite", "redis", "slow", store_tests_only=True),
+]
+# Legs run at a time: a leg keeps about half a core busy (most of its time goes in
+# waiting on worker processes), so three share two cores.
+SLOTS = int(os.environ.get("LATERITE_TEST_SLOTS", "3"))
+# LATERITE_TEST_FULL=1: every test on both stores, one leg per Django and database.
+FULL_DATABASES = {"django5.2": "sqlite,postgres", "django6": "postgres"}
+
+
+# The PostgreSQL databases the tests create are named from this prefix and the leg
+# (test_laterite_django6_postgres, test_laterite_django6_postgres_redis, ...), the
+# example's test_laterite_example_py311.
 # LATERITE_PG_TEST_PREFIX chooses another, so that two clones can share one server.
 PG_TEST_PREFIX = os.environ.get("LATERITE_PG_TEST_PREFIX", "test_laterite")
 # The legs' SQLite files and logs go under this folder, one subfolder per leg.
@@ -162,12 +194,13 @@ def example(session: nox.Session, django: str, extras: list[str]) -> None:
 
 @nox.session(python=["3.11"])
 def tests(session: nox.Session) -> None:
-    """The whole suite: each Django on each of its databases (DATABASES), two legs at a
-    time, the next leg starting as soon as one ends.
+    """The whole suite: the legs (LEGS, or one per Django and database with
+    LATERITE_TEST_FULL=1), SLOTS at a time, the next leg starting as soon as one ends.
 
     This session's virtualenv serves Django 5.2; Django 6 gets one of its own on
-    Python 3.12 beside it. Most tests wait on worker subprocesses, so two legs
-    share two cores well; each leg's output is printed whole when it ends.
+    Python 3.12 beside it. Most tests wait on worker subprocesses, so the legs share
+    two cores well; each leg's output is printed whole when it ends.
+    LATERITE_TEST_DBS (e.g. `sqlite`) runs only the legs on those databases.
     """
     pythons: dict[str, Path] = {}
     for py, django, extras, name in MATRIX:
@@ -185,53 +218,64 @@ def tests(session: nox.Session) -> None:
     if session._runner.global_config.install_only:  # nox has no public flag for it
         session.log("Skipping the legs, as --install-only is set.")
         return
-    full = os.environ.get("LATERITE_TEST_FULL") == "1"
-    chosen = os.environ.get("LATERITE_TEST_DBS")
-    legs = [(name, db) for _, _, _, name in MATRIX
-            for db in (chosen or DATABASES[name]).split(",")]
-    waiting, running, failed = list(legs), [], []
+    waiting = chosen_legs(os.environ.get("LATERITE_TEST_FULL") == "1",
+                          os.environ.get("LATERITE_TEST_DBS"))
+    running: list[tuple[Leg, subprocess.Popen, IO[str], float]] = []
+    failed: list[str] = []
     while waiting or running:
-        while waiting and len(running) < 2:
-            name, db = waiting.pop(0)
-            running.append((name, db, *_start_leg(pythons[name], name, db, full,
-                                                  session.posargs)))
+        while waiting and len(running) < SLOTS:
+            leg = waiting.pop(0)
+            running.append((leg, *_start_leg(pythons[leg.django], leg, session.posargs),
+                            time.monotonic()))
         time.sleep(1)
-        for leg in [leg for leg in running if leg[2].poll() is not None]:
-            running.remove(leg)
-            name, db, proc, log = leg
+        for entry in [entry for entry in running if entry[1].poll() is not None]:
+            running.remove(entry)
+            leg, proc, log, started = entry
             log.seek(0)
-            print(f"\n===== tests on Django {name[6:]}, {db} =====\n{log.read()}", flush=True)
+            print(f"\n===== tests: {leg.id} ({time.monotonic() - started:.0f} s) =====\n"
+                  f"{log.read()}", flush=True)
             log.close()
             if proc.returncode != 0:
-                failed.append(f"Django {name[6:]} on {db} (exit {proc.returncode})")
+                failed.append(f"{leg.id} (exit {proc.returncode})")
     if failed:
         session.error(f"pytest failed: {', '.join(failed)}")
 
 
-def _leg_folder(name: str, db: str) -> Path:
+def chosen_legs(full: bool, databases: str | None) -> list[Leg]:
+    """The legs to run, longest first: LEGS on the chosen databases (all by default),
+    or with `full` one leg per Django and database running everything on both stores."""
+    if full:
+        return [Leg(name, db, "database,redis") for _, _, _, name in MATRIX
+                for db in (databases or FULL_DATABASES[name]).split(",")]
+    if not databases:
+        return list(LEGS)
+    return [leg for leg in LEGS if leg.database in databases.split(",")]
+
+
+def _leg_folder(leg_id: str) -> Path:
     """The folder of one leg's SQLite file and log (under LATERITE_NOX_TMP)."""
-    return NOX_TMP / f"{name}-{db}"
+    return NOX_TMP / leg_id
 
 
-def _start_leg(python: Path, name: str, db: str, full: bool, posargs: list[str]
+def _start_leg(python: Path, leg: Leg, posargs: list[str]
                ) -> tuple[subprocess.Popen, IO[str]]:
-    """Start pytest for one leg (a Django on a database), its output to a file. The
-    environment passes through: LATERITE_REDIS_URL chooses the tests' Redis (db 15 by
-    default, tests/settings.py)."""
-    work = _leg_folder(name, db)
+    """Start pytest for one leg, its output to a file. The environment passes through:
+    LATERITE_REDIS_URL chooses the tests' Redis (db 15 by default, tests/settings.py);
+    the legs' test keys are apart under each process's own prefix."""
+    work = _leg_folder(leg.id)
     work.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
-        "LATERITE_TEST_STORES": "database,redis" if full
-        else STORES.get((name, db), "database,redis"),
-        "LATERITE_TEST_DB": db,
+        "LATERITE_TEST_STORES": leg.stores,
+        "LATERITE_TEST_STORE_TESTS_ONLY": "1" if leg.store_tests_only else "",
+        "LATERITE_TEST_DB": leg.database,
         "LATERITE_SQLITE_FILE": str(work / "test.sqlite3"),
-        "LATERITE_PG_TEST_NAME": f"{PG_TEST_PREFIX}_{name.replace('.', '')}",
+        "LATERITE_PG_TEST_NAME": f"{PG_TEST_PREFIX}_{re.sub(r'[^a-z0-9]+', '_', leg.id)}",
     }
     # The package session runs tests/test_packaging.py on the files it built.
     args = ["--ignore=tests/test_packaging.py", *posargs]
-    if LEAVE_OUT.get((name, db)) and not full:
-        args += ["-m", LEAVE_OUT[(name, db)]]
+    if leg.markers:
+        args += ["-m", leg.markers]
     log = open(work / "pytest.log", "w+")  # noqa: SIM115 -- closed by the caller
     proc = subprocess.Popen([str(python), "-m", "pytest", *args], env=env, stdout=log,
                             stderr=subprocess.STDOUT)

@@ -21,8 +21,24 @@ from laterite_django.stores import get_store, reset_store
 ROOT = Path(__file__).resolve().parent.parent
 
 # Every store-level behaviour runs against each of these (LATERITE_TEST_STORES,
-# database,redis by default; nox leaves Redis out of one leg: noxfile.STORES).
+# database,redis by default; each nox leg names its own: noxfile.LEGS).
 STORES = os.environ.get("LATERITE_TEST_STORES", "database,redis").split(",")
+
+
+# LATERITE_TEST_STORE_TESTS_ONLY=1: only the tests that run once per store (those taking
+# the `store_kind` fixture), in a leg that runs the suite again on another store beside
+# a leg that ran the rest (noxfile.LEGS).
+STORE_TESTS_ONLY = os.environ.get("LATERITE_TEST_STORE_TESTS_ONLY") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the tests that do not run per store when STORE_TESTS_ONLY is set."""
+    if not STORE_TESTS_ONLY:
+        return
+    kept = [item for item in items if "store_kind" in getattr(item, "fixturenames", ())]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
 
 
 def job_hashes(client, prefix: str) -> set[bytes]:

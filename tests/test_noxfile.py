@@ -21,7 +21,7 @@ def leg_folder(**env: str) -> Path:
     environ = {k: v for k, v in os.environ.items() if k != "LATERITE_NOX_TMP"}
     found = subprocess.run(
         [sys.executable, "-c",
-         "import noxfile; print(noxfile._leg_folder('django5.2', 'sqlite'))"],
+         "import noxfile; print(noxfile._leg_folder(noxfile.LEGS[0].id))"],
         cwd=ROOT, env={**environ, **env}, capture_output=True, text=True, timeout=60)
     assert found.returncode == 0, found.stderr
     return Path(found.stdout.strip())
