@@ -12,7 +12,7 @@ matched by its value.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -51,7 +51,8 @@ class ConsoleFilter(admin.ListFilter):
 
     def __init__(self, request: HttpRequest, params: dict[str, list[str]], model: Any,
                  model_admin: Any) -> None:
-        super().__init__(request, params, model, model_admin)
+        # django-stubs types the parameters as str, where Django 5+ gives each a list.
+        super().__init__(request, params, model, model_admin)  # type: ignore[arg-type]
         self.values: dict[str, list[str]] = {}
         for name in PARAMETERS:
             if name in params:
@@ -118,7 +119,7 @@ class ConsoleFilter(admin.ListFilter):
             rows = rows.filter(**{f"{self.time_field}__lt": self.moments["until"]})
         return rows
 
-    def choices(self, changelist: Any) -> Iterator[Mapping[str, object]]:
+    def choices(self, changelist: Any) -> Iterator[Any]:  # the template's own fields
         """One choice: the form, its fields' values, and the other filters' parameters
         as hidden fields (so the form keeps them)."""
         kept = [(name, value) for name, values in changelist.filter_params.items()

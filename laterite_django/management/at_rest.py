@@ -89,8 +89,9 @@ def _sealed_json(model: Any, field: str, wrapped: bool) -> tuple[Read, Write, Sa
             "key": sealed.get("key"), "ct": sealed.get("ct")}})
 
     def holding() -> Any:
-        return rows().filter(**({f"{field}__has_key": payload.SEALED_KEY} if wrapped
-                                else {f"{field}__isnull": False}))
+        test: dict[str, Any] = ({f"{field}__has_key": payload.SEALED_KEY} if wrapped
+                                else {f"{field}__isnull": False})
+        return rows().filter(**test)
 
     def read(after: Any, limit: int) -> list[tuple[Any, str]]:
         found = holding().filter(pk__gt=after).order_by("pk").values_list("pk", field)
