@@ -119,6 +119,17 @@ def test_a_full_window_says_so(admin_client, store, monkeypatch):
     assert notice(admin_client.get(FAILED)) == ""  # no test of each row: no window
 
 
+def test_a_window_that_holds_every_row_is_not_full(admin_client, store, monkeypatch):
+    monkeypatch.setattr(ConsoleFilter, "scan", 3)
+    made = [make_failed(payload={"args": [], "kwargs": {"n": i}}) for i in range(3)]
+    response = admin_client.get(FAILED, {"arg": "n=0"})
+    assert [o.pk for o in response.context["cl"].result_list] == [made[0].pk]
+    assert notice(response) == ""  # exactly 3 rows: none was left out
+    make_failed(payload={"args": [], "kwargs": {"n": 3}})
+    assert "looked through the 3 newest rows only" in notice(
+        admin_client.get(FAILED, {"arg": "n=0"}))
+
+
 def test_history_filters_by_argument_and_error_class(admin_client, store, settings):
     settings.LATERITE_QUEUE_HISTORY = {"keep": "7d"}
     jobs.add.push(a=1, b=8812)

@@ -103,9 +103,10 @@ def newest(rows: QuerySet, order: Sequence[str], scan: int = SCAN) -> tuple[Quer
     tied with that value are all in (a few more than `scan`, at most)."""
     first = order[0]
     field = first.lstrip("-")
-    edge = rows.order_by(*order).values_list(field, flat=True)[scan - 1 : scan]
-    found = list(edge)
-    if not found:
+    # The scan-th newest value and the one after it, if any: the window is full only
+    # when an older row was left out (exactly `scan` rows fit in it whole).
+    found = list(rows.order_by(*order).values_list(field, flat=True)[scan - 1 : scan + 1])
+    if len(found) < 2:
         return rows, False
     lookup = "gte" if first.startswith("-") else "lte"
     return rows.filter(**{f"{field}__{lookup}": found[0]}), True
