@@ -66,8 +66,11 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="laterite-heartbeat", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name="laterite-heartbeat", daemon=True)
+        thread.start()
+        # Kept once running: `stuck` (another thread's /livez) must never see it made but
+        # not yet started, which would read as stopped.
+        self._thread = thread
 
     def stop(self) -> None:
         self._stop.set()
