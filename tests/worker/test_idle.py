@@ -56,7 +56,8 @@ def idle_lock_held() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND mode = 'ShareLock' AND ((classid::bigint << 32) | objid::bigint) = %s",
+            "AND mode = 'ShareLock' AND ((classid::bigint << 32) | objid::bigint) = %s "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             [IDLE_LOCK])
         return cursor.fetchone()[0] > 0
 
