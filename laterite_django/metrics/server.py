@@ -8,22 +8,17 @@ ended): the socket is closed in every child right after the fork.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import weakref
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from ..core.served import closed_in_forked_children, stop_serving
 from .collector import JobsCollector, QueueCollector
 from .totals import Totals
 
 __all__ = ["MetricsServer"]
 
 logger = logging.getLogger("laterite")
-
-_serving: weakref.WeakSet[MetricsServer] = weakref.WeakSet()
-
 
 class MetricsServer:
     """Serve `totals` and the queue gauges on `address`, `port` (0: any free port, see
@@ -37,29 +32,13 @@ class MetricsServer:
         self._server, self._thread = start_http_server(
             port, addr=address or "0.0.0.0", registry=self.registry)
         self.port: int = self._server.server_address[1]
-        _serving.add(self)
+        closed_in_forked_children(self._server)
         host = f"[{address}]" if ":" in address else address or "0.0.0.0"
         logger.info("Serving metrics on %s:%d (/metrics)", host, self.port,
                     extra={"action": "metrics_serving", "address": address, "port": self.port})
 
     def close(self) -> None:
         """Stop serving and free the port."""
-        _serving.discard(self)
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+        stop_serving(self._server, self._thread)
 
-    def _close_in_child(self) -> None:
-        with contextlib.suppress(OSError):
-            self._server.socket.close()
-
-
-def _after_fork_in_child() -> None:
-    for server in list(_serving):
-        server._close_in_child()
-    _serving.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import weakref
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Thread
 
 from django.db import connections
 
+from ..core.served import closed_in_forked_children, stop_serving
 from ..stores import Store, get_store
 
 __all__ = ["LIVE_WITHIN", "HealthServer"]
@@ -36,9 +35,6 @@ logger = logging.getLogger("laterite")
 
 # Seconds without a turn of the loop after which /livez says the process is stuck.
 LIVE_WITHIN = 60.0
-
-_serving: weakref.WeakSet[HealthServer] = weakref.WeakSet()
-
 
 def starting() -> str | None:
     """What `alive` says before the loop runs: nothing wrong."""
@@ -62,7 +58,7 @@ class HealthServer:
                               daemon=True)
         self._thread.start()
         self.port: int = self._server.server_address[1]
-        _serving.add(self)
+        closed_in_forked_children(self._server)
         host = f"[{address}]" if ":" in address else address or "0.0.0.0"
         logger.info("Serving health probes on %s:%d (/livez, /readyz)", host, self.port,
                     extra={"action": "health_serving", "address": address, "port": self.port})
@@ -93,14 +89,7 @@ class HealthServer:
 
     def close(self) -> None:
         """Stop serving and free the port."""
-        _serving.discard(self)
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-    def _close_in_child(self) -> None:
-        with contextlib.suppress(OSError):
-            self._server.socket.close()
+        stop_serving(self._server, self._thread)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -137,12 +126,3 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         """Probes come every few seconds: say nothing of them."""
 
-
-def _after_fork_in_child() -> None:
-    for server in list(_serving):
-        server._close_in_child()
-    _serving.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
