@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # `python bench/encryption_cost.py`
     sys.path.insert(0, str(ROOT))
 
+from bench.scratch import in_scratch_store  # noqa: E402
+
 ARGS = ("ann.example@example.org", "tok-3f9a7c1e5b2d")
 
 
@@ -37,32 +39,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    os.environ.update(
-        BENCH_SYSTEM=args.store, BENCH_DB_SUFFIX="_enc",
-        DJANGO_SETTINGS_MODULE="bench.djproject.settings",
-        BENCH_REDIS_URL=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/4"),
-        BENCH_RUN_DIR=os.environ.get("BENCH_RUN_DIR", "/tmp/enc-bench"),
-    )
-    Path(os.environ["BENCH_RUN_DIR"]).mkdir(parents=True, exist_ok=True)
-    postgres = args.store != "laterite_sqlite"
-    name = f"bench_{args.store}_enc"
-    if postgres:
-        import psycopg
-
-        with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
-                             autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name}")
-            admin.execute(f"CREATE DATABASE {name}")
-    try:
-        run(args)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if postgres:
-            with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
-                                 autocommit=True) as admin:
-                admin.execute(f"DROP DATABASE IF EXISTS {name}")
+    in_scratch_store(args.store, "_enc", "redis://127.0.0.1:6379/4", "/tmp/enc-bench",
+                     lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> None:

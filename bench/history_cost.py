@@ -16,7 +16,6 @@ microseconds per job drained, and the drain rate with history on over off.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -26,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # `python bench/history_cost.py`
     sys.path.insert(0, str(ROOT))
 
+from bench.scratch import in_scratch_store  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -33,32 +34,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
-    os.environ.update(
-        BENCH_SYSTEM=args.store, BENCH_DB_SUFFIX="_hist",
-        DJANGO_SETTINGS_MODULE="bench.djproject.settings",
-        BENCH_REDIS_URL=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/5"),
-        BENCH_RUN_DIR=os.environ.get("BENCH_RUN_DIR", "/tmp/hist-bench"),
-    )
-    Path(os.environ["BENCH_RUN_DIR"]).mkdir(parents=True, exist_ok=True)
-    postgres = args.store != "laterite_sqlite"
-    name = f"bench_{args.store}_hist"
-    if postgres:
-        import psycopg
-
-        with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
-                             autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name}")
-            admin.execute(f"CREATE DATABASE {name}")
-    try:
-        run(args)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if postgres:
-            with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres",
-                                 autocommit=True) as admin:
-                admin.execute(f"DROP DATABASE IF EXISTS {name}")
+    in_scratch_store(args.store, "_hist", "redis://127.0.0.1:6379/5", "/tmp/hist-bench",
+                     lambda: run(args))
 
 
 def run(args: argparse.Namespace) -> None:
