@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,13 +17,19 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
+from bench.hosts.redis_cluster import RedisClusterSet
 from laterite_django.stores import get_store, reset_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Every store-level behaviour runs against each of these (LATERITE_TEST_STORES,
-# database,redis by default; each nox leg names its own: noxfile.LEGS).
+# database,redis by default; each nox leg names its own: noxfile.LEGS). `redis_cluster`
+# is the Redis store on a Redis Cluster of the session's own (the `redis_cluster`
+# fixture), never in the default list.
 STORES = os.environ.get("LATERITE_TEST_STORES", "database,redis").split(",")
+# The first of the six loopback ports of that cluster (tests/settings.py's
+# 'redis_cluster' cache points there).
+CLUSTER_PORT = int(os.environ.get("LATERITE_TEST_CLUSTER_PORT", "7400"))
 
 
 # LATERITE_TEST_STORE_TESTS_ONLY=1: only the tests that run once per store (those taking
@@ -71,6 +78,17 @@ def redis_store_only(prefix: str, *also_flush: str) -> Iterator[str]:
             reset_store()
             for name in (prefix, *also_flush):
                 flush_redis(name)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterSet]:
+    """A Redis Cluster of the session's own: six `redis-server --cluster-enabled yes`
+    on loopback ports CLUSTER_PORT..+5 (3 primaries, 3 replicas), ready
+    (cluster_state:ok) before the first test that needs it, stopped after the last."""
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.skip("redis-server and redis-cli are not installed")
+    with RedisClusterSet(CLUSTER_PORT) as cluster:
+        yield cluster
 
 
 @pytest.fixture(params=STORES)
