@@ -216,7 +216,10 @@ def open_arguments(text: str | bytes) -> tuple[list[Any], dict[str, Any], list[A
     Raise InvalidPayload if it does not decode, UndecryptableError if no listed key
     opens it, LateriteConfigurationError if no key is listed here.
     """
-    return _opened(*payload.decode_sealed(text))
+    args, kwargs, sealed = payload.decode_sealed(text)
+    if sealed is None:  # a plain payload, as most are: no further call per job
+        return args, kwargs, []
+    return _opened(args, kwargs, sealed)
 
 
 def open_link(link: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
 
 __all__ = ["HELD_AT", "MARK", "ON_FAILURE", "HeldSequence", "SequenceMark", "any_sequenced",
            "as_retry_of", "sequence_of", "with_sequence"]
@@ -91,4 +92,5 @@ def as_retry_of(text: str, failed_job_id: int | None) -> str:
 
 def any_sequenced(payloads: Iterable[str]) -> bool:
     """Whether any of these payloads is of a job of a sequence (cheap: a prefix test)."""
-    return any(text.startswith(MARK) for text in payloads)
+    # map() calls startswith from C: no Python frame per payload on the claim's path.
+    return any(map(str.startswith, payloads, repeat(MARK)))
