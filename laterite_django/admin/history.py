@@ -37,6 +37,12 @@ def seconds(value: float | None) -> str:
     return f"{minutes} min {rest} s"
 
 
+def _step(label: str, when: Any, note: str = "") -> SafeString:
+    """A line of the timeline that is not an attempt: pushed, a gap, the end."""
+    return format_html('<tr><th scope="row">{}</th><td>{}</td><td colspan="4">{}</td></tr>',
+                       label, when, note)
+
+
 class JobRecordAdmin(DecryptedArguments, ReadOnlyQueueAdmin):
     """Finished jobs, newest first: how each ended, where, after how many tries."""
 
@@ -97,20 +103,49 @@ class JobRecordAdmin(DecryptedArguments, ReadOnlyQueueAdmin):
 
     @admin.display(description="timeline")
     def timeline(self, obj: JobRecord) -> SafeString:
-        """Pushed, its last attempt's start, its end and how it ended, with the time
-        between each step."""
-        steps: list[tuple[str, Any, str]] = [("pushed", moment(obj.pushed_at), "")]
-        attempt = f"attempt {obj.attempts}" if obj.attempts else "never started"
-        if obj.started_at is not None:
-            steps.append((f"started ({attempt})", moment(obj.started_at),
-                          f"waited {seconds(obj.waited)}"))
-        ended = {"succeeded": "succeeded", "failed": "failed for good",
-                 "cancelled": "cancelled"}.get(obj.status, obj.status)
-        steps.append((ended, moment(obj.finished_at),
-                      f"ran {seconds(obj.ran)}" if obj.ran is not None else ""))
-        rows = format_html_join(
-            "", '<tr><th scope="row">{}</th><td>{}</td><td>{}</td></tr>', steps)
-        return format_html('<table class="laterite-timeline">{}</table>', rows)
+        """Pushed, each attempt on a line of its own (its start, end, how long it ran, its
+        worker and error), and how it ended, with the wait before its first attempt.
+
+        A job retried more than the log keeps shows a line for the attempts left out; an
+        attempt whose worker died (its job taken back by the sweep) has no entry of its
+        own and shows the same way."""
+        steps: list[SafeString] = [_step("pushed", moment(obj.pushed_at))]
+        attempts = obj.attempt_list
+        if not attempts:
+            steps.append(_step("never started", "-"))
+        previous = 0
+        first = True
+        for entry in attempts:
+            number = entry["attempt"]
+            if isinstance(number, int) and number > previous + 1:
+                left = number - previous - 1
+                steps.append(_step(f"{left} attempt{'s' if left > 1 else ''} not kept", "-",
+                                   note="its worker died or gave it back, or past the first "
+                                        "and last attempts a log keeps"))
+            if isinstance(number, int):
+                previous = number
+            started, ended = entry["started"], entry["ended"]
+            waited = ""
+            if first and started is not None and obj.pushed_at is not None:
+                waited = f"waited {seconds((started - obj.pushed_at).total_seconds())}"
+            first = False
+            ran = (seconds((ended - started).total_seconds())
+                   if started is not None and ended is not None else "-")
+            error = entry["error"].strip().split("\n", 1)[0]
+            steps.append(format_html(
+                '<tr class="laterite-attempt"><th scope="row">attempt {}</th>'
+                "<td>{} \u2192 {}</td><td>ran {}</td><td>{}</td><td>{}{}</td></tr>",
+                number if number is not None else "?", moment(started), moment(ended), ran,
+                entry["worker"] or "-",
+                format_html('<span title="{}">{}</span>', entry["error"],
+                            Truncator(error).chars(120)) if error else "",
+                format_html(" <small>({})</small>", waited) if waited else ""))
+        ended_as = {"succeeded": "succeeded", "failed": "failed for good",
+                    "cancelled": "cancelled"}.get(obj.status, obj.status)
+        steps.append(_step(ended_as, moment(obj.finished_at),
+                           note=f"ran {seconds(obj.ran)}" if obj.ran is not None else ""))
+        return format_html('<table class="laterite-timeline">{}</table>',
+                           format_html_join("", "{}", ((step,) for step in steps)))
 
     @admin.display(description="traceback")
     def traceback(self, obj: JobRecord) -> SafeString | str:

@@ -12,6 +12,7 @@ from django.http import (
     HttpResponseBadRequest,
     HttpResponseNotAllowed,
     HttpResponseRedirect,
+    QueryDict,
 )
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -24,6 +25,7 @@ from django.utils.text import Truncator
 from ..conf import settings
 from ..core.checkpoint import Checkpoint
 from ..core.progress import Progress
+from ..core.sequences import HELD_AT
 from ..models import FailedJob, Job
 from ..stores import get_store
 from ..stores.database.workflows import delete_jobs
@@ -47,6 +49,7 @@ from .display import breakable, moment, preformatted, pretty_json, progress_bar
 from .filters import BatchFilter, NameFilter, QueueFilter, StateFilter
 from .search import searched_by
 from .states import STATES, state_of
+from .store_jobs import PAGE_PARAMETER, store_jobs
 
 __all__ = ["FailedJobAdmin", "JobAdmin"]
 
@@ -97,6 +100,20 @@ class JobAdmin(_JobColumns, ReadOnlyQueueAdmin):
         "last_error_text", "progress_said", "checkpoint_said", "debounce_deadline",
     )
 
+    @answers_store_trouble
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+        """The list; on the Redis store, the jobs in Redis above it (store_jobs.py)."""
+        listed = store_jobs(request, get_store()) if request.method == "GET" else None
+        if PAGE_PARAMETER in request.GET:
+            # Not a filter of the job table's list (which would refuse it).
+            kept = QueryDict(mutable=True)
+            for key, values in request.GET.lists():
+                if key != PAGE_PARAMETER:
+                    kept.setlist(key, values)
+            request.GET = kept  # type: ignore[assignment]
+        return super().changelist_view(
+            request, extra_context={"store_jobs": listed, **(extra_context or {})})
+
     def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
         """The fieldsets, with the debounce deadline among the times of a debounced job."""
         if obj is None or obj.debounce_until is None:
@@ -143,6 +160,8 @@ class JobAdmin(_JobColumns, ReadOnlyQueueAdmin):
 
     @admin.display(description="due at", ordering="available_at")
     def due_at(self, obj: Job) -> SafeString | str:
+        if obj.token is None and obj.available_at >= HELD_AT:
+            return "after the job before it in its sequence"
         return moment(obj.available_at)
 
     @admin.display(description="pushed at", ordering="pushed_at")

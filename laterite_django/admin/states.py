@@ -1,4 +1,5 @@
-"""A queued job's state, read from its columns: waiting, delayed, running or abandoned.
+"""A queued job's state, read from its columns: waiting, delayed, held, running or
+abandoned.
 
 The admin shows and filters by it; a claim older than LATERITE_QUEUE_RETRY_AFTER
 counts as abandoned (its worker stopped beating), as the worker itself decides.
@@ -13,11 +14,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..conf import settings
+from ..core.sequences import HELD_AT
 
 __all__ = ["STATES", "state_filter", "state_of"]
 
 WAITING = "waiting"
 DELAYED = "delayed"
+HELD = "held"
 RUNNING = "running"
 ABANDONED = "abandoned"
 
@@ -25,6 +28,7 @@ ABANDONED = "abandoned"
 STATES: dict[str, tuple[str, str]] = {
     WAITING: ("waiting", "Due now; the next free worker on its queue takes it."),
     DELAYED: ("delayed", "Not due yet: pushed for later or waiting out its backoff."),
+    HELD: ("held", "Of a sequence: waits until the job before it in its sequence has ended."),
     RUNNING: ("running", "Claimed by a worker that still refreshes its claim."),
     ABANDONED: (
         "running past retry_after",
@@ -41,7 +45,10 @@ def state_of(job: Any, now: datetime | None = None) -> str:
     """Return the state of a `Job` row (one of STATES' keys)."""
     now = now or timezone.now()
     if job.token is None:
-        return WAITING if job.available_at <= now else DELAYED
+        if job.available_at <= now:
+            return WAITING
+        # A job held behind its sequence's head is due at HELD_AT until its turn.
+        return HELD if job.available_at >= HELD_AT else DELAYED
     if job.claimed_at is not None and job.claimed_at >= _stale_before(now):
         return RUNNING
     return ABANDONED
@@ -56,7 +63,9 @@ def state_filter(state: str, now: datetime | None = None) -> Q:
     if state == WAITING:
         return Q(token__isnull=True, available_at__lte=now)
     if state == DELAYED:
-        return Q(token__isnull=True, available_at__gt=now)
+        return Q(token__isnull=True, available_at__gt=now, available_at__lt=HELD_AT)
+    if state == HELD:
+        return Q(token__isnull=True, available_at__gte=HELD_AT)
     if state == RUNNING:
         return Q(token__isnull=False, claimed_at__gte=_stale_before(now))
     if state == ABANDONED:

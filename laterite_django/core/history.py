@@ -12,6 +12,7 @@ and the settle of a job costs one test of this setting.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -20,13 +21,24 @@ from typing import Any
 
 from .cancel import CANCELLED
 
-__all__ = ["CANCELLED_STATUS", "FAILED", "STATUSES", "SUCCEEDED", "HistoryPolicy", "duration",
-           "history_problem", "policy_of", "status_of"]
+__all__ = ["CANCELLED_STATUS", "ERROR_CHARS", "FAILED", "KEEP_FIRST", "KEEP_LAST", "STATUSES",
+           "SUCCEEDED", "HistoryPolicy", "attempt_entry", "attempt_error", "capped",
+           "duration", "full_log", "history_problem", "policy_of", "status_of"]
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 CANCELLED_STATUS = "cancelled"
 STATUSES = (SUCCEEDED, FAILED, CANCELLED_STATUS)
+
+# The attempts a job's row keeps while it is retried (its `attempt_log`), for its record:
+# the first KEEP_FIRST and the last KEEP_LAST, so that a job retried a thousand times
+# keeps a row of bounded size (each entry says its attempt's number: a gap shows). Its
+# record adds the last attempt: at most KEEP_FIRST + KEEP_LAST + 1 entries.
+KEEP_FIRST = 3
+KEEP_LAST = 7
+# An attempt's error text is cut to its first ERROR_CHARS characters in the log (the
+# record's own `error` keeps the last attempt's whole).
+ERROR_CHARS = 2000
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
@@ -114,3 +126,38 @@ def status_of(error: str) -> str:
     """The status of a job that left for the failed list with `error`: cancelled or
     failed (a cancelled job's error starts with core.cancel.CANCELLED)."""
     return CANCELLED_STATUS if error.startswith(f"{CANCELLED}:") else FAILED
+
+
+def attempt_error(error: str) -> str:
+    """An attempt's error as its log keeps it: cut to ERROR_CHARS characters."""
+    return error if len(error) <= ERROR_CHARS else error[: ERROR_CHARS - 1] + "\u2026"
+
+
+def attempt_entry(attempt: int, started: float | None, ended: float | None, worker: str,
+                  error: str) -> dict[str, Any]:
+    """One entry of an attempt log: its number, start and end (epoch seconds by its
+    worker's clock, None if not known), its worker (host:pid) and its error ("")."""
+    return {"attempt": attempt, "started": started or None, "ended": ended or None,
+            "worker": worker, "error": attempt_error(error)}
+
+
+def capped(log: list[Any]) -> list[Any]:
+    """`log` cut to its first KEEP_FIRST and last KEEP_LAST entries (the stores' SQL and
+    Lua cut the same way, one entry at a time as they append)."""
+    if len(log) <= KEEP_FIRST + KEEP_LAST:
+        return log
+    return log[:KEEP_FIRST] + log[-KEEP_LAST:]
+
+
+def full_log(earlier: Any, last: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A record's attempt log: the attempts its job's row kept (`earlier`, a list or its
+    JSON text; None or "" for none) and its last attempt; None when the last was its
+    only one (the record's own columns say all of it)."""
+    if isinstance(earlier, str | bytes):
+        try:
+            earlier = json.loads(earlier) if earlier else None
+        except ValueError:
+            earlier = None
+    if not isinstance(earlier, list) or not earlier:
+        return None
+    return [*capped(earlier), last]

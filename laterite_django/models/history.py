@@ -10,6 +10,8 @@ by their sequence.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from typing import Any
 
 from django.db import models
 
@@ -44,6 +46,11 @@ class JobRecord(models.Model):
     worker = models.CharField(max_length=200, blank=True, default="",
                               help_text="The worker of its last attempt (host:pid).")
     error = models.TextField(blank=True, default="", help_text="Why it failed or was cancelled.")
+    attempt_log = models.JSONField(
+        null=True, blank=True,
+        help_text="Its attempts, oldest first, each {attempt, started, ended (epoch seconds), "
+                  "worker, error}: the first 3 and the last 8, its last one included; NULL "
+                  "when its last attempt was its only one kept (see attempt_list).")
 
     class Meta:
         db_table = "laterite_job_record"
@@ -68,6 +75,21 @@ class JobRecord(models.Model):
         return json.dumps(data)
 
     @property
+    def attempt_list(self) -> list[dict[str, Any]]:
+        """Its attempts, oldest first, each {"attempt", "started", "ended" (aware datetimes
+        or None), "worker", "error"}: the log kept, or its one attempt from its columns."""
+        log = self.attempt_log
+        if not isinstance(log, list) or not log:
+            if self.started_at is None and not self.attempts:
+                return []  # never started (cancelled while it waited)
+            return [{"attempt": self.attempts or 1, "started": self.started_at,
+                     "ended": self.finished_at, "worker": self.worker, "error": self.error}]
+        return [{"attempt": entry.get("attempt"), "started": _moment(entry.get("started")),
+                 "ended": _moment(entry.get("ended")), "worker": entry.get("worker") or "",
+                 "error": entry.get("error") or ""}
+                for entry in log if isinstance(entry, dict)]
+
+    @property
     def waited(self) -> float | None:
         """Seconds from its push to its last attempt's start, if both are known."""
         if self.pushed_at is None or self.started_at is None:
@@ -80,3 +102,10 @@ class JobRecord(models.Model):
         if self.started_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+def _moment(seconds: Any) -> datetime | None:
+    """An attempt's epoch seconds as an aware datetime; None if not known."""
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+        return datetime.fromtimestamp(seconds, UTC)
+    return None

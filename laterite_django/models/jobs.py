@@ -57,6 +57,12 @@ class Job(models.Model):
     retried_from_error = models.TextField(
         blank=True, default="", db_default="", help_text="That failed job's error, first line."
     )
+    attempt_log = models.JSONField(
+        null=True, blank=True,
+        help_text="Its attempts that failed and were retried, while its queue keeps history "
+                  "(LATERITE_QUEUE_HISTORY): the first 3 and the last 7, each {attempt, "
+                  "started, ended, worker, error}; NULL while none is kept.",
+    )
     progress = models.TextField(
         blank=True, default="", db_default="",
         help_text="JSON: what the running attempt last said of its progress (cx.progress).",

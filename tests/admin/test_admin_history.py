@@ -83,9 +83,33 @@ def test_the_list_filters_by_name_queue_status_and_time(staff):
 def test_a_record_shows_its_timeline(staff):
     record = ran()["tests.add"]
     page = staff("view_jobrecord").get(url("change", record.pk)).content.decode()
-    for step in ("pushed", "started (attempt 1)", "succeeded", "waited", "ran"):
+    for step in ("pushed", "attempt 1", "succeeded", "waited", "ran"):
         assert step in page, step
     assert record.worker in page
+    assert page.count('class="laterite-attempt"') == 1
+
+
+def test_the_timeline_shows_each_attempt_on_its_own_line(staff):
+    """A job that failed twice, then succeeded: three attempt lines, each with its
+    worker and error; an attempt missing from the log (its worker died) shows as a gap."""
+    jobs.flaky.push("timeline", 3)
+    run_jobs()
+    record = JobRecord.objects.get()
+    client = staff("view_jobrecord")
+    page = client.get(url("change", record.pk)).content.decode()
+    assert page.count('class="laterite-attempt"') == 3
+    for number in (1, 2, 3):
+        assert f"attempt {number}</th>" in page
+    first, second = page.index("flaky attempt 1"), page.index("flaky attempt 2")
+    assert page.index("attempt 1</th>") < first < page.index("attempt 2</th>") < second
+    assert page.index("attempt 3</th>") > second
+    assert page.count(record.worker) >= 3
+    # Attempt 2 lost with its worker: not in the log, shown as a gap.
+    record.attempt_log = [record.attempt_log[0], record.attempt_log[2]]
+    record.save(update_fields=["attempt_log"])
+    page = client.get(url("change", record.pk)).content.decode()
+    assert page.count('class="laterite-attempt"') == 2
+    assert "1 attempt not kept" in page
 
 
 def test_encrypted_arguments_stay_ciphertext_and_are_redacted(staff):

@@ -4,10 +4,14 @@ does the same for the selected rows; forgetting the failed head lets it go on to
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.test import override_settings
 from django.urls import reverse
 
 from laterite_django.models import FailedJob
+from tests.admin.test_admin import JOBS, ids
 from tests.admin.test_admin import staff as staff  # the fixture
 from tests.testapp import jobs
 
@@ -69,3 +73,17 @@ def test_releasing_needs_the_change_permission(staff, store):
     release = reverse("admin:laterite_django_failedjob_release_sequence", args=[failed.pk])
     assert client.post(release).status_code == 403
     assert len(store.held_sequences()) == 1
+
+
+def test_the_job_list_shows_jobs_behind_a_sequences_head_as_held(admin_client, db):
+    """On the database store, a job behind its sequence's head waits due at HELD_AT: the
+    list calls it held, not delayed, and its state filter finds it apart."""
+    with override_settings(LATERITE_QUEUE_STORE="database"):
+        first, second = (jobs.seq_step.push("acct:2", n) for n in range(2))
+        html = admin_client.get(JOBS).content.decode()
+        assert re.search(r'laterite-state-held"[^>]*>held</span>', html)
+        assert "after the job before it in its sequence" in html
+        assert "9000" not in html
+        assert ids(admin_client.get(JOBS, {"state": "held"})) == {second.id}
+        assert ids(admin_client.get(JOBS, {"state": "waiting"})) == {first.id}
+        assert ids(admin_client.get(JOBS, {"state": "delayed"})) == set()

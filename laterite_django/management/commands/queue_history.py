@@ -50,6 +50,8 @@ def as_json(record: Any) -> dict[str, Any]:
         "pushed_at": iso(record.pushed_at), "started_at": iso(record.started_at),
         "finished_at": iso(record.finished_at), "waited": record.waited, "ran": record.ran,
         "worker": record.worker, "error": record.error,
+        "attempt_log": [{**entry, "started": iso(entry["started"]), "ended": iso(entry["ended"])}
+                        for entry in record.attempt_list],
     }
 
 

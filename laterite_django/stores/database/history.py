@@ -34,7 +34,14 @@ from django.db import DatabaseError, connections, transaction
 from django.db.models import Q
 
 from ...core.ending import any_marked
-from ...core.history import SUCCEEDED, HistoryPolicy, status_of
+from ...core.history import (
+    KEEP_FIRST,
+    KEEP_LAST,
+    SUCCEEDED,
+    HistoryPolicy,
+    attempt_error,
+    status_of,
+)
 from ...core.values import Claim
 from ...payload import SEALED_KEY
 from ..recording import history
@@ -49,7 +56,9 @@ __all__ = [
     "RECORD_TABLE",
     "SCAN",
     "HistoryPruning",
+    "append_attempt",
     "argument_filter",
+    "attempt_logged",
     "delete_recorded",
     "insert_finished",
     "insert_rows",
@@ -75,9 +84,10 @@ RECORD_TABLE = "laterite_job_record"
 # --prune make them; a day not made yet goes to the default partition meanwhile).
 AHEAD_DAYS = 3
 COLUMNS = ("job_id, name, queue, args, kwargs, encrypted, status, attempts, pushed_at, "
-           "started_at, finished_at, worker, error")
+           "started_at, finished_at, worker, error, attempt_log")
 
-# The partitioned table on PostgreSQL (the migration runs it; `RunPython`, by vendor).
+# The partitioned table on PostgreSQL as migration 0024 made it (`RunPython`, by vendor);
+# later columns are added to it by later migrations (0025: attempt_log), as to any table.
 POSTGRES_DDL = [
     f"CREATE TABLE {RECORD_TABLE} ("
     "id bigserial NOT NULL, job_id bigint NOT NULL, name varchar(200) NOT NULL, "
@@ -93,6 +103,62 @@ POSTGRES_DDL = [
     f"CREATE INDEX laterite_record_job ON {RECORD_TABLE} (job_id)",
 ]
 
+# -- attempt logs ---------------------------------------------------------------------
+# A job retried while its queue keeps history keeps each failed attempt in its row's
+# `attempt_log` (a JSON list of {attempt, started, ended, worker, error}), appended by
+# the UPDATE that settles the retry and cut there to the first KEEP_FIRST and last
+# KEEP_LAST; its record takes that list with its last attempt added, in the statement
+# that writes it. Nothing of it is read or written while history is off, nor for a job
+# that ran once (its record's attempt_log stays NULL: its columns say it all).
+
+_CAP = KEEP_FIRST + KEEP_LAST
+
+
+def append_attempt(postgres: bool) -> str:
+    """The SQL of a job row's attempt_log with one attempt added, for the SET of the
+    UPDATE that releases it (its number and worker read from the row as it was:
+    attempts, claimed_by), the oldest of the last ones dropped past the cap. Params:
+    started, ended (epoch seconds, or None), error."""
+    if postgres:
+        return (
+            f"(SELECT CASE WHEN jsonb_array_length(l) > {_CAP} THEN l - {KEEP_FIRST} "
+            f"ELSE l END FROM (SELECT COALESCE(attempt_log, '[]'::jsonb) || "
+            f"jsonb_build_array(jsonb_build_object('attempt', attempts, 'started', "
+            f"%s::float8, 'ended', %s::float8, 'worker', claimed_by, 'error', %s::text)) "
+            f"AS l) added)"
+        )
+    return (
+        f"(SELECT CASE WHEN json_array_length(l) > {_CAP} THEN "
+        f"json_remove(l, '$[{KEEP_FIRST}]') ELSE l END FROM (SELECT "
+        f"json_insert(COALESCE(attempt_log, '[]'), '$[#]', json_object('attempt', attempts, "
+        f"'started', %s, 'ended', %s, 'worker', claimed_by, 'error', %s)) AS l))"
+    )
+
+
+def attempt_logged(postgres: bool, claim: Claim, error: str) -> tuple[str, list[Any]]:
+    """For the release of `claim` (its attempt failed with `error`, to be retried): the
+    SQL and params of its row's attempt_log with this attempt added, or ("", []) if its
+    queue keeps no history (one lookup while history is off)."""
+    policy = history()
+    if policy is None or not policy.records(claim.queue):
+        return "", []
+    return append_attempt(postgres), [_epoch(claim.started), claim.ended or time.time(),
+                                      attempt_error(error)]
+
+
+def _last_attempt(postgres: bool, j: str, started: str, ended: str, error: str) -> str:
+    """The SQL of a record's attempt_log from its job's row `j`: NULL if the row kept
+    none, else the row's list with the last attempt (`started`, `ended`, `error`: SQL)."""
+    if postgres:
+        return (f"CASE WHEN {j}.attempt_log IS NULL THEN NULL ELSE {j}.attempt_log || "
+                f"jsonb_build_array(jsonb_build_object('attempt', {j}.attempts, 'started', "
+                f"{started}, 'ended', {ended}, 'worker', {j}.claimed_by, 'error', {error})) "
+                f"END")
+    return (f"CASE WHEN {j}.attempt_log IS NULL THEN NULL ELSE json_insert({j}.attempt_log, "
+            f"'$[#]', json_object('attempt', {j}.attempts, 'started', {started}, 'ended', "
+            f"{ended}, 'worker', {j}.claimed_by, 'error', {error})) END")
+
+
 # -- PostgreSQL -------------------------------------------------------------------
 
 # A finished job's payload `j.payload` as jsonb, `p.j`: NULL (its arguments not kept)
@@ -105,9 +171,11 @@ _PG_PAYLOAD = (r"SELECT CASE WHEN strpos(j.payload, '\u0000') = 0 THEN j.payload
 # and its times `r` (epoch seconds, the worker's clock).
 _PG_VALUES = (
     "j.id, j.name, j.queue, p.j->'args', p.j->'kwargs', p.j->'encrypted', %s, j.attempts, "
-    "j.pushed_at, to_timestamp(r.started), to_timestamp(r.finished), j.claimed_by, %s"
+    "j.pushed_at, to_timestamp(r.started), to_timestamp(r.finished), j.claimed_by, %s, "
+    + _last_attempt(True, "j", "r.started", "r.finished", "%s::text")
 )
-# Params: status, error, then record_times' ids, tokens, started, finished. The records of
+# Params: status, error, the error as the attempt log keeps it, then record_times' ids,
+# tokens, started, finished. The records of
 # the held claims among them, read from their rows (run before their deletion, in its
 # transaction).
 PG_INSERT_FINISHED = (
@@ -119,6 +187,9 @@ PG_INSERT_FINISHED = (
 )
 
 
+_NO_ERROR = "''"  # the SQL of a succeeded attempt's error
+
+
 def pg_recorded(delete: str) -> str:
     """`delete` (a DELETE of finished jobs, as a CTE `done`'s body, without RETURNING)
     made to write the records of those of its rows listed in a second array of ids,
@@ -126,10 +197,12 @@ def pg_recorded(delete: str) -> str:
     finished times (epoch seconds); the CTE keeps the name `done`."""
     return (
         f"WITH gone AS ({delete} RETURNING {TABLE}.id, {TABLE}.name, {TABLE}.queue, "
-        f"{TABLE}.payload, {TABLE}.attempts, {TABLE}.pushed_at, {TABLE}.claimed_by), "
+        f"{TABLE}.payload, {TABLE}.attempts, {TABLE}.pushed_at, {TABLE}.claimed_by, "
+        f"{TABLE}.attempt_log), "
         f"done AS (INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT j.id, j.name, j.queue, "
         f"p.j->'args', p.j->'kwargs', p.j->'encrypted', '{SUCCEEDED}', j.attempts, "
-        f"j.pushed_at, to_timestamp(r.started), to_timestamp(r.finished), j.claimed_by, '' "
+        f"j.pushed_at, to_timestamp(r.started), to_timestamp(r.finished), j.claimed_by, '', "
+        f"{_last_attempt(True, 'j', 'r.started', 'r.finished', _NO_ERROR)} "
         f"FROM gone j JOIN unnest(%s::bigint[], %s::float8[], %s::float8[]) "
         f"AS r(id, started, finished) ON r.id = j.id "
         f"CROSS JOIN LATERAL ({_PG_PAYLOAD}) p RETURNING 1)"
@@ -140,15 +213,17 @@ def pg_recorded(delete: str) -> str:
 
 
 def _sqlite_insert(count: int) -> str:
-    """Params: status, error, then (id, token, started, finished) of `count` claims."""
-    values = ", ".join(["(%s, %s, %s, %s)"] * count)
+    """Params: (id, token, started, finished, and the last two as epoch seconds) of
+    `count` claims, then status, error, the error as the attempt log keeps it."""
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
     return (
         f"INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT j.id, j.name, j.queue, "
         f"json_extract(j.payload, '$.args'), json_extract(j.payload, '$.kwargs'), "
         f"json_extract(j.payload, '$.encrypted'), s.status, j.attempts, j.pushed_at, "
-        f"r.column3, r.column4, j.claimed_by, s.error "
+        f"r.column3, r.column4, j.claimed_by, s.error, "
+        f"{_last_attempt(False, 'j', 'r.column5', 'r.column6', 's.logged')} "
         f"FROM (VALUES {values}) r JOIN {TABLE} j ON j.id = r.column1 AND j.token = r.column2 "
-        f"CROSS JOIN (SELECT %s AS status, %s AS error) s"
+        f"CROSS JOIN (SELECT %s AS status, %s AS error, %s AS logged) s"
     )
 
 
@@ -175,13 +250,16 @@ def insert_finished(postgres: bool, claims: Sequence[Claim], status: str, error:
                     ts: Any) -> tuple[str, list[Any]]:
     """The INSERT ... SELECT writing the records of `claims` (held) from their rows, to
     run before their deletion in its transaction; `ts` adapts a datetime (SQLite)."""
+    logged = attempt_error(error)
     if postgres:
         ids, tokens, started, finished = record_times(claims)
-        return PG_INSERT_FINISHED, [status, error, ids, tokens, started, finished]
+        return PG_INSERT_FINISHED, [status, error, logged, ids, tokens, started, finished]
     now = time.time()
     return (_sqlite_insert(len(claims)),
             [*[v for c in claims for v in (c.id, c.token, _stamp(c.started, ts),
-                                           _stamp(c.ended or now, ts))], status, error])
+                                           _stamp(c.ended or now, ts), _epoch(c.started),
+                                           c.ended or now)],
+             status, error, logged])
 
 
 def record_model() -> Any:
@@ -362,16 +440,20 @@ def record_failed(execute: Any, ts: Any, postgres: bool, database: str, claim: C
     fields = record_of(claim.id, claim.name, claim.queue, claim.payload, 0, None,
                        None, datetime.now(UTC), "", "", "")
     started = _stamp(claim.started, ts)
-    ended = ts(datetime.fromtimestamp(claim.ended or time.time(), UTC))
+    end = claim.ended or time.time()
+    ended = ts(datetime.fromtimestamp(end, UTC))
     cast = "::jsonb" if postgres else ""
     values = [_json(fields[name]) for name in ("args", "kwargs", "encrypted")]
+    last = (_last_attempt(True, "j", "%s::float8", "%s::float8", "%s::text") if postgres
+            else _last_attempt(False, "j", "%s", "%s", "%s"))
     try:
         with transaction.atomic(using=database):
             execute(
                 f"INSERT INTO {RECORD_TABLE} ({COLUMNS}) SELECT j.id, j.name, j.queue, "
                 f"%s{cast}, %s{cast}, %s{cast}, %s, j.attempts, j.pushed_at, %s, %s, "
-                f"j.claimed_by, %s FROM {TABLE} j WHERE j.id = %s AND j.token = %s",
-                [*values, status_of(error), started, ended, error, claim.id, claim.token])
+                f"j.claimed_by, %s, {last} FROM {TABLE} j WHERE j.id = %s AND j.token = %s",
+                [*values, status_of(error), started, ended, error, _epoch(claim.started),
+                 end, attempt_error(error), claim.id, claim.token])
     except DatabaseError as e:
         logger.warning("Job %s #%s: its history record could not be written (%s)",
                        claim.name, claim.id, e, extra={"action": "history_not_written"})
@@ -401,7 +483,8 @@ def _json(value: Any) -> str | None:
 
 def record_of(job_id: int, name: str, queue: str, payload: str, attempts: int,
               pushed_at: datetime | None, started: datetime | None, finished: datetime,
-              worker: str, status: str, error: str) -> dict[str, Any]:
+              worker: str, status: str, error: str,
+              attempt_log: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The JobRecord fields of a finished job, its arguments read from its payload as
     stored (encrypted ones stay "[encrypted]", their ciphertext under `encrypted`)."""
     try:
@@ -416,7 +499,7 @@ def record_of(job_id: int, name: str, queue: str, payload: str, attempts: int,
             "kwargs": data.get("kwargs"), "encrypted": data.get(SEALED_KEY),
             "status": status, "attempts": attempts, "pushed_at": pushed_at,
             "started_at": started, "finished_at": finished, "worker": worker,
-            "error": error}
+            "error": error, "attempt_log": attempt_log}
 
 
 def _run_recorded(connection: Any, statement: Any, finished: Sequence[Claim],

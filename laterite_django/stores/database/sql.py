@@ -267,16 +267,19 @@ def returning(table: str = TABLE) -> str:
 
 
 def release(uncharged: bool, started: bool = True, due: str = "%s",
-            checkpoint: bool = False) -> str:
-    """Params: due's (available_at), error, the checkpoint text if `checkpoint`, id,
-    token. Back to the queue, first of its batch, due at `due` (SQL); `uncharged`,
-    `started`, `checkpoint`: see Store.release."""
+            checkpoint: bool = False, logged: str = "") -> str:
+    """Params: due's (available_at), error, the checkpoint text if `checkpoint`, those of
+    `logged` if given, id, token. Back to the queue, first of its batch, due at `due`
+    (SQL); `uncharged`, `started`, `checkpoint`: see Store.release. `logged`: the SQL of
+    the job's `attempt_log` with this attempt added (history.append_attempt), read from
+    the row as it was (its attempts, claimed_by)."""
     counts = "" if not uncharged else (
         "uncounted = uncounted + 1, " if started else "attempts = attempts - 1, ")
     kept = "checkpoint = %s, " if checkpoint else ""
+    log = f"attempt_log = {logged}, " if logged else ""
     return (
         f"UPDATE {TABLE} SET token = NULL, claimed_at = NULL, claimed_by = '', "
-        f"{counts}claim_position = 0, available_at = {due}, last_error = %s, {kept}"
+        f"{counts}claim_position = 0, available_at = {due}, last_error = %s, {kept}{log}"
         f"unique_key = {KEEP_KEY} WHERE id = %s AND token = %s"
     )
 

@@ -51,6 +51,7 @@ from .fair import FairTurns, with_fair_places
 from .fair_rows import FairRows
 from .history import (
     HistoryPruning,
+    attempt_logged,
     delete_recorded,
     insert_finished,
     plain,
@@ -491,9 +492,13 @@ class DatabaseStore(Store):
         if isinstance(value, datetime):
             value = self._ts(value)
         kept = [] if checkpoint is None else [checkpoint]
+        # A retry charged a try, of a queue that keeps history: its attempt is kept with
+        # the job (attempt_log), for its record, in this same UPDATE.
+        logged, log_params = ("", []) if uncharged else attempt_logged(self.postgres, claim,
+                                                                       error)
         statement, params = self.dialect.waking(
-            sql.release(uncharged, started, due, checkpoint is not None),
-            [value, error, *kept, claim.id, claim.token])
+            sql.release(uncharged, started, due, checkpoint is not None, logged),
+            [value, error, *kept, *log_params, claim.id, claim.token])
         try:
             return self._execute_prepared(statement, params)[1] == 1
         except IntegrityError:

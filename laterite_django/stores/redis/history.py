@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, DataError, IntegrityError, transaction
 
-from ...core.history import SUCCEEDED, status_of
+from ...core.history import SUCCEEDED, attempt_entry, attempt_error, full_log, status_of
 from ...core.values import Claim
 from ..database.history import insert_rows, record_model, record_of
 from ..recording import history, recorded
@@ -123,22 +124,40 @@ class HistoryEntries:
                            "they wait in Redis for the next move", e,
                            extra={"action": "history_not_moved"})
 
-    def worker_of(self, claim: Claim) -> str | None:
-        """The worker holding `claim` (its job's `claimed_by`), read for the record of a
-        job that fails for good; None if its queue keeps no history (nothing read)."""
+    def attempt_step(self, claim: Claim, error: str) -> str:
+        """The attempt release.lua adds to the attempt log of `claim`'s job (retried after
+        failing with `error`): JSON of its start, end and error; "" if its queue keeps
+        no history (the script then reads and writes nothing more)."""
+        policy = history()
+        if policy is None or not policy.records(claim.queue):
+            return ""
+        return json.dumps({"started": claim.started or None,
+                           "ended": claim.ended or time.time(),
+                           "error": attempt_error(error)})
+
+    def worker_of(self, claim: Claim) -> tuple[str, str] | None:
+        """The worker holding `claim` (its job's `claimed_by`) and its job's attempt log
+        (JSON text, "" if none), read for the record of a job that fails for good; None
+        if its queue keeps no history (nothing read)."""
         policy = history()
         if policy is None or not policy.records(claim.queue):
             return None
-        found = self._client().hget(f"{self.prefix}:job:{claim.id}", "claimed_by")
-        return text(found) if found is not None else ""
+        worker, log = self._client().hmget(f"{self.prefix}:job:{claim.id}", "claimed_by",
+                                           "attempt_log")
+        return (text(worker) if worker is not None else "",
+                text(log) if log is not None else "")
 
-    def record_failed(self, claim: Claim, error: str, status: str, worker: str) -> None:
+    def record_failed(self, claim: Claim, error: str, status: str, worker: str,
+                      earlier: str = "") -> None:
         """Write the record of a job failed for good or cancelled while it ran, once it
-        left Redis (fail())."""
+        left Redis (fail()); `earlier`: its attempt log as the job's hash held it."""
         started = datetime.fromtimestamp(claim.started, UTC) if claim.started else None
+        ended = claim.ended or time.time()
+        log = full_log(earlier, attempt_entry(claim.attempts, claim.started, ended, worker,
+                                              error))
         self.write_records([record_of(claim.id, claim.name, claim.queue, claim.payload,
                                       claim.attempts, claim.pushed_at, started,
-                                      datetime.now(UTC), worker, status, error)])
+                                      datetime.now(UTC), worker, status, error, log)])
 
     def record_cancelled(self, failed: Sequence[dict[str, Any]]) -> None:
         """Write the records of waiting jobs cancelled (their failed rows' fields), in the
@@ -164,13 +183,18 @@ class HistoryEntries:
 
 
 def _row(entry: bytes | str) -> dict[str, Any]:
-    """The JobRecord fields of a record as record_finished.lua lists it."""
+    """The JobRecord fields of a record as record_finished.lua lists it (one listed
+    before attempt logs were kept has no tenth value)."""
+    values = json.loads(text(entry))
     (job_id, name, queue, payload, attempts, pushed_at, worker, started,
-     ended) = json.loads(text(entry))
+     ended) = values[:9]
+    earlier = values[9] if len(values) > 9 else ""
+    finished = _moment(ended) or datetime.now(UTC)
+    log = full_log(earlier, attempt_entry(int(attempts or 0), float(started or 0),
+                                          finished.timestamp(), worker, ""))
     return record_of(int(job_id), name, queue, payload, int(attempts or 0),
                      dt(pushed_at) if pushed_at else None,
-                     _moment(started), _moment(ended) or datetime.now(UTC), worker,
-                     SUCCEEDED, "")
+                     _moment(started), finished, worker, SUCCEEDED, "", log)
 
 
 def _moment(seconds: str) -> datetime | None:

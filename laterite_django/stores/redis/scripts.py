@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from ...core.history import KEEP_FIRST, KEEP_LAST
 from ..schedule_state import REMOVED
 from . import resend
 from .keys import CANDIDATES, IDLE_TOKEN_TTL, ONCE_TTL, SENT_TTL, WAKE_CAP
@@ -74,6 +75,7 @@ __all__ = ["SHAS", "SOURCES", "borrow", "claim_again", "evalsha", "finish",
 CONSTANTS = {
     "WAKE_CAP": WAKE_CAP, "IDLE_TOKEN_TTL": IDLE_TOKEN_TTL, "ONCE_TTL": ONCE_TTL,
     "SENT_TTL": SENT_TTL, "CANDIDATES": CANDIDATES, "REMOVED": REMOVED,
+    "KEEP_FIRST": KEEP_FIRST, "KEEP_LAST": KEEP_LAST,
 }
 _INCLUDE = re.compile(r"^--!include (\S+)\n", re.M)
 _CONSTANT = re.compile(r"\$\{(\w+)\}")

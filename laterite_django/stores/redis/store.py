@@ -731,7 +731,10 @@ class RedisStore(Store):
             due: str | int = f"+{available_at // timedelta(microseconds=1)}"
         else:
             due = us(available_at)
-        args = [now, claim.id, claim.token, due, error, how]
+        # A retry charged a try, of a queue that keeps history: its attempt goes to the
+        # job's attempt log in the same script ('' while history is off).
+        logged = "" if uncharged else self._history.attempt_step(claim, error)
+        args = [now, claim.id, claim.token, due, error, how, logged]
         if checkpoint is not None:
             args.append(checkpoint)
         return bool(self._run("release", args))
@@ -751,15 +754,16 @@ class RedisStore(Store):
         link = self._retried_link(claim.id)
         row = self._write_row_counted(claim, error, link)
         crash_point("fail.after_failed_row")
-        worker = self._history.worker_of(claim)  # for its history record (None: not kept)
+        kept = self._history.worker_of(claim)  # for its history record (None: not kept)
         (code,) = self._run("seq_delete", ["failed", claim.id, claim.token])
         if int(code) == -1:
             # The claim expired meanwhile and the job went back to its queue: it
             # will run again, so it is not failed after all.
             row.delete()
             return None
-        if worker is not None:
-            self._history.record_failed(claim, error, status_of(error), worker)
+        if kept is not None:
+            worker, earlier = kept
+            self._history.record_failed(claim, error, status_of(error), worker, earlier)
         return row.pk
 
     # -- the failed list's Redis side (failed.py) -----------------------------------

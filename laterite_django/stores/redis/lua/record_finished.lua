@@ -1,7 +1,8 @@
 -- ARGV: prefix, then id, token, started, ended quadruples (epoch seconds, '' if not
 -- known). Appends to the list P:history the record of each job still held under that
 -- claim (run just before its deletion, in the same round trip): a JSON array of its
--- id, name, queue, payload, attempts, pushed_at (us), claimed_by, started, ended.
+-- id, name, queue, payload, attempts, pushed_at (us), claimed_by, started, ended, and
+-- its attempt log ('' if none: see release.lua).
 -- The workers move the list to the database's JobRecord table (RedisStore.move_history);
 -- at most its last 1,000,000 records wait there.
 -- Returns how many were appended.
@@ -11,10 +12,10 @@ local n = 0
 for i = 2, #ARGV, 4 do
   local k = jkey(ARGV[i])
   local f = redis.call('HMGET', k, 'token', 'name', 'queue', 'payload', 'attempts',
-    'pushed_at', 'claimed_by')
+    'pushed_at', 'claimed_by', 'attempt_log')
   if f[1] == ARGV[i + 1] then
     redis.call('RPUSH', list, cjson.encode({ARGV[i], f[2], f[3], f[4], f[5] or '0',
-      f[6] or '', f[7] or '', ARGV[i + 2], ARGV[i + 3]}))
+      f[6] or '', f[7] or '', ARGV[i + 2], ARGV[i + 3], f[8] or ''}))
     n = n + 1
   end
 end
