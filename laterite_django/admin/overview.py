@@ -1,6 +1,7 @@
 """The admin's overview page (Background jobs > Overview): per queue, jobs succeeded
 and failed per minute over the last hour and per quarter of an hour over the last 24
-hours as charts, what waits, how long the
+hours as charts, the queue's latency (its oldest waiting job's age, sampled by the
+workers once a minute) over the last 24 hours as a third chart, what waits, how long the
 oldest waiting job has been due, whether the queue is paused, and for a fair queue the
 keys with the most waiting jobs (core/fairness.py), and the sequences a failed job of the
 queue holds, each with a button to let it go on (core/sequences.py). Everything is
@@ -26,7 +27,7 @@ from ..core.minutes import Minute, minute_start
 from ..core.sequences import HeldSequence
 from ..core.values import QueueCounts
 from ..stores import get_store
-from .chart import minute_chart
+from .chart import latency_chart, minute_chart
 from .workers import worker_counts
 
 __all__ = ["OverviewAdmin", "overview_rows"]
@@ -50,6 +51,8 @@ class QueueOverview:
     day_chart: str = ""  # the last 24 hours, 15 min a bar (a SafeString)
     day_succeeded: int = 0
     day_failed: int = 0
+    latency_chart: str = ""  # the last 24 hours' latency, 15 min a bar (a SafeString)
+    latency_peak: float | None = None  # seconds: the longest sampled, None if none was
     paused: bool = False  # flow control: queue_pause
     fair: WaitingByKey | None = None  # a fair queue's waiting jobs per key, the top ones
     # The sequences held by a failed head of this queue (core/sequences.py).
@@ -75,6 +78,7 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
     for queue in queues:
         series = [(0, 0)] * MINUTES
         day = [(0, 0)] * DAY_BARS
+        latency: list[float | None] = [None] * DAY_BARS  # the longest sample of each bar
         for m in minutes:
             if m.queue == queue:
                 index = int((m.minute - first).total_seconds() // 60)
@@ -87,6 +91,8 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
                 if 0 <= bar < DAY_BARS:
                     s, f = day[bar]
                     day[bar] = (s + m.succeeded, f + m.failed)
+                    if m.latency is not None:
+                        latency[bar] = max(latency[bar] or 0.0, m.latency)
         since = oldest.get(queue)
         rows.append(QueueOverview(
             queue=queue, counts=counts.get(queue, QueueCounts()),
@@ -96,6 +102,10 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
             day_chart=minute_chart(day, f"Jobs of {queue} per 15 minutes, last 24 hours",
                                    DAY_STEP),
             day_succeeded=sum(s for s, _ in day), day_failed=sum(f for _, f in day),
+            latency_chart=latency_chart(
+                latency, f"Latency of {queue} (the oldest waiting job's age) per 15 "
+                         f"minutes, last 24 hours", DAY_STEP),
+            latency_peak=max((v for v in latency if v is not None), default=None),
             paused=queue in paused, fair=fair.get(queue),
             held=tuple(h for h in held if h.queue == queue),
         ))

@@ -4,6 +4,12 @@ A worker counts in memory (`MinuteCounts.count`, a dict update per attempt) and
 adds its counts to the store about once a second, when it goes idle and when it
 stops (`Store.add_minutes`): one write per second per busy worker, whatever the
 rate of jobs. Counts that could not be written are kept for the next try.
+
+Beside them, each queue's latency (the age of its oldest due waiting job) once a minute:
+a worker's heartbeat thread asks `worker.latency.LatencySampler.due` at each turn (a
+clock read) and, once per minute, `Store.sample_latency`, which keeps the first sample of the minute
+whichever worker takes it, so the cost is a round trip or two per worker per minute,
+never one per job.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ class Minute:
     minute: datetime  # its start, aware (UTC)
     succeeded: int = 0
     failed: int = 0
+    # Seconds the oldest due waiting job had waited when a worker looked in this minute
+    # (0: none waited); None: no worker looked (Store.sample_latency).
+    latency: float | None = None
 
 
 def minute_start(moment: datetime) -> datetime:
@@ -77,3 +86,4 @@ class MinuteCounts:
             pair = self.counts.setdefault((m.queue, int(m.minute.timestamp() // 60)), [0, 0])
             pair[0] += m.succeeded
             pair[1] += m.failed
+

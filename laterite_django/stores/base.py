@@ -241,7 +241,15 @@ class Store(FailedList, abc.ABC):
         raise NotImplementedError
 
     def minutes(self, since: datetime) -> list[Minute]:
-        """The stored counts of the minutes from `since` on, by minute then queue."""
+        """The stored counts of the minutes from `since` on, by minute then queue, each
+        with the queue's latency sampled in it (None if none was)."""
+        raise NotImplementedError
+
+    def sample_latency(self, minute: datetime, queues: Sequence[str]) -> bool:
+        """Record for `minute` the latency of `queues` and of every queue with a due
+        waiting job: how long its oldest due waiting job has waited (0 if none waits).
+        Once per minute: if a worker already sampled `minute`, do nothing and return
+        False (workers call it from their heartbeat about once a minute each)."""
         raise NotImplementedError
 
     @abc.abstractmethod

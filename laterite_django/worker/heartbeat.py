@@ -23,6 +23,7 @@ from ..exceptions import StoreUnavailable
 from ..flow.cancel import Lookout
 from ..stores import Store
 from .hand import Hand
+from .latency import LatencySampler
 from .presence import Presence
 
 __all__ = ["Heartbeat"]
@@ -50,6 +51,7 @@ class Heartbeat:
         progress: ProgressDesk | None = None,
         lookout: Lookout | None = None,
         presence: Presence | None = None,
+        latency: LatencySampler | None = None,
     ) -> None:
         self.store = store
         self.hand = hand
@@ -59,6 +61,7 @@ class Heartbeat:
         self.progress = progress
         self.lookout = lookout  # cancels of the running job (flow.cancel)
         self.presence = presence  # this process's entry in the live workers' list
+        self.latency = latency  # the queues' latency, sampled once a minute (overview)
         # When this thread last turned (monotonic): it turns every second or so while it
         # lives, whatever the jobs do (queue_work --health-port's /livez reads it).
         self.turned_at = time.monotonic()
@@ -121,6 +124,8 @@ class Heartbeat:
                     self._guarded(self._beat, "Heartbeat failed; will try again")
                 if progress_in is not None:
                     self._guarded(self._save_progress, "Could not save a job's progress")
+                if self.latency is not None and self.latency.due():
+                    self._guarded(self._sample_latency, "Could not sample the queues' latency")
         finally:
             self.store.close()
             connections.close_all()
@@ -134,6 +139,11 @@ class Heartbeat:
         if self.presence is not None:
             close_old_connections()
             self.presence.beat(self.store)
+
+    def _sample_latency(self) -> None:
+        assert self.latency is not None
+        close_old_connections()
+        self.latency.sample(self.store)
 
     def _save_progress(self) -> None:
         assert self.progress is not None

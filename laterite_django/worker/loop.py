@@ -37,6 +37,7 @@ from .hand import Hand
 from .heartbeat import Heartbeat
 from .held import HeldJobs
 from .idle import IdleWaiting
+from .latency import LatencySampler
 from .memory import limit_reached
 from .outage import Outage
 from .presence import Presence
@@ -137,7 +138,9 @@ class Worker(HeldJobs, IdleWaiting):
         self.heartbeat = Heartbeat(self.store, self.hand, interval=beat_every,
                                    slow_after=FLUSH_AFTER, relieve=self._relieve,
                                    progress=self.progress, lookout=self.lookout,
-                                   presence=presence)
+                                   presence=presence,
+                                   latency=LatencySampler(self.queues) if manage_connections
+                                   else None)
         # The paused queues, read again at most every `sleep` seconds (flow.pause).
         self.paused = PausedView(self.store, every=self.sleep)
         self._next_sweep = 0.0

@@ -9,13 +9,14 @@ locally; in CI (CI=true) a missing browser is a failure, not a skip.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 
-from laterite_django.models import FailedJob, Job
+from laterite_django.models import FailedJob, Job, MinuteCount
 from tests.admin.browser import ARTIFACTS, BrowserTestCase
 from tests.conftest import ROOT, Workers
 from tests.testapp import jobs
@@ -154,6 +155,15 @@ class AdminInBrowserTests(BrowserTestCase):
             for queue, base in (("default", 40), ("mail", 12))
             for ago in range(1, 58)
         ])
+        # A day of latency samples: a backlog on `default` in the afternoon, `mail`
+        # quiet. The workers sample what waits now (Store.sample_latency), so a shaped
+        # day is written as the rows the database store keeps.
+        for queue, peak in (("default", 900.0), ("mail", 20.0)):
+            for quarter in range(96):
+                hump = math.exp(-(((quarter - 60) / 7) ** 2))
+                MinuteCount.objects.update_or_create(
+                    queue=queue, minute=now - timedelta(minutes=15 * quarter),
+                    defaults={"latency": round(0.4 + peak * hump * shape.random(), 1)})
         self.log_in()
         self.viewport(1400)
         self.open("/admin/laterite_django/")
@@ -161,7 +171,10 @@ class AdminInBrowserTests(BrowserTestCase):
         self.wait_for(".laterite-chart")
         self.assertIn("Overview", self.browser.title)
         charts = self.browser.find_elements("css selector", "section.laterite-queue svg")
-        self.assertGreaterEqual(len(charts), 3)  # default, mail, low
+        self.assertGreaterEqual(len(charts), 9)  # default, mail, low: three charts each
+        latency = self.browser.find_elements(
+            "css selector", "section[data-queue='default'] .laterite-latency-chart rect")
+        self.assertEqual(len(latency), 96)
         self.assertEqual(self.browser.execute_script(
             "return document.documentElement.scrollWidth <= "
             "document.documentElement.clientWidth"), True)

@@ -163,8 +163,17 @@ ADD_MINUTE = (
 PRUNE_MINUTES = f"DELETE FROM {MINUTE_TABLE} WHERE minute < %s"
 # Params: since.
 MINUTES = (
-    f"SELECT queue, minute, succeeded, failed FROM {MINUTE_TABLE} WHERE minute >= %s "
-    f"ORDER BY minute, queue"
+    f"SELECT queue, minute, succeeded, failed, latency FROM {MINUTE_TABLE} "
+    f"WHERE minute >= %s ORDER BY minute, queue"
+)
+# Params: minute. Whether a worker sampled the queues' latency in it (Store.sample_latency).
+LATENCY_SAMPLED = (
+    f"SELECT 1 FROM {MINUTE_TABLE} WHERE minute = %s AND latency IS NOT NULL LIMIT 1")
+# Params: queue, minute, latency. The minute's first sample is kept.
+SAMPLE_LATENCY = (
+    f"INSERT INTO {MINUTE_TABLE} (queue, minute, succeeded, failed, latency) "
+    f"VALUES (%s, %s, 0, 0, %s) ON CONFLICT (queue, minute) DO UPDATE SET "
+    f"latency = excluded.latency WHERE {MINUTE_TABLE}.latency IS NULL"
 )
 # Params: progress text, id, token (Store.save_progress).
 SAVE_PROGRESS = f"UPDATE {TABLE} SET progress = %s WHERE id = %s AND token = %s"

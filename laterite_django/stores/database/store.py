@@ -691,7 +691,31 @@ class DatabaseStore(Store):
     @guarded
     def minutes(self, since: datetime) -> list[Minute]:
         rows, _ = self._execute(sql.MINUTES, [self._ts(minute_start(since))], fetch=True)
-        return [Minute(queue, aware(minute), int(s), int(f)) for queue, minute, s, f in rows]
+        return [Minute(queue, aware(minute), int(s), int(f),
+                       None if latency is None else float(latency))
+                for queue, minute, s, f, latency in rows]
+
+    @guarded
+    def sample_latency(self, minute: datetime, queues: Sequence[str]) -> bool:
+        """See Store.sample_latency: a `latency` on the queue's row of the minute (made if
+        the minute has no counts yet); a worker that finds one written leaves it. Two
+        that look at once both write, and the first write stays."""
+        at = self._ts(minute_start(minute))
+        rows, _ = self._execute(sql.LATENCY_SAMPLED, [at], fetch=True)
+        if rows:
+            return False
+        now = timezone.now()
+        oldest = self.oldest_waiting()
+        ages = {queue: 0.0 for queue in queues}
+        ages.update({queue: max((now - due).total_seconds(), 0.0)
+                     for queue, due in oldest.items()})
+        with transaction.atomic(using=self.database):
+            for queue, age in sorted(ages.items()):
+                self._execute(sql.SAMPLE_LATENCY, [queue, at, age])
+            # Once a minute of them all: let the old minutes go (on an idle system
+            # nothing else would).
+            self._execute(sql.PRUNE_MINUTES, [self._ts(minute_start(minute) - KEEP)])
+        return True
 
     @guarded
     def oldest_waiting(self) -> dict[str, datetime]:

@@ -1002,7 +1002,8 @@ class RedisStore(Store):
     @guarded
     def minutes(self, since: datetime) -> list[Minute]:
         """See Store.minutes: one hash per minute, `P:minutes:<minute number>`, fields
-        `succeeded:<queue>` and `failed:<queue>`, expiring after `minutes.KEEP`."""
+        `succeeded:<queue>`, `failed:<queue>` and `latency:<queue>` (seconds, see
+        `sample_latency`), expiring after `minutes.KEEP`."""
         last = _minute_number(datetime.now(UTC))
         first = max(_minute_number(minute_start(since)),
                     last - int(KEEP.total_seconds() // 60))
@@ -1013,13 +1014,38 @@ class RedisStore(Store):
         found = []
         for number, fields in zip(numbers, pipe.execute(), strict=True):
             by_queue: dict[str, list[int]] = {}
+            latencies: dict[str, float] = {}
             for field, value in fields.items():
                 kind, queue = text(field).split(":", 1)
                 pair = by_queue.setdefault(queue, [0, 0])
-                pair[0 if kind == "succeeded" else 1] += int(value)
+                if kind == "latency":
+                    latencies[queue] = float(value)
+                else:
+                    pair[0 if kind == "succeeded" else 1] += int(value)
             moment = datetime.fromtimestamp(number * 60, UTC)
-            found += [Minute(queue, moment, s, f) for queue, (s, f) in sorted(by_queue.items())]
+            found += [Minute(queue, moment, s, f, latencies.get(queue))
+                      for queue, (s, f) in sorted(by_queue.items())]
         return found
+
+    @guarded
+    def sample_latency(self, minute: datetime, queues: Sequence[str]) -> bool:
+        """See Store.sample_latency: the worker that sets `P:latency-sampled:<minute
+        number>` (SET NX, expiring) reads the queues' oldest waiting jobs and writes
+        `latency:<queue>` fields in the minute's hash; the others stop at the SET."""
+        number = _minute_number(minute_start(minute))
+        if not self.client.set(self.key("latency-sampled", str(number)), 1, nx=True, ex=180):
+            return False
+        now = timezone.now()
+        ages = {queue: 0.0 for queue in queues}
+        ages.update({queue: max((now - due).total_seconds(), 0.0)
+                     for queue, due in self.oldest_waiting().items()})
+        key = self.key("minutes", str(number))
+        pipe = self.client.pipeline(transaction=False)
+        for queue, age in sorted(ages.items()):
+            pipe.hset(key, f"latency:{queue}", repr(round(age, 3)))
+        pipe.expire(key, int(KEEP.total_seconds()))
+        pipe.execute()
+        return True
 
     @guarded
     def oldest_waiting(self) -> dict[str, datetime]:
