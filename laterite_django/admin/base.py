@@ -222,7 +222,8 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
                 # The list reads the database's job table: after a switch from the
                 # database store it holds the jobs left there (laterite.W003).
                 f"Jobs wait in {summary.store.capitalize()} with this store: the summary "
-                f"counts them. The list below shows the jobs left in the database by the "
+                f"counts them and the first list below shows them. The second list shows "
+                f"the jobs left in the database by the "
                 f"database store, which no worker of the {summary.store.capitalize()} store "
                 f"runs (`manage.py check --database {settings.DATABASE}` says how to run "
                 f"them out)."

@@ -81,8 +81,8 @@ def test_the_redis_jobs_list_says_its_rows_are_left_in_the_database(admin_client
     response = admin_client.get(JOBS)
     html = response.content.decode()
     assert "the list below holds none" not in html
-    assert ("Jobs wait in Redis with this store: the summary counts them. The list below "
-            "shows the jobs left in the database by the database store, which no worker "
-            "of the Redis store runs") in html
+    assert ("Jobs wait in Redis with this store: the summary counts them and the first "
+            "list below shows them. The second list shows the jobs left in the database by "
+            "the database store, which no worker of the Redis store runs") in html
     shown = {row.pk for row in response.context["cl"].result_list}
     assert shown == set(two_left) == set(Job.objects.values_list("pk", flat=True))

@@ -62,6 +62,8 @@ from . import alias as redis_alias
 from . import limits as redis_limits
 from . import scripts as calls
 from . import sequences as redis_sequences
+from .browse import STATES as BROWSED_STATES
+from .browse import WINDOW, Browsed, JobBrowser
 from .failed import CHUNK, claim_token, failed_row, marked_claims, row_exists, write_row
 from .fair import FairEntries
 from .history import MOVE_CHUNK, HistoryEntries
@@ -203,6 +205,7 @@ class RedisStore(Store):
         # The fair queues (fair.py), the live workers' list (workers.py), the job
         # history's records (history.py) and its pruning (database/history.py).
         self._fair = FairEntries(prefix, lambda: self.client, self.queues, self._run)
+        self._browser = JobBrowser(prefix, lambda: self.client, self.queues)
         self._workers = WorkerEntries(prefix, lambda: self.client, self._run)
         self._history = HistoryEntries(database, prefix, lambda: self.client, self._run)
         self._history_pruning = HistoryPruning(database)
@@ -1026,6 +1029,13 @@ class RedisStore(Store):
             found += [Minute(queue, moment, s, f, latencies.get(queue))
                       for queue, (s, f) in sorted(by_queue.items())]
         return found
+
+    @guarded
+    def browse_jobs(self, queues: Sequence[str] | None = None,
+                    states: Sequence[str] = BROWSED_STATES, window: int = WINDOW) -> Browsed:
+        """The admin's Jobs list: up to `window` waiting, delayed and running jobs of
+        `queues` (None: all), first in line of each set (browse.py)."""
+        return self._browser.browse(queues, states, window)
 
     @guarded
     def sample_latency(self, minute: datetime, queues: Sequence[str]) -> bool:
