@@ -19,7 +19,7 @@ from .schedules.definition import problems
 from .stores import get_store
 from .stores.database.pgbouncer import behind_pooler
 from .stores.database.wait import LISTEN_HINT
-from .stores.redis.alias import HINT, shared_alias_problem
+from .stores.redis.alias import HINT, cluster_problems, shared_alias_problem
 
 __all__ = ["CHECK_IDS", "check_encryption", "check_jobs", "check_jobs_left_in_the_database",
            "check_listen", "check_retired_keys", "check_schedules", "check_settings"]
@@ -70,6 +70,10 @@ CHECK_IDS: dict[str, tuple[str, str]] = {
                                "database's alias."),
     "laterite.E041": ("Error", "LATERITE_QUEUE_REDIS_WAIT is not None or seconds > 0."),
     "laterite.E042": ("Error", "LATERITE_QUEUE_REDIS_EPHEMERAL is not True or False."),
+    "laterite.E052": ("Error", "LATERITE_QUEUE_REDIS_CLUSTER is not True or False."),
+    "laterite.E053": ("Error", "LATERITE_QUEUE_REDIS_CLUSTER is True but the queue's cache "
+                               "alias or prefix needs a single Redis server (a database "
+                               "number, a Sentinel, braces in the prefix)."),
     "laterite.E043": ("Error", "LATERITE_QUEUE_ENCRYPTION_KEYS is malformed: not a list of "
                                "{'id', 'key'}, or a key not 32 bytes after base64 decoding."),
     "laterite.E044": ("Error", "LATERITE_QUEUE_ENCRYPTION_KEYS lists a key id twice."),
@@ -127,6 +131,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
     if store == "redis" and mode != "inline":
         errors.extend(_check_redis(raw("REDIS")))
         errors.extend(_check_redis_alias_is_its_own(raw("REDIS")))
+        errors.extend(_check_redis_cluster(raw("REDIS")))
     unknown = sorted(
         name
         for name in dir(django_settings)
@@ -189,6 +194,16 @@ def _check_redis(alias: Any) -> list:
             )
         ]
     return []
+
+
+def _check_redis_cluster(alias: Any) -> list:
+    """Refuse a cluster alias whose settings need a single server (cluster.py)."""
+    if raw("REDIS_CLUSTER") is not True or problem("REDIS", alias) is not None:
+        return []
+    found = cluster_problems(alias, raw("PREFIX"))
+    if found is None:
+        return []
+    return [Error(found[0], hint=found[1], id="laterite.E053")]
 
 
 def _check_redis_alias_is_its_own(alias: Any) -> list:

@@ -51,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "LISTEN_DATABASE": None,
     "REDIS_WAIT": None,
     "REDIS_EPHEMERAL": False,
+    "REDIS_CLUSTER": False,
     "ENCRYPTION_KEYS": [],
     "ENCRYPTION_HASH_KEY": None,
     "HISTORY": None,
@@ -96,6 +97,10 @@ DESCRIPTIONS: dict[str, str] = {
                   "PushNotReplicated if none confirms in time.",
     "REDIS_EPHEMERAL": "True if the queue's Redis is meant to keep nothing across a "
                        "restart, so `queue_work` does not warn that it has no persistence.",
+    "REDIS_CLUSTER": "True if the queue's cache alias points at a Redis Cluster: the store "
+                     "then builds redis-py's RedisCluster from the alias's LOCATION (its "
+                     "nodes) and keeps every key under the hash tag {LATERITE_QUEUE_PREFIX}, "
+                     "on one shard.",
     "ENCRYPTION_KEYS": "The keys of encrypted job arguments (@job(encrypt=...)), newest first: "
                        "a list of {'id': str, 'key': base64 of 32 bytes}; the first encrypts, "
                        "every one decrypts. Needs the `crypto` extra.",
@@ -246,6 +251,14 @@ def _redis_ephemeral(value: Any) -> Problem | None:
     return None
 
 
+def _redis_cluster(value: Any) -> Problem | None:
+    """Whether the queue's cache alias points at a Redis Cluster."""
+    if not isinstance(value, bool):
+        return Problem(52, "it must be True or False (True: the queue's cache alias points "
+                       "at a Redis Cluster)")
+    return None
+
+
 def _encryption_keys(value: Any) -> Problem | None:
     """The keys of encrypted arguments: each an id and 32 bytes, no id twice."""
     found = keys_problem(value)
@@ -291,6 +304,7 @@ RULES: dict[str, Callable[[Any], Problem | None]] = {
     "LISTEN_DATABASE": _listen_database,
     "REDIS_WAIT": _redis_wait,
     "REDIS_EPHEMERAL": _redis_ephemeral,
+    "REDIS_CLUSTER": _redis_cluster,
     "ENCRYPTION_KEYS": _encryption_keys,
     "ENCRYPTION_HASH_KEY": _encryption_hash_key,
     "HISTORY": _history,

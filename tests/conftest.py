@@ -65,6 +65,26 @@ def flush_redis(prefix: str) -> None:
         client.delete(*keys)
 
 
+def flush_redis_cluster(prefix: str) -> None:
+    """Delete every key under the hash tag `{prefix}` on the session's Redis Cluster."""
+    from laterite_django.stores.redis.cluster import cluster_client, node_client
+
+    tag = "{" + prefix + "}"
+    client = node_client(cluster_client("redis_cluster"), tag)
+    keys = list(client.scan_iter(match=f"{tag}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+# What LATERITE_QUEUE_* a store kind of STORES sets.
+STORE_SETTINGS = {
+    "database": {"LATERITE_QUEUE_STORE": "database"},
+    "redis": {"LATERITE_QUEUE_STORE": "redis"},
+    "redis_cluster": {"LATERITE_QUEUE_STORE": "redis", "LATERITE_QUEUE_REDIS": "redis_cluster",
+                      "LATERITE_QUEUE_REDIS_CLUSTER": True},
+}
+
+
 @contextlib.contextmanager
 def redis_store_only(prefix: str, *also_flush: str) -> Iterator[str]:
     """The Redis store under its own `prefix` for a test of Redis only; its keys (and
@@ -96,15 +116,18 @@ def store_kind(request: pytest.FixtureRequest) -> Iterator[str]:
     """The name of the store under test, set as LATERITE_QUEUE_STORE for the test."""
     kind = request.param
     prefix = f"laterite-test-{os.getpid()}"
-    with override_settings(LATERITE_QUEUE_STORE=kind, LATERITE_QUEUE_PREFIX=prefix):
+    flush = {"redis": flush_redis, "redis_cluster": flush_redis_cluster}.get(kind)
+    if kind == "redis_cluster":
+        request.getfixturevalue("redis_cluster")
+    with override_settings(**STORE_SETTINGS[kind], LATERITE_QUEUE_PREFIX=prefix):
         reset_store()
-        if kind == "redis":
-            flush_redis(prefix)
+        if flush is not None:
+            flush(prefix)
         try:
             yield kind
         finally:
-            if kind == "redis":
-                flush_redis(prefix)
+            if flush is not None:
+                flush(prefix)
             reset_store()
 
 

@@ -61,6 +61,16 @@ CACHES = {
     },
 }
 
+# The Redis store on the test session's own Redis Cluster (tests/conftest.py's
+# `redis_cluster`, six nodes from LATERITE_TEST_CLUSTER_PORT): the store kind
+# `redis_cluster` of LATERITE_TEST_STORES.
+CLUSTER_PORT = int(os.environ.get("LATERITE_TEST_CLUSTER_PORT", "7400"))
+CACHES["redis_cluster"] = {
+    "BACKEND": "django_redis.cache.RedisCache",
+    "LOCATION": [f"redis://127.0.0.1:{CLUSTER_PORT + i}/0" for i in range(6)],
+    "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 2, "SOCKET_TIMEOUT": 5},
+}
+
 if os.environ.get("LATERITE_TEST_SENTINEL"):
     # tests/hosts: the queue's cache finds its Redis primary through a Sentinel.
     _sentinel_host, _sentinel_port = os.environ["LATERITE_TEST_SENTINEL"].rsplit(":", 1)
@@ -115,6 +125,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LATERITE_QUEUE_STORE = os.environ.get("LATERITE_TEST_STORE", "database")
 LATERITE_QUEUE_REDIS = "redis"
+if LATERITE_QUEUE_STORE == "redis_cluster":  # a worker subprocess of a cluster test
+    LATERITE_QUEUE_STORE, LATERITE_QUEUE_REDIS = "redis", "redis_cluster"
+    LATERITE_QUEUE_REDIS_CLUSTER = True
 # The test Redis keeps nothing on disk (--save "" --appendonly no), as meant: no warning
 # of it at start, unless a test asks (LATERITE_TEST_REDIS_EPHEMERAL=0).
 LATERITE_QUEUE_REDIS_EPHEMERAL = os.environ.get("LATERITE_TEST_REDIS_EPHEMERAL", "1") == "1"

@@ -34,7 +34,7 @@ def build_store(kind: str | None = None) -> Store:
     cls = import_string(path)
     if kind == "redis":
         return cls(database=settings.DATABASE, alias=settings.REDIS, prefix=settings.PREFIX,
-                   ephemeral=settings.REDIS_EPHEMERAL)
+                   ephemeral=settings.REDIS_EPHEMERAL, cluster=settings.REDIS_CLUSTER)
     return cls(database=settings.DATABASE)
 
 

@@ -2,8 +2,9 @@
 keys that the Lua scripts (lua/, run by scripts.py) share with the Python side.
 
 Every script takes the key prefix as ARGV[1] and builds its keys from it, so
-one script serves any queue; the store therefore needs a single Redis server
-(not a cluster). The layout under the prefix `P`:
+one script serves any queue. On a Redis Cluster (cluster.py) the prefix is the hash
+tag `{P}`: every key below then hashes to one slot, where each script runs (it
+declares the tag as its key). The layout under the prefix `P`:
 
     P:id                   counter for job ids (INCR)
     P:job:<id>             hash: one job (name, queue, payload, priority, pushed_at,

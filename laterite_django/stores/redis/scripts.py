@@ -6,7 +6,10 @@ or the store's `self._run("claim", ...)`). A line `--!include _<piece>.lua`
 puts that shared piece in its place (once per script: the key helpers of
 _common.lua, the push of _push_jobs.lua, the claim of _claim.lua...), and `${NAME}`
 stands for the constant CONSTANTS[NAME]. Every script takes the key prefix as
-ARGV[1] (see keys.py) and no KEYS.
+ARGV[1] (see keys.py) and no KEYS, except on a Redis Cluster: there the prefix is a
+hash tag (`{laterite}`, cluster.py) and each call declares it as its one key too, so
+that a call that reaches a node not serving its slot is answered MOVED (the store
+then looks the slot's primary up again) rather than run there.
 
 Each script call is one `EVALSHA`: one round trip. A script is loaded only when
 Redis answers NOSCRIPT (its first use on that server, a restart, SCRIPT FLUSH),
@@ -116,9 +119,13 @@ _KEPT: dict[int, tuple[ConnectionPool, int, Connection]] = {}
 _MAIN = threading.main_thread()
 
 
-def evalsha(name: str, args: Sequence[Any]) -> tuple[Any, ...]:
-    """The call of script `name` with `args` (the prefix first), as sent."""
-    return ("EVALSHA", SHAS[name], 0, *args)
+def evalsha(name: str, args: Sequence[Any], verb: str = "EVALSHA") -> tuple[Any, ...]:
+    """The call of script `name` with `args` (the prefix first), as sent: a prefix that
+    is a hash tag (a Redis Cluster's, cluster.py) is declared as the call's key."""
+    head = SHAS[name] if verb == "EVALSHA" else SOURCES[name]
+    if args[0][:1] == "{":
+        return (verb, head, 1, args[0], *args)
+    return (verb, head, 0, *args)
 
 
 def run(client: Redis, name: str, args: Sequence[Any]) -> Any:
@@ -134,12 +141,11 @@ def run_push(client: Redis, name: str, args: Sequence[Any]) -> Any:
     first) and its sender's (resend.py): if the answer is lost, the push is sent
     again saying so, and answers with the ids it stored the first time."""
     sender, number = resend.next_push()
-    command = ("EVALSHA", SHAS[name], 0, *args, sender, number, "0")
-    again = (*command[:-1], "1")
+    again = (*args, sender, number, "1")
     try:
-        return _send(client, command, again)
+        return _send(client, evalsha(name, (*args, sender, number, "0")), evalsha(name, again))
     except NoScriptError:
-        return load_and_run(client, name, again[3:])
+        return load_and_run(client, name, again)
 
 
 # Where a claim script (CLAIM, CLAIM_LIMITED) takes its `again` flag among its
@@ -160,11 +166,11 @@ def claim_again(args: Sequence[Any]) -> list[Any]:
 def run_claim(client: Redis, name: str, args: Sequence[Any]) -> Any:
     """Run claim script `name` (CLAIM, CLAIM_LIMITED) with `args` (the prefix first):
     if the answer is lost, the claim is sent again saying so (`claim_again`)."""
-    again = evalsha(name, claim_again(args))
+    again = claim_again(args)
     try:
-        return _send(client, evalsha(name, args), again)
+        return _send(client, evalsha(name, args), evalsha(name, again))
     except NoScriptError:
-        return load_and_run(client, name, again[3:])
+        return load_and_run(client, name, again)
 
 
 def run_claim_again(client: Redis, name: str, args: Sequence[Any]) -> Any:
@@ -296,7 +302,7 @@ def _kept(pool: ConnectionPool) -> Connection:
 
 def load_and_run(client: Redis, name: str, args: Sequence[Any]) -> Any:
     client.execute_command("SCRIPT LOAD", SOURCES[name])
-    return client.execute_command("EVALSHA", SHAS[name], 0, *args)
+    return client.execute_command(*evalsha(name, args))
 
 
 def finish(
@@ -335,9 +341,9 @@ def run_push_replicated(client: Redis, name: str, args: Sequence[Any], timeout: 
     """
     sender, number = resend.next_push()
     tail = (*args, sender, number, "1")
-    result, replicas = _with_wait(client, ("EVALSHA", SHAS[name], 0, *tail), timeout)
+    result, replicas = _with_wait(client, evalsha(name, tail), timeout)
     if isinstance(result, NoScriptError):
-        result, replicas = _with_wait(client, ("EVAL", SOURCES[name], 0, *tail), timeout)
+        result, replicas = _with_wait(client, evalsha(name, tail, "EVAL"), timeout)
     for answer in (result, replicas):
         if isinstance(answer, Exception):
             raise answer

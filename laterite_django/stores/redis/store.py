@@ -59,6 +59,7 @@ from ..database.workflows import count_ends, finish_settled
 from ..errors import database_outage, describe_redis, guarded, redis_outage
 from ..schedule_state import Fired, ScheduleFire, ScheduleState
 from . import alias as redis_alias
+from . import cluster as redis_cluster
 from . import limits as redis_limits
 from . import scripts as calls
 from . import sequences as redis_sequences
@@ -175,7 +176,7 @@ class RedisStore(Store):
     transactional_push = False
 
     def __init__(self, *, database: str = "default", alias: str, prefix: str,
-                 ephemeral: bool = False) -> None:
+                 ephemeral: bool = False, cluster: bool = False) -> None:
         super().__init__(database=database)
         if not isinstance(prefix, str) or not prefix:
             raise LateriteConfigurationError(
@@ -184,12 +185,20 @@ class RedisStore(Store):
         problem = redis_alias.shared_alias_problem(alias)
         if problem is not None:
             raise LateriteConfigurationError(f"{problem} {redis_alias.HINT}")
+        if cluster and (found := redis_alias.cluster_problems(alias, prefix)) is not None:
+            raise LateriteConfigurationError(" ".join(found))
         self.alias = alias
-        self.prefix = prefix
+        # On a Redis Cluster (cluster.py) every key lives under the hash tag {prefix}:
+        # one slot, on the primary the client is that of (`client`).
+        self.cluster = cluster
+        self.prefix = redis_cluster.tagged(prefix) if cluster else prefix
+        # Whether the cluster's topology is to be read again before the next call (its
+        # primary was lost or moved: `_outage`).
+        self._refresh = False
         # Whether a server that keeps nothing on disk is meant (no warning of it).
         self.ephemeral = ephemeral
         self._client: Redis | None = None
-        self._waiting = Waiting(prefix, database, lambda: self.client)
+        self._waiting = Waiting(self.prefix, database, lambda: self.client)
         # This thread's quiet spell (wait.py), the waiting's own.
         self.quiet_state = self._waiting.quiet_state
         # Batch ends listed by this process, not counted yet (_ends_listed).
@@ -204,10 +213,10 @@ class RedisStore(Store):
         self._ends_counter: Counter | None = None
         # The fair queues (fair.py), the live workers' list (workers.py), the job
         # history's records (history.py) and its pruning (database/history.py).
-        self._fair = FairEntries(prefix, lambda: self.client, self.queues, self._run)
-        self._browser = JobBrowser(prefix, lambda: self.client, self.queues)
-        self._workers = WorkerEntries(prefix, lambda: self.client, self._run)
-        self._history = HistoryEntries(database, prefix, lambda: self.client, self._run)
+        self._fair = FairEntries(self.prefix, lambda: self.client, self.queues, self._run)
+        self._browser = JobBrowser(self.prefix, lambda: self.client, self.queues)
+        self._workers = WorkerEntries(self.prefix, lambda: self.client, self._run)
+        self._history = HistoryEntries(database, self.prefix, lambda: self.client, self._run)
         self._history_pruning = HistoryPruning(database)
 
     def __repr__(self) -> str:
@@ -224,8 +233,22 @@ class RedisStore(Store):
         """
         client = self._client
         if client is None:
-            client = self._client = self._connect()
+            client = self._client = self._connect_node() if self.cluster else self._connect()
         return client
+
+    def _connect_node(self) -> Redis:
+        """On a Redis Cluster: the client of the primary that serves the prefix's slot
+        (cluster.py), the topology read again first if that primary was lost."""
+        try:
+            cluster = redis_cluster.cluster_client(self.alias)
+        except ImportError as e:  # pragma: no cover - redis is in the `redis` extra
+            raise LateriteConfigurationError(
+                "LATERITE_QUEUE_REDIS_CLUSTER is True but redis-py is not installed: it "
+                "needs the 'redis' extra.") from e
+        if self._refresh:
+            cluster.nodes_manager.initialize()
+            self._refresh = False
+        return redis_cluster.node_client(cluster, self.prefix)
 
     def _connect(self) -> Redis:
         try:
@@ -244,7 +267,15 @@ class RedisStore(Store):
             ) from e
 
     def _outage(self, error: BaseException) -> StoreUnavailable | None:
-        """Redis's lost or refused connections, and the failed list's database errors."""
+        """Redis's lost or refused connections, and the failed list's database errors;
+        on a Redis Cluster, an answer that the prefix's slot has moved too (the next
+        call looks its primary up again)."""
+        if self.cluster and redis_cluster.stale(error):
+            node = self._client
+            self.close()
+            return StoreUnavailable(
+                f"The redis store's Redis Cluster node cannot serve it now "
+                f"({describe_redis(self.alias, node)}): {type(error).__name__}: {error}")
         return redis_outage(error, self.alias) or database_outage(
             error, self.database, store="redis"
         )
@@ -1182,9 +1213,12 @@ class RedisStore(Store):
         return count
 
     def close(self) -> None:
-        """Forget the client: the next call looks it up again (its pool stays)."""
+        """Forget the client: the next call looks it up again (its pool stays); on a
+        Redis Cluster, after reading the topology again (a worker closes its store
+        after an outage: its primary may have failed over)."""
         self._client = None
 
+        self._refresh = self.cluster
     @guarded
     def unclaimed_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
         """See Store.unclaimed_payloads: the ids of every queue's ready and delayed

@@ -290,7 +290,7 @@ class Waiting:
         connection = calls.borrow(pool)
         try:
             connection.send_packed_command(connection.pack_commands([
-                ("BLPOP", *keys, block), ("EVALSHA", calls.SHAS["claim"], 0, *args)]))
+                ("BLPOP", *keys, block), calls.evalsha("claim", args)]))
             # Past this, the server is taken for gone (a connection that broke silently).
             give_up = time.monotonic() + block + _ANSWER_LATE
             asked_to_stop = False
