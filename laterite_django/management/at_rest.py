@@ -5,7 +5,8 @@ samples.
 The places: the store's waiting and delayed jobs (the job table, or Redis), the failed
 list, the Redis store's outbox (rows a commit left there while Redis was away; read on
 every store, empty on the database ones), the batches' callbacks, the job history's
-records and the values of encrypted tasks' results.
+records (on Redis, those listed in P:history before a worker moves them to the table,
+then the table's) and the values of encrypted tasks' results.
 """
 
 from __future__ import annotations
@@ -129,6 +130,9 @@ def places(store: Store) -> list[Place]:
     for field, name in (("then_call", "then"), ("catch_call", "catch"),
                         ("finally_call", "finally_")):
         found.append(Place(f"batch {name} callbacks", *_column(Batch, field)))
+    # Before the table: a record a move takes meanwhile is in the table when it is read.
+    found.append(Place("history records waiting in Redis", store.listed_history_payloads,
+                       store.replace_listed_history_payloads, store.sample_listed_history))
     found.append(Place("history records", *_sealed_json(JobRecord, "encrypted", False)))
     found.append(Place("task results", *_sealed_json(TaskResultRecord, "return_value", True),
                        start=""))

@@ -434,3 +434,22 @@ class Store(FailedList, abc.ABC):
         holds `old` (one claimed or replaced meanwhile is left as it is); return how
         many were set."""
         raise NotImplementedError
+
+    def listed_history_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """(position, payload) of up to `limit` history records the store lists before
+        they are moved to the history table (the Redis store's P:history), after
+        position `after`, by position: what queue_rekey reads. None on a store that
+        writes its records to the table itself."""
+        return []
+
+    def replace_listed_history_payloads(self, changes: Sequence[tuple[int, str, str]]
+                                        ) -> int:
+        """Set the payload of each listed history record (position, old, new) still
+        listed and still holding `old` (one moved meanwhile is left as it is); return
+        how many were set."""
+        return 0
+
+    def sample_listed_history(self, limit: int) -> list[str]:
+        """The payloads of the first `limit` listed history records (see
+        listed_history_payloads): what the check of retired keys samples."""
+        return []

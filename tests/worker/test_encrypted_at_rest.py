@@ -2,8 +2,9 @@
 on Redis goes through the outbox), run by a real `queue_work`, some failing for good;
 then every place they rest or are shown is read for their plain values: none found.
 
-The places: every row of every laterite table (jobs, failed list, outbox, task
-results...), every Redis key and value under the store's prefix, the log records of
+The places: every row of every laterite table (jobs, failed list, outbox, the job
+history, task results...), every Redis key and value under the store's prefix (the
+history's records waiting in P:history for a sweep among them), the log records of
 this process, the worker's stderr, the worker's spans (an SDK exporter to a file), the
 admin's pages for a staff user without `view_job_arguments`, and the output of
 queue_failed --json and queue_status --json.
@@ -11,6 +12,7 @@ queue_failed --json and queue_status --json.
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -20,9 +22,10 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.db import connection, transaction
+from django.test import override_settings
 from django.urls import reverse
 
-from laterite_django.models import FailedJob, Job, OutboxJob
+from laterite_django.models import FailedJob, Job, JobRecord, OutboxJob
 from tests.conftest import ROOT, Workers
 from tests.testapp.encrypted_jobs import broken, every, named
 from tests.testapp.models import Record
@@ -36,7 +39,9 @@ SECRETS = {
     "named": "cat.leak-3@example.org",
     "broken": ("eve.leak-5@example.org", "card-4111-leak-5"),
     "debounced": ("fay.leak-6@example.org", "tok-leak-debounce-6"),
+    "history": ("gil.leak-7@example.org", "tok-leak-history-7"),
 }
+HISTORY = {"keep": "7d"}
 
 
 def plain_values() -> list[str]:
@@ -129,6 +134,19 @@ def push_all(store_kind: str) -> str:
     return inside
 
 
+def finish_unmoved(store, store_kind: str) -> None:
+    """Push an encrypted job, claim and settle it with the history kept and no sweep
+    after: on Redis its record waits in P:history, on the database stores it is in the
+    history table."""
+    email, token = SECRETS["history"]
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        every.push(6, email, token=token)
+        [claim] = store.claim(["default"], "host:9", 1)
+        assert store.delete([claim]) == 1
+    if store_kind == "redis":
+        assert store.client.llen(f"{settings.LATERITE_QUEUE_PREFIX}:history") == 1
+
+
 def admin_pages(client, django_user_model) -> str:
     user = django_user_model.objects.create_user("staff", is_staff=True)
     user.user_permissions.set(Permission.objects.filter(
@@ -157,7 +175,8 @@ def test_no_plain_argument_rests_anywhere(store, store_kind, workers: Workers, t
 
     spans = tmp_path / "spans.jsonl"
     ran = subprocess.run([sys.executable, "-c", TRACED_WORKER, str(spans)], cwd=ROOT,
-                         env=workers.env(LATERITE_TEST_LOG_LEVEL="DEBUG"),
+                         env=workers.env(LATERITE_TEST_LOG_LEVEL="DEBUG",
+                                         LATERITE_TEST_HISTORY=json.dumps(HISTORY)),
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     places["worker stderr and stdout"] = ran.stderr + ran.stdout
@@ -176,10 +195,17 @@ def test_no_plain_argument_rests_anywhere(store, store_kind, workers: Workers, t
     ])
     [failed] = FailedJob.objects.all()
     assert failed.name == "tests.enc.broken" and "[redacted]" in failed.error
+    assert JobRecord.objects.count() == 5  # the history of the jobs run (the worker's)
 
+    finish_unmoved(store, store_kind)
     places["tables, run"] = laterite_rows()
     if store_kind == "redis":
         places["redis, run"] = redis_contents(settings.LATERITE_QUEUE_PREFIX)
+        assert f"{settings.LATERITE_QUEUE_PREFIX}:history' (list)" in places["redis, run"]
+        with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+            store.tidy()  # the sweep: P:history's record to the history table
+        places["tables, history moved"] = laterite_rows()
+    assert JobRecord.objects.count() == 6
     places["queue_failed --json"] = workers.command("queue_failed", "--json").stdout
     places["queue_status --json"] = workers.command("queue_status", "--json").stdout
     places["admin without the permission"] = admin_pages(client, django_user_model)

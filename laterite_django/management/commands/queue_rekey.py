@@ -13,7 +13,8 @@ from ..store_check import StoreCommand
 
 class Command(StoreCommand):
     help = ("Re-encrypt the encrypted arguments of waiting, delayed and failed jobs, of "
-            "the outbox's jobs, the batches' callbacks and the job history, and encrypted "
+            "the outbox's jobs, the batches' callbacks and the job history (on Redis, its "
+            "records waiting to be moved to the table too), and encrypted "
             "tasks' result values, under the first key of "
             "LATERITE_QUEUE_ENCRYPTION_KEYS, a chunk at a time, while workers run. A job "
             "claimed meanwhile is left as it is. Resumable: each chunk says the last id "

@@ -11,13 +11,21 @@ its failed row.
 
 A move reads the list's first records, writes those whose job has no record yet (a
 worker that died after its INSERT, before taking them off, left them there), then takes
-them off if the list still starts with them (lua/history_taken.lua): two workers moving
-at once write each record once and take it off once. The pruning is the database's
-(`database.history.HistoryPruning`).
+them off if the list still starts with exactly them (lua/history_taken.lua): two workers
+moving at once write each record once and take it off once.
+
+queue_rekey re-encrypts the listed records in place, by their position counted from the
+first record ever listed (`listed`, `reseal`: lua/history_listed.lua,
+history_reseal.lua), while workers move them: a record re-encrypted after a move read it
+makes that move leave its records listed, and the next move, finding their jobs written,
+sets the written row's encrypted arguments to the listed record's (`_mend`). So a record
+is written once, and the table ends with the newest key's ciphertext. The pruning is the
+database's (`database.history.HistoryPruning`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -87,13 +95,16 @@ class HistoryEntries:
         rows = [_row(entry) for entry in raw]
         ids = [row["job_id"] for row in rows]
         # A job is its id and push time: ids start again on a Redis that lost its data.
-        have = set(record_model()._default_manager.using(self.database)
-                   .filter(job_id__in=ids).values_list("job_id", "pushed_at"))
+        have = {(job_id, pushed_at): sealed for job_id, pushed_at, sealed in (
+            record_model()._default_manager.using(self.database)
+            .filter(job_id__in=ids).values_list("job_id", "pushed_at", "encrypted"))}
         fresh: dict[tuple, dict[str, Any]] = {}
         for row in rows:
             job = (row["job_id"], row["pushed_at"])
             if job not in have:
                 fresh.setdefault(job, row)  # one record per job
+            elif row["encrypted"] is not None and row["encrypted"] != have[job]:
+                self._mend(row)
         try:
             with transaction.atomic(using=self.database):
                 insert_rows(list(fresh.values()), self.database)
@@ -108,8 +119,39 @@ class HistoryEntries:
                     logger.warning("The history record of job #%s could not be written "
                                    "(%s); left out", row["job_id"], e,
                                    extra={"action": "history_not_written"})
-        self._run("history_taken", [len(raw), raw[0]])
+        self._run("history_taken", [len(raw), _digest(raw)])
         return len(fresh)
+
+    def _mend(self, row: dict[str, Any]) -> None:
+        """Set the encrypted arguments of the written record of `row`'s job to `row`'s:
+        queue_rekey re-encrypted the listed record after a move had read it, and that
+        move wrote it under the older key (see the module docstring)."""
+        (record_model()._default_manager.using(self.database)
+         .filter(job_id=row["job_id"], pushed_at=row["pushed_at"])
+         .update(encrypted=row["encrypted"]))
+
+    def listed(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """(position, payload) of up to `limit` listed records after position `after`,
+        by position; "" for a record that does not read (queue_rekey)."""
+        found = self._run("history_listed", [after, limit])
+        if not found:
+            return []
+        first, raw = found
+        return [(position, _payload(entry))
+                for position, entry in enumerate(raw, int(text(first)))]
+
+    def reseal(self, changes: Sequence[tuple[int, str, str]]) -> int:
+        """Set the payload of each listed record (position, old, new) still listed there
+        and still holding `old`; return how many were set (queue_rekey)."""
+        if not changes:
+            return 0
+        return int(self._run("history_reseal", [value for change in changes
+                                                for value in change]))
+
+    def sample(self, limit: int) -> list[str]:
+        """The payloads of the first `limit` listed records (the check of retired keys)."""
+        return [_payload(entry) for entry in
+                self._client().lrange(f"{self.prefix}:history", 0, limit - 1)]
 
     def move_now(self, every: bool = False) -> None:
         """Move what this process appended (or, with `every`, anything listed: the
@@ -195,6 +237,21 @@ def _row(entry: bytes | str) -> dict[str, Any]:
     return record_of(int(job_id), name, queue, payload, int(attempts or 0),
                      dt(pushed_at) if pushed_at else None,
                      _moment(started), finished, worker, SUCCEEDED, "", log)
+
+
+def _payload(entry: bytes | str) -> str:
+    """The payload of a listed record; "" if the record does not read."""
+    try:
+        found = json.loads(text(entry))[3]
+    except (ValueError, LookupError, TypeError):
+        return ""
+    return found if isinstance(found, str) else ""
+
+
+def _digest(raw: Sequence[bytes | str]) -> str:
+    """The SHA-1 of listed records joined by newlines, as history_taken.lua makes it."""
+    joined = b"\n".join(entry.encode() if isinstance(entry, str) else entry for entry in raw)
+    return hashlib.sha1(joined, usedforsecurity=False).hexdigest()
 
 
 def _moment(seconds: str) -> datetime | None:

@@ -40,6 +40,10 @@ declares the tag as its key). The layout under the prefix `P`:
     P:workers              zset of the live workers' ids (core.workers): score the last beat
     P:workers:<id>         hash: one worker's entry (name, host, pid, version, queues,
                            concurrency, started_at, beat_at, jobs), expiring once lost
+    P:history              list: finished jobs' history records waiting to be moved to
+                           the database's table (history.py, lua/record_finished.lua)
+    P:history:taken        counter: the records ever taken off P:history's front, so that
+                           a record's position stays put (lua/history_listed.lua)
 
 Times are integer microseconds since the epoch. What is due is the server's clock's
 (TIME, `clock()` in lua/_common.lua), never a caller's: a caller sends a moment

@@ -1269,6 +1269,20 @@ class RedisStore(Store):
                              [value for change in changes for value in change]))
 
     @guarded
+    def listed_history_payloads(self, after: int, limit: int) -> list[tuple[int, str]]:
+        """See Store.listed_history_payloads: the records of P:history (history.py)."""
+        return self._history.listed(after, limit)
+
+    @guarded
+    def replace_listed_history_payloads(self, changes: Sequence[tuple[int, str, str]]
+                                        ) -> int:
+        return self._history.reseal(changes)
+
+    @guarded
+    def sample_listed_history(self, limit: int) -> list[str]:
+        return self._history.sample(limit)
+
+    @guarded
     def warnings(self) -> list[str]:
         """A server that evicts keys when full (any `maxmemory-policy` but
         `noeviction`) drops job hashes and the marks that keep a push from running

@@ -19,6 +19,11 @@ for i = 2, #ARGV, 4 do
     n = n + 1
   end
 end
--- Kept in bounds while the database is away (the moves fail): the oldest go first.
-if n > 0 and redis.call('LLEN', list) > 1000000 then redis.call('LTRIM', list, -1000000, -1) end
+-- Kept in bounds while the database is away (the moves fail): the oldest go first,
+-- counted as taken off the front (history_listed.lua).
+local over = n > 0 and redis.call('LLEN', list) - 1000000 or 0
+if over > 0 then
+  redis.call('LTRIM', list, over, -1)
+  redis.call('INCRBY', list .. ':taken', over)
+end
 return n
