@@ -4,10 +4,10 @@ migration checks, the manual, the package (sdist and wheel built, `twine check`,
 wheel's demo in a new virtualenv) and the example project's own tests on each of its
 stores, on both Djangos.
 
-The suite runs as five legs, three at a time (LEGS: which tests, on which Django,
-database and store), so that each test runs once where it says most and the run fits
-in about half an hour. The whole matrix at full length, both stores on every Django
-and database, is one command:
+The suite runs as six legs, three at a time (LEGS: which tests, on which Django,
+database and store; the sixth, the store suite on a Redis Cluster), so that each test
+runs once where it says most and the run fits in about half an hour. The whole
+matrix at full length, both stores on every Django and database, is one command:
 `LATERITE_TEST_FULL=1 LATERITE_TEST_DBS=sqlite,postgres nox`.
 
 Each leg keeps its SQLite file and its log in `$LATERITE_NOX_TMP/<leg>` (default
@@ -79,13 +79,15 @@ class Leg(NamedTuple):
     stores: str
     markers: str | None = None
     store_tests_only: bool = False
+    # The tests it runs (pytest's arguments; none: the whole suite).
+    paths: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
         """The leg's name: its folder under LATERITE_NOX_TMP and its PostgreSQL database."""
         parts = [self.django, self.database]
-        if self.stores == "redis":
-            parts.append("redis")
+        if self.stores in ("redis", "redis_cluster"):
+            parts.append(self.stores)
         if self.markers == "slow":
             parts.append("slow")
         return "-".join(parts)
@@ -104,6 +106,9 @@ LEGS = [
     Leg("django6", "postgres", "redis", "not slow or servers", store_tests_only=True),
     Leg("django5.2", "postgres", "database", "slow"),
     Leg("django5.2", "sqlite", "redis", "slow", store_tests_only=True),
+    # The store suite on a Redis Cluster the leg starts (about a minute).
+    Leg("django5.2", "sqlite", "redis_cluster", "not slow", store_tests_only=True,
+        paths=("tests/stores", "--ignore=tests/stores/database")),
 ]
 # Legs run at a time: a leg keeps about half a core busy (most of its time goes in
 # waiting on worker processes), so three share two cores.
@@ -119,6 +124,9 @@ FULL_DATABASES = {"django5.2": "sqlite,postgres", "django6": "postgres"}
 PG_TEST_PREFIX = os.environ.get("LATERITE_PG_TEST_PREFIX", "test_laterite")
 # The legs' SQLite files and logs go under this folder, one subfolder per leg.
 NOX_TMP = Path(os.environ.get("LATERITE_NOX_TMP", "/tmp/laterite-nox"))
+# The tests that need a Redis Cluster start one of six nodes (tests/conftest.py's
+# `redis_cluster`); each leg's on ports of its own from here, ten apart.
+CLUSTER_PORT = int(os.environ.get("LATERITE_TEST_CLUSTER_PORT", "7400"))
 
 
 # mypy checks against Django 5.2, with the django_tasks backport that serves tasks there;
@@ -220,12 +228,14 @@ def tests(session: nox.Session) -> None:
         return
     waiting = chosen_legs(os.environ.get("LATERITE_TEST_FULL") == "1",
                           os.environ.get("LATERITE_TEST_DBS"))
+    cluster_ports = {leg.id: CLUSTER_PORT + 10 * i for i, leg in enumerate(waiting)}
     running: list[tuple[Leg, subprocess.Popen, IO[str], float]] = []
     failed: list[str] = []
     while waiting or running:
         while waiting and len(running) < SLOTS:
             leg = waiting.pop(0)
-            running.append((leg, *_start_leg(pythons[leg.django], leg, session.posargs),
+            running.append((leg, *_start_leg(pythons[leg.django], leg, session.posargs,
+                                             cluster_ports[leg.id]),
                             time.monotonic()))
         time.sleep(1)
         for entry in [entry for entry in running if entry[1].poll() is not None]:
@@ -257,11 +267,12 @@ def _leg_folder(leg_id: str) -> Path:
     return NOX_TMP / leg_id
 
 
-def _start_leg(python: Path, leg: Leg, posargs: list[str]
+def _start_leg(python: Path, leg: Leg, posargs: list[str], cluster_port: int = CLUSTER_PORT
                ) -> tuple[subprocess.Popen, IO[str]]:
     """Start pytest for one leg, its output to a file. The environment passes through:
     LATERITE_REDIS_URL chooses the tests' Redis (db 15 by default, tests/settings.py);
-    the legs' test keys are apart under each process's own prefix."""
+    the legs' test keys are apart under each process's own prefix; a Redis Cluster a
+    leg's tests start listens from `cluster_port` on."""
     work = _leg_folder(leg.id)
     work.mkdir(parents=True, exist_ok=True)
     env = {
@@ -271,9 +282,10 @@ def _start_leg(python: Path, leg: Leg, posargs: list[str]
         "LATERITE_TEST_DB": leg.database,
         "LATERITE_SQLITE_FILE": str(work / "test.sqlite3"),
         "LATERITE_PG_TEST_NAME": f"{PG_TEST_PREFIX}_{re.sub(r'[^a-z0-9]+', '_', leg.id)}",
+        "LATERITE_TEST_CLUSTER_PORT": str(cluster_port),
     }
     # The package session runs tests/test_packaging.py on the files it built.
-    args = ["--ignore=tests/test_packaging.py", *posargs]
+    args = [*leg.paths, "--ignore=tests/test_packaging.py", *posargs]
     if leg.markers:
         args += ["-m", leg.markers]
     log = open(work / "pytest.log", "w+")  # noqa: SIM115 -- closed by the caller

@@ -141,11 +141,11 @@ def run_push(client: Redis, name: str, args: Sequence[Any]) -> Any:
     first) and its sender's (resend.py): if the answer is lost, the push is sent
     again saying so, and answers with the ids it stored the first time."""
     sender, number = resend.next_push()
-    again = (*args, sender, number, "1")
+    call = evalsha(name, args)
     try:
-        return _send(client, evalsha(name, (*args, sender, number, "0")), evalsha(name, again))
+        return _send(client, (*call, sender, number, "0"), (*call, sender, number, "1"))
     except NoScriptError:
-        return load_and_run(client, name, again)
+        return load_and_run(client, name, (*args, sender, number, "1"))
 
 
 # Where a claim script (CLAIM, CLAIM_LIMITED) takes its `again` flag among its
