@@ -22,6 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
+from ..exceptions import StoreUnavailable
 from ..stores import Store
 from ..stores.database.matching import parse_argument, parse_moment
 from ..stores.redis import RedisStore
@@ -123,7 +124,11 @@ def store_jobs(request: HttpRequest, store: Store) -> StoreJobs | None:
     if errors:
         return StoreJobs("redis", [], 0, 0, 0, WINDOW, 0, errors)
     queue = params.get("queue") or None
-    browsed: Browsed = store.browse_jobs(None if queue is None else [queue], states, WINDOW)
+    try:
+        browsed: Browsed = store.browse_jobs(None if queue is None else [queue], states, WINDOW)
+    except StoreUnavailable as e:
+        # Said in place of the rows, as the summary says it in place of its counts.
+        return StoreJobs("redis", [], 0, 0, 0, WINDOW, 0, [str(e)])
     job_name = params.get("name") or None
     term = (params.get("q") or "").strip().casefold()
     kept = [job for job in browsed.jobs

@@ -108,3 +108,4 @@ def test_pages_of_a_hundred(admin_client, redis_store):
     second = admin_client.get(JOBS, {"rp": "1"})
     assert len(listed(second)) == 30
     assert set(listed(first)).isdisjoint(listed(second))
+
