@@ -15,14 +15,17 @@ sources:
   as model instances (`cx.iterate(Row.objects.all(), by="pk")`), on the database of the
   store's project (PostgreSQL for the Redis store).
 
-Each source runs two ways, the four rows taking turns in `--rounds` rounds (a b c d,
-d c b a, ...):
+Each source runs three ways, the six rows taking turns in `--rounds` rounds (a b c ...,
+... c b a, ...):
 
 - without saving: `Checkpoints(load=None, save=None)` (the cursor kept in memory);
 - with saving: the Checkpoints a worker gives a job it claimed (`worker.attempt.
   _checkpoints`: the cursor saved with the job under its claim by
-  `store.save_checkpoint`, waited out if the store is down, and the items done
-  reported as progress), bound to a job pushed and claimed for that pass.
+  `store.save_checkpoint` behind the walk, in a thread of its own while the next chunk
+  is fetched (resumable.CursorWriter), waited out if the store is down, and the items
+  done reported as progress), bound to a job pushed and claimed for that pass;
+- with saving in the job's thread: the same, each save made and waited for between
+  two chunks (as a job inside a transaction of the store's database saves).
 
 Prints, per store and source, the median rows/s of each way, the median over the
 rounds of the ratio with / without (each round's two passes measured minutes apart at
@@ -52,7 +55,7 @@ from bench.profile_push import schedstat_ns  # noqa: E402
 
 STORES = ("laterite_pg", "laterite_sqlite", "laterite_redis")
 SOURCES = ("range", "table")
-WAYS = ("without saving", "with saving")
+WAYS = ("without saving", "with saving", "with saving in the job's thread")
 TABLE = "bench_iterate_row"
 ADMIN = "host=127.0.0.1 user=postgres dbname=postgres"
 
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace) -> dict:
     from bench.laterite_app.jobs import noop
     from laterite_django.context import JobContext
     from laterite_django.core.checkpoint import Checkpoint
-    from laterite_django.resumable import Checkpoints
+    from laterite_django.resumable import Checkpoints, CursorWriter
     from laterite_django.stores import get_store
     from laterite_django.worker.attempt import _checkpoints
     from laterite_django.worker.loop import Worker
@@ -192,21 +195,29 @@ def run(args: argparse.Namespace) -> dict:
             def backend() -> float:  # CPU seconds of this connection's server process
                 return (schedstat_ns(pid, "postgres") or 0) / 1e9
 
+    spent = {"save": 0.0, "save_cpu": 0.0}  # the pass's (one_pass)
+    # A save sent behind the walk: the walk's part of it is the sending.
+    CursorWriter.send = timed(CursorWriter.send, spent)  # type: ignore[method-assign]
+
     def one_pass(source: str, way: str) -> dict[str, float]:
         """One walk over every row: its seconds, the CPU seconds of this process and of
         its PostgreSQL backend (0 on SQLite), and the seconds and CPU seconds (this
-        thread's) spent saving the cursor and reporting the progress."""
+        thread's) the walk spent saving the cursor (sending it and waiting for it,
+        behind the walk) and reporting the progress."""
         claim = None
-        spent = {"save": 0.0, "save_cpu": 0.0}
+        spent.update(save=0.0, save_cpu=0.0)
         if way == "without saving":
             checkpoints = Checkpoints(load=None, save=None)
         else:
             noop.push(0)
             (claim,) = store.claim(["default"], worker.name, limit=1)
             checkpoints = _checkpoints(worker, claim)
+            if way != "with saving":
+                checkpoints._behind = None
             # Timed in the walk itself: the saves' share of the same seconds, which the
             # machine's other work moves far less than a ratio of two passes.
             checkpoints.save = timed(checkpoints.save, spent)  # type: ignore[method-assign]
+            checkpoints._saved = timed(checkpoints._saved, spent)  # type: ignore[method-assign]
             checkpoints._report = timed(checkpoints._report, spent)
         server = backend() if backend else 0.0
         cpu, wall = time.process_time(), time.perf_counter()
@@ -282,7 +293,7 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
                 server = statistics.median((p1["server_cpu"] - p0["server_cpu"]) / chunks * 1e6
                                            for p0, p1 in pairs)
                 rate1 = statistics.median(result["rows"] / p["wall"] for p in with_)
-                how = "as the store saves"
+                how = "behind the walk" if way == "with saving" else "in the job's thread"
                 on_pg = result["store"] == "laterite_pg"
                 lines.append(
                     f"| {result['store']} | {source} | {how} | {rate0:,.0f} | {rate1:,.0f} | "

@@ -9,23 +9,32 @@ after that or after a crash, starts from the last saved cursor. `cx.step(name)` 
 a block's result once the block has run, and later runs get that result instead of
 running it again. Where nothing is stored (inline mode), the checkpoint lives in
 memory for the one run.
+
+A worker saves a cursor behind the walk: in a thread of its own (`CursorWriter`, with
+its own database connection), while the job fetches its next chunk; the save is waited
+for before that chunk's items are handed on, so at most one is in flight, a lost claim
+stops the job before it does more, and a job never sees a save unfinished. Inside the
+job's own transaction on the store's database, a cursor is saved in the job's thread,
+with the job's work.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connections
 from django.db.models import Model, Q, QuerySet
 
 from .core.checkpoint import Checkpoint, Iteration
 from .core.crash_points import crash_point
 
-__all__ = ["Checkpoints", "ClaimLost", "HandedOver", "Step", "keyset_pages"]
+__all__ = ["Checkpoints", "ClaimLost", "CursorWriter", "HandedOver", "Step", "keyset_pages"]
 
 # A page fetcher: (cursor, how many) -> (items, the cursor after them; None at the end).
 Fetch = Callable[[Any, int], tuple[Sequence[Any], Any]]
@@ -54,12 +63,38 @@ class Step:
     result: Any = None
 
 
+class CursorWriter:
+    """Saves `cx.iterate`'s cursors in a thread of its own, one at a time: `send` starts
+    a save, `result` waits for it. The thread uses its own database connections
+    (Django's are per thread), closed when the walk ends (`close`)."""
+
+    def __init__(self, save: Callable[[str, bool], bool]) -> None:
+        self._save = save
+        self._pool: ThreadPoolExecutor | None = None
+
+    def send(self, text: str) -> Future[bool]:
+        """Start saving `text` (not durable, as a cursor is)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="laterite-cursor")
+        return self._pool.submit(self._save, text, False)
+
+    def close(self) -> None:
+        """Close the thread's connections and end it (waiting for a save in flight)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.submit(connections.close_all)
+            pool.shutdown(wait=True)
+
+
 class Checkpoints:
     """One run's checkpoint: read from the store on first use, saved under the claim.
 
     `load` and `save` are the store's, bound to the claim (None: nothing is stored, the
     checkpoint lives in memory); `stopping` tells whether the worker was asked to stop;
-    `report` takes `cx.iterate`'s progress (items done) for the admin and queue_status.
+    `report` takes `cx.iterate`'s progress (items done) for the admin and queue_status;
+    `behind`, if given, tells whether a cursor may be saved now in a thread of its own
+    while the next chunk is fetched (False: in the job's thread, see the module
+    docstring).
     """
 
     def __init__(
@@ -68,11 +103,13 @@ class Checkpoints:
         save: Callable[[str, bool], bool] | None = None,
         stopping: Callable[[], bool] = lambda: False,
         report: Callable[[int, Any], None] | None = None,
+        behind: Callable[[], bool] | None = None,
     ) -> None:
         self._load = load
         self._save = save
         self._stopping = stopping
         self._report = report
+        self._behind = behind
         self._value: Checkpoint | None = None
         self._loops = 0  # cx.iterate calls made in this run
         self._current: Iteration | None = None
@@ -133,33 +170,60 @@ class Checkpoints:
 
     def _walk(self, place: Iteration, fetch: Fetch, chunk: int) -> Iterator[Any]:
         self._walking = True
+        writer = CursorWriter(self._save) if (
+            self._save is not None and self._behind is not None) else None
         try:
-            yield from self._chunks(place, fetch, chunk)
+            yield from self._chunks(place, fetch, chunk, writer)
         finally:
             self._walking = False
+            if writer is not None:
+                writer.close()
 
-    def _chunks(self, place: Iteration, fetch: Fetch, chunk: int) -> Iterator[Any]:
-        while not place.finished:
-            if self._stopping():
-                self.handed_over = True
-                raise HandedOver(f"stopping: handed over at {json.dumps(place.cursor)}")
-            found = fetch(place.cursor, chunk)
-            if not (isinstance(found, tuple | list) and len(found) == 2
-                    and isinstance(found[0], Sequence) and not isinstance(found[0], str)):
-                raise TypeError(f"cx.iterate: a fetch function returns (items, next_cursor), "
-                                f"items a list, not {found!r:.200}")
-            items, after = found
-            yield from items
-            # The chunk is done (the loop asked for what follows it): save past it.
-            place.done += len(items)
-            if after is None:
-                place.finished = True
-            else:
-                place.cursor = _json_value(after, "the cursor")
-            self.save(durable=False)  # a cursor lost to a server's crash: a chunk again
+    def _chunks(self, place: Iteration, fetch: Fetch, chunk: int,
+                writer: CursorWriter | None) -> Iterator[Any]:
+        sent: Future[bool] | None = None  # the last chunk's cursor, being saved
+        try:
+            while not place.finished:
+                if self._stopping():
+                    self._saved(sent)  # written before the job goes back
+                    sent = None
+                    self.handed_over = True
+                    raise HandedOver(f"stopping: handed over at {json.dumps(place.cursor)}")
+                found = fetch(place.cursor, chunk)
+                self._saved(sent)  # saved meanwhile: written before more is done
+                sent = None
+                if not (isinstance(found, tuple | list) and len(found) == 2
+                        and isinstance(found[0], Sequence) and not isinstance(found[0], str)):
+                    raise TypeError(f"cx.iterate: a fetch function returns (items, "
+                                    f"next_cursor), items a list, not {found!r:.200}")
+                items, after = found
+                yield from items
+                # The chunk is done (the loop asked for what follows it): save past it.
+                place.done += len(items)
+                if after is None:
+                    place.finished = True
+                else:
+                    place.cursor = _json_value(after, "the cursor")
+                if (writer is not None and not place.finished and self._behind is not None
+                        and self._behind()):
+                    sent = writer.send(self.value.dump())  # saved while the next is fetched
+                else:
+                    # A cursor lost to a server's crash: a chunk again.
+                    self.save(durable=False)
+                    crash_point("iterate.after_save")  # past a chunk not yet handed on
+                if self._report is not None:
+                    self._report(place.done, place.cursor)
+        finally:
+            if sent is not None:  # a fetch raised: its chunk's cursor written all the same
+                sent.exception()
+
+    def _saved(self, sent: Future[bool] | None) -> None:
+        """Wait for the cursor save `sent` (if any) to end; raise ClaimLost if the claim
+        was lost, or what the save raised."""
+        if sent is not None:
+            if not sent.result():
+                raise ClaimLost("the job's claim was taken back: its checkpoint was not saved")
             crash_point("iterate.after_save")  # the cursor past a chunk not yet handed on
-            if self._report is not None:
-                self._report(place.done, place.cursor)
 
     # -- cx.step ---------------------------------------------------------------------
 

@@ -230,6 +230,12 @@ class Store(FailedList, abc.ABC):
         done again, as after any crash. A step's result is saved durable."""
         raise NotImplementedError
 
+    def joins_callers_transaction(self) -> bool:
+        """Whether a write of this store from the calling thread now would join its open
+        transaction (a database store's connection inside an atomic block): a cursor of
+        `cx.iterate` is then saved in that thread, with the job's work, not behind it."""
+        return False
+
     def running(self, limit: int = 100) -> list[Running]:
         """The running (claimed) jobs, oldest id first, at most `limit`, each with the
         progress its current attempt reported (`queue_status`)."""

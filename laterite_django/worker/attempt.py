@@ -176,8 +176,10 @@ def _run_claim(worker: Worker, claim: Claim, span: AttemptSpan | None, tidy: boo
 
 def _checkpoints(worker: Worker, claim: Claim) -> Checkpoints:
     """The run's checkpoint (resumable), read from and saved to the worker's store under
-    the claim, waiting out a store that is down as settling does; `cx.iterate` hands
-    over once the worker is stopping, and reports its items done as progress."""
+    the claim, waiting out a store that is down as settling does; `cx.iterate` saves its
+    cursors behind the walk (resumable.CursorWriter) unless the job is inside a
+    transaction of the store's database, hands over once the worker is stopping, and
+    reports its items done as progress."""
     store, patiently = worker.store, worker.settler.patiently
 
     def report(done: int, cursor: Any) -> None:
@@ -187,7 +189,8 @@ def _checkpoints(worker: Worker, claim: Claim) -> Checkpoints:
         load=lambda: patiently(lambda: store.checkpoint(claim)),
         save=lambda text, durable: patiently(
             lambda: store.save_checkpoint(claim, text, durable=durable)),
-        stopping=worker.stopping.is_set, report=report)
+        stopping=worker.stopping.is_set, report=report,
+        behind=lambda: not store.joins_callers_transaction())
 
 
 def _short(cursor: Any) -> str:

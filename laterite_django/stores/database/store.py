@@ -756,6 +756,10 @@ class DatabaseStore(Store):
             statement = postgres.SAVE_CURSOR
         return self._execute_prepared(statement, [text, claim.id, claim.token])[1] == 1
 
+    def joins_callers_transaction(self) -> bool:
+        connection = self.connection
+        return connection.in_atomic_block or not connection.autocommit
+
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:
         if not minutes:
