@@ -125,7 +125,8 @@ PG_TEST_PREFIX = os.environ.get("LATERITE_PG_TEST_PREFIX", "test_laterite")
 # The legs' SQLite files and logs go under this folder, one subfolder per leg.
 NOX_TMP = Path(os.environ.get("LATERITE_NOX_TMP", "/tmp/laterite-nox"))
 # The tests that need a Redis Cluster start one of six nodes (tests/conftest.py's
-# `redis_cluster`); each leg's on ports of its own from here, ten apart.
+# `redis_cluster`, and a failover test one more from 10 ports further); each leg's on
+# ports of its own from here, twenty apart.
 CLUSTER_PORT = int(os.environ.get("LATERITE_TEST_CLUSTER_PORT", "7400"))
 
 
@@ -228,7 +229,7 @@ def tests(session: nox.Session) -> None:
         return
     waiting = chosen_legs(os.environ.get("LATERITE_TEST_FULL") == "1",
                           os.environ.get("LATERITE_TEST_DBS"))
-    cluster_ports = {leg.id: CLUSTER_PORT + 10 * i for i, leg in enumerate(waiting)}
+    cluster_ports = {leg.id: CLUSTER_PORT + 20 * i for i, leg in enumerate(waiting)}
     running: list[tuple[Leg, subprocess.Popen, IO[str], float]] = []
     failed: list[str] = []
     while waiting or running:

@@ -5,7 +5,8 @@ loopback ports port..port+5 (nothing persisted, each in a directory of its own u
 a temporary one), joins them with `redis-cli --cluster create ... --cluster-replicas
 1`, and waits until every node says cluster_state:ok and knows every slot's primary;
 `stop()` ends every process it started. `kill_primary(port)` SIGKILLs one primary
-(a crashed host) and `wait_for_failover` waits until its replica took over.
+(a crashed host), `wait_for_failover` waits until its replica took over and
+`restart(port)` brings the node back, as a replica.
 Django settings for the queue's cache: `cache_config()`.
 """
 
@@ -117,6 +118,12 @@ class RedisClusterSet:
         """Wait until the slots of the killed primary on `port` have a primary again."""
         wait_until(lambda: port not in self.primaries() and self.ready(), timeout,
                    "the cluster's failover")
+
+    def restart(self, port: int) -> None:
+        """Start the killed node on `port` again: from its nodes.conf it rejoins the
+        cluster, as a replica of the primary that took its slots over."""
+        self._server(port)
+        wait_until(self.ready, 60, f"the node on {port} back as a replica", 0.2)
 
     def stop(self) -> None:
         for proc in self.procs.values():

@@ -103,7 +103,9 @@ def node_client(cluster: RedisCluster, key: str) -> Redis:
 
 def stale(error: BaseException) -> bool:
     """Whether `error` says that the node the store was sending to may no longer serve
-    its slot: lost, moved, demoted to a replica, or the cluster down."""
+    its slot: lost, moved, demoted to a replica, or the cluster down (or its slots not
+    all served while it reads the topology again)."""
     return isinstance(error, redis_errors.ConnectionError | redis_errors.TimeoutError
                       | redis_errors.AskError | redis_errors.ClusterError
-                      | redis_errors.TryAgainError | redis_errors.ReadOnlyError)
+                      | redis_errors.TryAgainError | redis_errors.ReadOnlyError
+                      | redis_errors.RedisClusterException)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -11,11 +12,16 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
+from bench.hosts.redis_cluster import RedisClusterSet
 from laterite_django.checks import check_settings
 from laterite_django.core.values import NewJob
-from laterite_django.exceptions import LateriteConfigurationError
+from laterite_django.exceptions import (
+    LateriteConfigurationError,
+    PushNotReplicated,
+    StoreUnavailable,
+)
 from laterite_django.stores import build_store, get_store, reset_store
-from tests.conftest import flush_redis_cluster
+from tests.conftest import CLUSTER_PORT, flush_redis_cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -141,3 +147,63 @@ def test_every_key_of_the_queue_lives_in_the_slot_of_its_prefix(cluster_store, r
     finally:
         client.close()
     assert store.counts()["mail"].waiting + store.counts()["mail"].delayed >= 1
+
+
+# -- failover: the slot's primary SIGKILLed under pushes --------------------------
+
+
+def push_until(store, acknowledged: list[int], count: int, timeout: float = 60) -> int:
+    """Push one job at a time until `count` more pushes were acknowledged (a replica
+    has them: LATERITE_QUEUE_REDIS_WAIT); return how many were refused meanwhile."""
+    target, refused = len(acknowledged) + count, 0
+    deadline = time.monotonic() + timeout
+    while len(acknowledged) < target:
+        assert time.monotonic() < deadline, f"{refused} pushes refused, none acknowledged"
+        try:
+            acknowledged += [i for i in store.push([new_job("default", timezone.now())])
+                             if i is not None]
+        except StoreUnavailable:  # PushNotReplicated too: stored, not acknowledged
+            refused += 1
+            time.sleep(0.05)
+    return refused
+
+
+@pytest.mark.slow
+def test_a_primary_killed_under_pushes_loses_no_replicated_push() -> None:
+    """Pushes with LATERITE_QUEUE_REDIS_WAIT while the primary of the prefix's slot is
+    SIGKILLed and its replica promoted: the same store (no restart) raises
+    StoreUnavailable meanwhile, then pushes to the new primary (PushNotReplicated
+    until the old primary is back as its replica); every push it acknowledged is
+    there, and every job is claimed once."""
+    port = CLUSTER_PORT + 10  # a cluster of the test's own: it loses a primary
+    prefix = f"laterite-failover-{os.getpid()}"
+    with RedisClusterSet(port) as cluster:
+        caches = {**settings.CACHES, "failover": cluster.cache_config()}
+        with override_settings(CACHES=caches, LATERITE_QUEUE_STORE="redis",
+                               LATERITE_QUEUE_REDIS="failover",
+                               LATERITE_QUEUE_REDIS_CLUSTER=True,
+                               LATERITE_QUEUE_PREFIX=prefix, LATERITE_QUEUE_REDIS_WAIT=2.0):
+            store = build_store("redis")
+            acknowledged: list[int] = []
+            assert push_until(store, acknowledged, 200) == 0
+            primary = store.client.connection_pool.connection_kwargs["port"]
+            cluster.kill_primary(primary)
+            # Until a replica is promoted: refused (the node is gone); then stored on the
+            # new primary but not confirmed by a replica (it has none yet).
+            deadline = time.monotonic() + 60
+            while True:
+                with pytest.raises(StoreUnavailable) as refused:
+                    store.push([new_job("default", timezone.now())])
+                if isinstance(refused.value, PushNotReplicated):
+                    break
+                assert time.monotonic() < deadline, "no new primary after 60 s"
+                time.sleep(0.05)
+            assert store.client.connection_pool.connection_kwargs["port"] != primary
+            cluster.restart(primary)
+            push_until(store, acknowledged, 200)
+            claimed: list[int] = []
+            while batch := store.claim(["default"], "w1", limit=100):
+                claimed += [c.id for c in batch]
+                store.delete(batch)
+            assert len(set(claimed)) == len(claimed)  # each once
+            assert set(acknowledged) <= set(claimed), "an acknowledged push was lost"
