@@ -21,6 +21,7 @@ from laterite_django.exceptions import (
     StoreUnavailable,
 )
 from laterite_django.stores import build_store, get_store, reset_store
+from laterite_django.stores.redis.scripts import SHAS, SOURCES, evalsha
 from tests.conftest import CLUSTER_PORT, flush_redis_cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -207,3 +208,11 @@ def test_a_primary_killed_under_pushes_loses_no_replicated_push() -> None:
                 store.delete(batch)
             assert len(set(claimed)) == len(claimed)  # each once
             assert set(acknowledged) <= set(claimed), "an acknowledged push was lost"
+
+
+def test_a_script_call_declares_a_hash_tag_prefix_as_its_key() -> None:
+    """On a cluster the prefix, a hash tag, is the call's one key (the client routes by
+    it, a node not serving its slot answers MOVED); on one server no key, as before."""
+    assert evalsha("claim", ["{app}", "1"]) == ("EVALSHA", SHAS["claim"], 1, "{app}", "{app}", "1")
+    assert evalsha("claim", ["app", "1"]) == ("EVALSHA", SHAS["claim"], 0, "app", "1")
+    assert evalsha("push", ["{app}"], "EVAL") == ("EVAL", SOURCES["push"], 1, "{app}", "{app}")
