@@ -103,6 +103,14 @@ class HistoryPolicy:
         keeps = [k for k in (self.keep, *self.queues.values()) if k is not None]
         return max(keeps, default=0.0)
 
+    def recorded_queues(self) -> tuple[bool, list[str]]:
+        """Which queues keep history, for a store to test a job's queue where it cannot
+        call `records` (SQL, Lua): (True, the queues excluded) when every queue not named
+        keeps it, else (False, the queues included)."""
+        if self.keep is not None:
+            return True, [q for q, keep in self.queues.items() if keep is None]
+        return False, [q for q, keep in self.queues.items() if keep is not None]
+
     def shorter(self) -> dict[str, float]:
         """The queues named with a keep shorter than `longest`: pruned one by one."""
         longest = self.longest

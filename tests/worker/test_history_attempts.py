@@ -170,3 +170,37 @@ def test_encrypted_arguments_leak_into_no_attempt(store):
     stored = json.dumps(record.attempt_log)
     assert "ValueError" in stored
     assert email not in stored and token not in stored
+
+
+def test_an_attempt_whose_worker_died_is_logged_by_the_sweep(store):
+    """The sweep that takes back an abandoned claim adds its attempt: its number and
+    worker, no start nor end (not known), the sweep's reason as its error. A claim
+    behind the head of its batch (it may never have started) adds none, nor does a job
+    of a queue keeping no history."""
+    with override_settings(LATERITE_QUEUE_HISTORY={"queues": {"default": "1d"}}):
+        head = jobs.add.push(1, 1).id
+        behind = jobs.add.push(2, 2).id
+        elsewhere = jobs.mail.push("m").id
+        assert len(store.claim(["default"], "host-dead:1", 2)) == 2
+        assert len(store.claim(["mail"], "host-dead:1", 1)) == 1
+        time.sleep(0.05)
+        assert store.requeue_abandoned(0.0, "worker lost") == 3
+        (lost,) = kept_log(store, head)
+        assert lost == {"attempt": 1, "started": None, "ended": None,
+                        "worker": "host-dead:1", "error": "worker lost"}
+        assert kept_log(store, behind) is None
+        assert kept_log(store, elsewhere) is None
+        # Its next attempts: one fails, the next succeeds.
+        claims = {c.id: c for c in store.claim(["default"], "host-2:2", 2)}
+        claims[head].started = time.time()
+        assert store.release(claims[head], timedelta(0), "second failed")
+        assert store.delete([claims[behind]]) == 1
+        (claim,) = store.claim(["default"], "host-3:3", 1)
+        claim.started, claim.ended = time.time() - 0.1, time.time()
+        assert store.delete([claim]) == 1
+        run_jobs()  # Redis: the records moved to the database
+    found = records()
+    assert [(e["attempt"], e["worker"], e["error"]) for e in found[head].attempt_log] == [
+        (1, "host-dead:1", "worker lost"), (2, "host-2:2", "second failed"), (3, "host-3:3", "")]
+    # Attempt 1 of `behind` never started (behind the head): not an attempt of its log.
+    assert found[behind].attempt_log is None

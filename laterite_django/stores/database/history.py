@@ -56,6 +56,7 @@ __all__ = [
     "RECORD_TABLE",
     "SCAN",
     "HistoryPruning",
+    "abandoned_logged",
     "append_attempt",
     "argument_filter",
     "attempt_logged",
@@ -144,6 +145,30 @@ def attempt_logged(postgres: bool, claim: Claim, error: str) -> tuple[str, list[
         return "", []
     return append_attempt(postgres), [_epoch(claim.started), claim.ended or time.time(),
                                       attempt_error(error)]
+
+
+def abandoned_logged(postgres: bool, statement: str, params: list[Any], reason: str
+                     ) -> tuple[str, list[Any]]:
+    """The sweep's requeue of abandoned claims (`statement`, `params`: the dialect's,
+    `reason` its first param) made to add the attempt whose worker died to the log of
+    each job of a queue keeping history: its number and worker from the row, no start
+    nor end (not known), `reason` as its error. Only a claim at the head of its batch
+    (it started; one behind may never have) is an attempt. As it was while history is
+    off."""
+    policy = history()
+    if policy is None:
+        return statement, params
+    every, named = policy.recorded_queues()
+    marks = ", ".join(["%s"] * len(named))
+    if every:
+        test = f" AND queue NOT IN ({marks})" if named else ""
+    else:
+        test = f" AND queue IN ({marks})"
+    clause = (f"attempt_log = CASE WHEN claim_position = 0{test} THEN "
+              f"{append_attempt(postgres)} ELSE attempt_log END, ")
+    head = "last_error = %s, "  # REQUEUE_SET's: its param is the first, `reason`
+    return (statement.replace(head, head + clause),
+            [params[0], *named, None, None, attempt_error(reason), *params[1:]])
 
 
 def _last_attempt(postgres: bool, j: str, started: str, ended: str, error: str) -> str:

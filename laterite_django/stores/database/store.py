@@ -51,6 +51,7 @@ from .fair import FairTurns, with_fair_places
 from .fair_rows import FairRows
 from .history import (
     HistoryPruning,
+    abandoned_logged,
     attempt_logged,
     delete_recorded,
     insert_finished,
@@ -404,7 +405,8 @@ class DatabaseStore(Store):
 
     @guarded
     def requeue_abandoned(self, retry_after: float, reason: str) -> int:
-        statement, params = self.dialect.requeue_abandoned(reason, float(retry_after))
+        statement, params = abandoned_logged(  # the attempts whose worker died, logged
+            self.postgres, *self.dialect.requeue_abandoned(reason, float(retry_after)), reason)
         self._finish_orphans()  # batches a dead worker counted to 0
         crash_point("sweep.after_orphans")
         limit, total = self.dialect.SWEEP_BATCH, 0

@@ -177,6 +177,16 @@ class HistoryEntries:
                            "ended": claim.ended or time.time(),
                            "error": attempt_error(error)})
 
+    def abandoned_args(self) -> list[str]:
+        """The arguments requeue_abandoned.lua takes after its reason: which queues keep
+        history, whose jobs get the attempt whose worker died in their log ('' none,
+        'all' but the queues named, 'only' those named)."""
+        policy = history()
+        if policy is None:
+            return [""]
+        every, named = policy.recorded_queues()
+        return ["all" if every else "only", *named]
+
     def worker_of(self, claim: Claim) -> tuple[str, str] | None:
         """The worker holding `claim` (its job's `claimed_by`) and its job's attempt log
         (JSON text, "" if none), read for the record of a job that fails for good; None

@@ -690,7 +690,8 @@ class RedisStore(Store):
 
     @guarded
     def requeue_abandoned(self, retry_after: float, reason: str) -> int:
-        count, marked = self._run("requeue_abandoned", [round(retry_after * 1_000_000), reason])
+        count, marked = self._run("requeue_abandoned", [
+            round(retry_after * 1_000_000), reason, *self._history.abandoned_args()])
         now = us(timezone.now())  # the marked claims below go back due now
         count = int(count)
         crash_point("sweep.after_requeue")

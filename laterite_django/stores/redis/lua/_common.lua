@@ -108,6 +108,20 @@ end
 -- unless another waiting job took it meanwhile.
 -- `how` (see Store.release): 'started', the claim is not charged a try (it counts in
 -- attempts, and in uncounted); 'unstarted', its attempt is taken back; else charged.
+-- Add `attempt` (a table: its started, ended, error) to the attempt log of job hash
+-- `k` (field attempt_log, JSON), its number and worker read from the hash as the claim
+-- left them: called before unclaim. The log keeps the first ${KEEP_FIRST} and the last
+-- ${KEEP_LAST} attempts: one past them drops the oldest of the last ones.
+local function add_attempt(k, attempt)
+  local f = redis.call('HMGET', k, 'attempts', 'claimed_by', 'attempt_log')
+  attempt.attempt = tonumber(f[1] or '0')
+  attempt.worker = f[2] or ''
+  local log = f[3] and cjson.decode(f[3]) or {}
+  log[#log + 1] = attempt
+  if #log > ${KEEP_FIRST} + ${KEEP_LAST} then table.remove(log, ${KEEP_FIRST} + 1) end
+  redis.call('HSET', k, 'attempt_log', cjson.encode(log))
+end
+
 local function unclaim(k, q, id, avail, now, err, how)
   redis.call('HDEL', k, 'token', 'claimed_at', 'failing')
   redis.call('HSET', k, 'claimed_by', '', 'last_error', err, 'available_at', avail,
