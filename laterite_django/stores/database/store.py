@@ -405,8 +405,9 @@ class DatabaseStore(Store):
 
     @guarded
     def requeue_abandoned(self, retry_after: float, reason: str) -> int:
-        statement, params = abandoned_logged(  # the attempts whose worker died, logged
-            self.postgres, *self.dialect.requeue_abandoned(reason, float(retry_after)), reason)
+        statement, params = self.dialect.requeue_abandoned(reason, float(retry_after))
+        # The attempts whose worker died, added to their jobs' logs (history on).
+        statement, params = abandoned_logged(self.postgres, statement, list(params), reason)
         self._finish_orphans()  # batches a dead worker counted to 0
         crash_point("sweep.after_orphans")
         limit, total = self.dialect.SWEEP_BATCH, 0
