@@ -8,9 +8,11 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from ..models import Job
+from ..conf import settings
+from ..models import Job, JobRecord
 from ..registry import registry
 from ..stores import get_store
+from ..stores.estimates import distinct_names
 from ..workflows.actions import batch_jobs_filter
 from .states import STATES, state_filter
 from .summary import queue_summary
@@ -45,12 +47,19 @@ class _FieldFilter(admin.SimpleListFilter):
 
 
 class QueueFilter(_FieldFilter):
-    """Filter by queue; the choices come from the summary, so no extra query."""
+    """Filter by queue; the choices come from the summary, so no extra query. The job
+    history's list shows no summary: its choices are the queues of its own table,
+    read through its queue index (a loose index scan, a few milliseconds over 10^6
+    records), where the summary would count every row of the job and failed tables
+    (half a second at 10^6 each) for names alone."""
 
     title = "queue"
     parameter_name = "queue"
 
     def values(self, request: HttpRequest, model_admin) -> set[str]:
+        if model_admin.model is JobRecord:
+            return set(distinct_names(settings.DATABASE, JobRecord, NAMES_SHOWN,
+                                      column="queue"))
         return set(queue_summary(request).queues)
 
 

@@ -12,21 +12,24 @@ from django.db.models import Model
 __all__ = ["distinct_names", "estimated_rows"]
 
 
-def distinct_names(database: str, model: type[Model], limit: int = 500) -> list[str]:
-    """Return the first `limit` distinct values of `model`'s `name` column, sorted.
+def distinct_names(database: str, model: type[Model], limit: int = 500, *,
+                   column: str = "name") -> list[str]:
+    """Return the first `limit` distinct values of `model`'s `column` (its job names
+    unless told), sorted.
 
-    Where an index leads with `name` (the failed list's), one query that jumps from
-    name to name through it (a loose index scan), so its cost grows with the number
-    of names, not of rows. Where none does (the job table: such an index would cost
-    every push and every claim), `SELECT DISTINCT`, which reads every row once.
+    Where an index leads with `column` (the failed list's name index, the job
+    history's name and queue indexes), one query that jumps from value to value
+    through it (a loose index scan), so its cost grows with the number of values,
+    not of rows. Where none does (the job table: such an index would cost every push
+    and every claim), `SELECT DISTINCT`, which reads every row once.
     """
     if limit < 1:
         raise ValueError(f"limit must be 1 or more, got {limit!r}.")
     connection = connections[database]
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
-    name = quote("name")
-    if any(index.fields and index.fields[0] == "name" for index in model._meta.indexes):
+    name = quote(column)  # a column named as its field (name, queue)
+    if any(index.fields and index.fields[0] == column for index in model._meta.indexes):
         sql = (
             f"WITH RECURSIVE names(name, n) AS ("
             f"SELECT MIN({name}), 1 FROM {table} "
