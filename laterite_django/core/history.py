@@ -157,10 +157,11 @@ def capped(log: list[Any]) -> list[Any]:
     return log[:KEEP_FIRST] + log[-KEEP_LAST:]
 
 
-def full_log(earlier: Any, last: dict[str, Any]) -> list[dict[str, Any]] | None:
+def full_log(earlier: Any, last: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """A record's attempt log: the attempts its job's row kept (`earlier`, a list or its
-    JSON text; None or "" for none) and its last attempt; None when the last was its
-    only one (the record's own columns say all of it)."""
+    JSON text; None or "" for none) and its last attempt (None: a job cancelled while it
+    waited has none); None when the last was its only one (the record's own columns say
+    all of it)."""
     if isinstance(earlier, str | bytes):
         try:
             earlier = json.loads(earlier) if earlier else None
@@ -168,4 +169,4 @@ def full_log(earlier: Any, last: dict[str, Any]) -> list[dict[str, Any]] | None:
             earlier = None
     if not isinstance(earlier, list) or not earlier:
         return None
-    return [*capped(earlier), last]
+    return [*capped(earlier), last] if last is not None else capped(earlier)

@@ -204,3 +204,17 @@ def test_an_attempt_whose_worker_died_is_logged_by_the_sweep(store):
         (1, "host-dead:1", "worker lost"), (2, "host-2:2", "second failed"), (3, "host-3:3", "")]
     # Attempt 1 of `behind` never started (behind the head): not an attempt of its log.
     assert found[behind].attempt_log is None
+
+
+def test_a_job_cancelled_while_waiting_keeps_its_attempts(store):
+    """Cancelled while it waits for its retry: its record holds the attempts its row
+    kept (the cancel is no attempt of its own)."""
+    with override_settings(LATERITE_QUEUE_HISTORY=HISTORY):
+        job_id = jobs.flaky.push("cancel", 3).id
+        with pytest.raises(RuntimeError):
+            run_jobs(raise_errors=True)
+        assert store.cancel([job_id]) == {job_id: "cancelled"}
+    record = records()[job_id]
+    assert record.status == "cancelled"
+    assert [(e["attempt"], "flaky attempt 1" in e["error"]) for e in record.attempt_log] == [
+        (1, True)]

@@ -64,6 +64,7 @@ __all__ = [
     "insert_finished",
     "insert_rows",
     "keep_partitions",
+    "kept_logs",
     "partition_name",
     "partitions",
     "plain",
@@ -484,14 +485,33 @@ def record_failed(execute: Any, ts: Any, postgres: bool, database: str, claim: C
                        claim.name, claim.id, e, extra={"action": "history_not_written"})
 
 
-def record_cancelled(database: str, rows: Sequence[Sequence[Any]], error: str) -> None:
-    """Write the records of waiting jobs cancelled (rows as sql.FAIL_DELETE returns)."""
+def kept_logs(execute: Any, ids: Sequence[int]) -> dict[int, list[Any]]:
+    """The attempt logs the job table keeps for `ids` (those with one), read before a
+    cancel deletes them, for their records; nothing read while history is off."""
+    if history() is None or not ids:
+        return {}
+    rows, _ = execute(f"SELECT id, attempt_log FROM {TABLE} WHERE attempt_log IS NOT NULL "
+                      f"AND id IN ({', '.join(['%s'] * len(ids))})", list(ids), fetch=True)
+    found = {}
+    for job_id, log in rows:
+        if isinstance(log, str | bytes):
+            log = json.loads(log)
+        if isinstance(log, list) and log:
+            found[job_id] = log
+    return found
+
+
+def record_cancelled(database: str, rows: Sequence[Sequence[Any]], error: str,
+                     logs: dict[int, list[Any]] | None = None) -> None:
+    """Write the records of waiting jobs cancelled (rows as sql.FAIL_DELETE returns), with
+    the attempts their rows kept (`logs`, by job id: kept_logs)."""
     policy = history()
     if policy is None or not rows:
         return
     now = datetime.now(UTC)
+    logs = logs or {}
     insert_rows([record_of(row[0], row[1], row[2], row[3], row[6], aware(row[7]), None,
-                           now, "", status_of(error), error)
+                           now, "", status_of(error), error, logs.get(row[0]))
                  for row in rows if policy.records(row[2])], database)
 
 

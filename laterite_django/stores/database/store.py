@@ -55,6 +55,7 @@ from .history import (
     attempt_logged,
     delete_recorded,
     insert_finished,
+    kept_logs,
     plain,
     record_cancelled,
     record_failed,
@@ -865,12 +866,13 @@ class DatabaseStore(Store):
             marked, _ = self._execute(sql.cancel_mark(len(wanted)), [now, *wanted], fetch=True)
             for (job_id,) in marked:
                 result[job_id] = Outcome.ASKED
+            logs = kept_logs(self._execute, wanted)  # their attempts, for their records
             rows, _ = self._execute(sql.cancel_delete(len(wanted)), wanted, fetch=True)
             for row in rows:
                 self._execute(sql.FAIL_INSERT, [*row, now, reason(False)])
                 result[row[0]] = Outcome.CANCELLED
             self._failed_payloads([row[3] for row in rows])
-            record_cancelled(self.database, rows, reason(False))  # their history records
+            record_cancelled(self.database, rows, reason(False), logs)  # their history records
             # A cancelled head of a sequence is one failed for good; a held job just goes.
             self._sequences().ended([(row[0], mark, True) for row in rows
                                      if (mark := sequence_of(row[3])) is not None])

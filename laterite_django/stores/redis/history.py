@@ -217,10 +217,23 @@ class HistoryEntries:
         policy = history()
         if policy is None:
             return
+        kept = [f for f in failed if policy.records(f["queue"])]
+        logs = self._logs([f["job_id"] for f in kept])
         self.write_records([record_of(f["job_id"], f["name"], f["queue"], f["payload"],
                                       f["attempts"], f["pushed_at"], None, f["failed_at"],
-                                      "", status_of(f["error"]), f["error"])
-                            for f in failed if policy.records(f["queue"])])
+                                      "", status_of(f["error"]), f["error"],
+                                      full_log(logs.get(f["job_id"]), None))
+                            for f in kept])
+
+    def _logs(self, ids: Sequence[int]) -> dict[int, str]:
+        """The attempt logs (JSON text) the hashes of jobs `ids` keep, those with one."""
+        if not ids:
+            return {}
+        pipe = self._client().pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hget(f"{self.prefix}:job:{job_id}", "attempt_log")
+        return {job_id: text(log) for job_id, log in zip(ids, pipe.execute(), strict=True)
+                if log is not None}
 
     def write_records(self, rows: Sequence[dict[str, Any]]) -> None:
         """Write records of jobs that left for the failed list, in a savepoint: one that
