@@ -44,6 +44,12 @@ declares the tag as its key). The layout under the prefix `P`:
                            the database's table (history.py, lua/record_finished.lua)
     P:history:taken        counter: the records ever taken off P:history's front, so that
                            a record's position stays put (lua/history_listed.lua)
+    P:minutes:<n>          hash: the minute number n's counts for the admin's overview,
+                           succeeded:<queue> and failed:<queue> (added by the workers
+                           about once a second), latency:<queue> (seconds, sampled once
+                           a minute); expiring after core.minutes.KEEP
+    P:latency-sampled:<n>  string: set (NX, expiring) by the worker that samples minute
+                           n's latencies; the others find it and leave the minute
 
 Times are integer microseconds since the epoch. What is due is the server's clock's
 (TIME, `clock()` in lua/_common.lua), never a caller's: a caller sends a moment
