@@ -218,3 +218,19 @@ def test_a_job_cancelled_while_waiting_keeps_its_attempts(store):
     assert record.status == "cancelled"
     assert [(e["attempt"], "flaky attempt 1" in e["error"]) for e in record.attempt_log] == [
         (1, True)]
+
+
+def test_a_job_killed_by_the_supervisor_logs_each_attempt(store, workers):
+    """With --processes, the supervisor settles a job whose worker process it killed
+    past its timeout: each attempt logged with the start its process reported."""
+    stuck = jobs.stuck_in_c.push(120).id  # timeout=0.5, tries=2: killed twice
+    result = workers.run("--processes", "2", "--stop-when-empty", timeout=60,
+                         env={"LATERITE_TEST_HISTORY": json.dumps(HISTORY)})
+    assert result.returncode == 0, result.stderr
+    record = records()[stuck]
+    assert (record.status, record.attempts) == ("failed", 2)
+    log = record.attempt_log
+    assert [entry["attempt"] for entry in log] == [1, 2]
+    assert all("was killed" in entry["error"] for entry in log)
+    assert all(entry["started"] and entry["started"] <= entry["ended"] for entry in log)
+    assert log[0]["ended"] - log[0]["started"] < 60  # not slept out
