@@ -103,43 +103,42 @@ class JobRecordAdmin(DecryptedArguments, ReadOnlyQueueAdmin):
 
     @admin.display(description="timeline")
     def timeline(self, obj: JobRecord) -> SafeString:
-        """Pushed, each attempt on a line of its own (its start, end, how long it ran, its
-        worker and error), and how it ended, with the wait before its first attempt.
+        """Pushed (and the wait for its first attempt), each attempt on a line of its own
+        (its start, end, how long it ran, its worker and error), and how it ended.
 
-        A job retried more than the log keeps shows a line for the attempts left out; an
-        attempt whose worker died (its job taken back by the sweep) has no entry of its
-        own and shows the same way."""
-        steps: list[SafeString] = [_step("pushed", moment(obj.pushed_at))]
+        Attempts not in the log (past the first and last it keeps, or a job given back
+        unfinished) show as one line; an attempt whose worker died shows no start nor
+        end, its error the sweep's reason."""
         attempts = obj.attempt_list
+        start = attempts[0]["started"] if attempts else None
+        waited = ("" if start is None or obj.pushed_at is None else
+                  f"waited {seconds((start - obj.pushed_at).total_seconds())} for its first "
+                  f"attempt")
+        steps: list[SafeString] = [_step("pushed", moment(obj.pushed_at), note=waited)]
         if not attempts:
             steps.append(_step("never started", "-"))
         previous = 0
-        first = True
         for entry in attempts:
             number = entry["attempt"]
             if isinstance(number, int) and number > previous + 1:
                 left = number - previous - 1
                 steps.append(_step(f"{left} attempt{'s' if left > 1 else ''} not kept", "-",
-                                   note="its worker died or gave it back, or past the first "
-                                        "and last attempts a log keeps"))
+                                   note="given back unfinished, or past the first and last "
+                                        "attempts a log keeps"))
             if isinstance(number, int):
                 previous = number
             started, ended = entry["started"], entry["ended"]
-            waited = ""
-            if first and started is not None and obj.pushed_at is not None:
-                waited = f"waited {seconds((started - obj.pushed_at).total_seconds())}"
-            first = False
             ran = (seconds((ended - started).total_seconds())
                    if started is not None and ended is not None else "-")
             error = entry["error"].strip().split("\n", 1)[0]
             steps.append(format_html(
                 '<tr class="laterite-attempt"><th scope="row">attempt {}</th>'
-                "<td>{} \u2192 {}</td><td>ran {}</td><td>{}</td><td>{}{}</td></tr>",
+                '<td>{} \u2192 {}</td><td style="white-space: nowrap">ran {}</td>'
+                '<td style="white-space: nowrap">{}</td><td>{}</td></tr>',
                 number if number is not None else "?", moment(started), moment(ended), ran,
                 entry["worker"] or "-",
                 format_html('<span title="{}">{}</span>', entry["error"],
-                            Truncator(error).chars(120)) if error else "",
-                format_html(" <small>({})</small>", waited) if waited else ""))
+                            Truncator(error).chars(120)) if error else ""))
         ended_as = {"succeeded": "succeeded", "failed": "failed for good",
                     "cancelled": "cancelled"}.get(obj.status, obj.status)
         steps.append(_step(ended_as, moment(obj.finished_at),

@@ -94,7 +94,7 @@ def test_a_record_shows_its_timeline(staff):
 
 def test_the_timeline_shows_each_attempt_on_its_own_line(staff):
     """A job that failed twice, then succeeded: three attempt lines, each with its
-    worker and error; an attempt missing from the log (its worker died) shows as a gap."""
+    worker and error; an attempt missing from the log shows as a gap."""
     jobs.flaky.push("timeline", 3)
     run_jobs()
     record = JobRecord.objects.get()
@@ -107,7 +107,7 @@ def test_the_timeline_shows_each_attempt_on_its_own_line(staff):
     assert page.index("attempt 1</th>") < first < page.index("attempt 2</th>") < second
     assert page.index("attempt 3</th>") > second
     assert page.count(record.worker) >= 3
-    # Attempt 2 lost with its worker: not in the log, shown as a gap.
+    # Attempt 2 not in the log (given back unfinished, say): shown as a gap.
     record.attempt_log = [record.attempt_log[0], record.attempt_log[2]]
     record.save(update_fields=["attempt_log"])
     page = client.get(url("change", record.pk)).content.decode()
