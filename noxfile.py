@@ -277,7 +277,11 @@ def _start_leg(python: Path, leg: Leg, posargs: list[str], cluster_port: int = C
     work = _leg_folder(leg.id)
     work.mkdir(parents=True, exist_ok=True)
     env = {
-        **os.environ,
+        # Without PYTHONDONTWRITEBYTECODE (set on some machines): the suite starts
+        # worker and manage.py processes by the hundred, and each would otherwise compile
+        # the package anew (about a quarter of a second of CPU per process here).
+        **{key: value for key, value in os.environ.items()
+           if key != "PYTHONDONTWRITEBYTECODE"},
         "LATERITE_TEST_STORES": leg.stores,
         "LATERITE_TEST_STORE_TESTS_ONLY": "1" if leg.store_tests_only else "",
         "LATERITE_TEST_DB": leg.database,
