@@ -327,9 +327,7 @@ def idle_worker_seen(store_kind: str, store) -> Callable[[], bool]:
 
         before = listeners()
         return lambda: bool(listeners() - before)
-    from django_redis import get_redis_connection
-
-    client = get_redis_connection("redis")
+    client = store.client  # the store's server (on a cluster, its slot's primary)
     client.delete(store.key("queue", "default", "wake"))
     before = max(int(c["id"]) for c in client.client_list())
     return lambda: any(

@@ -37,6 +37,11 @@ def push_some() -> dict[str, int]:
     }
 
 
+def kind(store_kind: str) -> str:
+    """How the banner names the test store (the cluster's is the Redis store)."""
+    return "redis" if store_kind == "redis_cluster" else store_kind
+
+
 def where(store_kind: str) -> str:
     """How the banner names the test store's place."""
     data = connection.settings_dict
@@ -45,9 +50,11 @@ def where(store_kind: str) -> str:
     else:
         database = (f"database 'default' (PostgreSQL at {data['HOST']}:{data['PORT']}, "
                     f"name {data['NAME']!r})")
-    if store_kind == "redis":
-        url = urlsplit(settings.CACHES["redis"]["LOCATION"])  # LATERITE_REDIS_URL
-        return (f"cache 'redis' (Redis at {url.hostname}:{url.port or 6379}, "
+    if store_kind != "database":  # redis, or redis_cluster: its first node
+        alias = "redis" if store_kind == "redis" else "redis_cluster"
+        location = settings.CACHES[alias]["LOCATION"]  # LATERITE_REDIS_URL, or a list
+        url = urlsplit(location if isinstance(location, str) else location[0])
+        return (f"cache '{alias}' (Redis at {url.hostname}:{url.port or 6379}, "
                 f"db {int(url.path.strip('/') or 0)}), failed list in {database}")
     return database
 
@@ -67,7 +74,7 @@ def test_verbosity_1_says_the_banner_each_retry_and_failure_and_the_stop(workers
     result = workers.run("--stop-when-empty", env=NO_LOGGING)
     assert result.returncode == 0, result.stderr
     assert messages(result.stderr) == [
-        f"laterite {version()} queue_work: {store_kind} store, {where(store_kind)}; "
+        f"laterite {version()} queue_work: {kind(store_kind)} store, {where(store_kind)}; "
         "queues default, mail, low; 1 process",
         f"Job tests.always_broken #{ids['broken']} attempt 1 failed: ValueError: broken b; "
         "retrying in 0 s",
@@ -89,7 +96,7 @@ def test_the_banner_says_which_queue_it_serves_is_paused(workers, store, store_k
     result = workers.run("--stop-when-empty", env=NO_LOGGING)
     assert result.returncode == 0, result.stderr
     assert messages(result.stderr)[0] == (
-        f"laterite {version()} queue_work: {store_kind} store, {where(store_kind)}; "
+        f"laterite {version()} queue_work: {kind(store_kind)} store, {where(store_kind)}; "
         "queues default, mail (paused), low; 1 process")
 
 

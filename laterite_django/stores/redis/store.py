@@ -273,9 +273,10 @@ class RedisStore(Store):
         if self.cluster and redis_cluster.stale(error):
             node = self._client
             self.close()
+            said = " ".join(str(error).split()) or type(error).__name__
             return StoreUnavailable(
-                f"The redis store's Redis Cluster node cannot serve it now "
-                f"({describe_redis(self.alias, node)}): {type(error).__name__}: {error}")
+                f"The redis store cannot be reached: {describe_redis(self.alias, node)} "
+                f"(its Redis Cluster's primary for the prefix): {type(error).__name__}: {said}")
         return redis_outage(error, self.alias) or database_outage(
             error, self.database, store="redis"
         )
