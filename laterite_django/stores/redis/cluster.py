@@ -49,8 +49,9 @@ if TYPE_CHECKING:
 
 __all__ = ["cluster_client", "node_client", "stale", "tagged"]
 
-# alias -> (pid, cluster client): one per process (a forked child builds its own).
-_CLIENTS: dict[str, tuple[int, RedisCluster]] = {}
+# (alias, its settings) -> (pid, cluster client): one per process (a forked child
+# builds its own) and per settings (an alias given other nodes gets a client of them).
+_CLIENTS: dict[tuple[str, str], tuple[int, RedisCluster]] = {}
 _LOCK = threading.Lock()
 
 def tagged(prefix: str) -> str:
@@ -62,13 +63,14 @@ def tagged(prefix: str) -> str:
 def cluster_client(alias: str) -> RedisCluster:
     """This process's RedisCluster for the cache `alias` (see the module docstring)."""
     pid = os.getpid()
-    entry = _CLIENTS.get(alias)
+    key = (alias, repr(getattr(django_settings, "CACHES", {}).get(alias)))
+    entry = _CLIENTS.get(key)
     if entry is not None and entry[0] == pid:
         return entry[1]
     with _LOCK:
-        entry = _CLIENTS.get(alias)
+        entry = _CLIENTS.get(key)
         if entry is None or entry[0] != pid:
-            entry = _CLIENTS[alias] = (pid, _build(alias))
+            entry = _CLIENTS[key] = (pid, _build(alias))
         return entry[1]
 
 

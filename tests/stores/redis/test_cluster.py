@@ -7,6 +7,7 @@ import os
 import time
 from datetime import datetime, timedelta
 
+import psutil
 import pytest
 from django.conf import settings
 from django.test import override_settings
@@ -22,7 +23,10 @@ from laterite_django.exceptions import (
 )
 from laterite_django.stores import build_store, get_store, reset_store
 from laterite_django.stores.redis.scripts import SHAS, SOURCES, evalsha
-from tests.conftest import CLUSTER_PORT, flush_redis_cluster
+from tests.conftest import CLUSTER_PORT, Workers, flush_redis_cluster
+from tests.testapp import jobs
+from tests.testapp.models import Record
+from tests.worker.test_processes import kill_tree, waiting
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -216,3 +220,75 @@ def test_a_script_call_declares_a_hash_tag_prefix_as_its_key() -> None:
     assert evalsha("claim", ["{app}", "1"]) == ("EVALSHA", SHAS["claim"], 1, "{app}", "{app}", "1")
     assert evalsha("claim", ["app", "1"]) == ("EVALSHA", SHAS["claim"], 0, "app", "1")
     assert evalsha("push", ["{app}"], "EVAL") == ("EVAL", SOURCES["push"], 1, "{app}", "{app}")
+
+
+@pytest.mark.slow
+def test_workers_and_pushers_go_on_through_a_primary_failover() -> None:
+    """Four worker processes drain jobs.chaos while the test pushes more (with
+    LATERITE_QUEUE_REDIS_WAIT) and the primary of the prefix's slot is SIGKILLed: the
+    same workers, not restarted, go on with the promoted replica; every job pushed
+    before and every push acknowledged during the failover runs."""
+    port = CLUSTER_PORT + 10
+    prefix = f"laterite-failover-{os.getpid()}"
+    with RedisClusterSet(port) as cluster:
+        caches = {**settings.CACHES, "redis_cluster": cluster.cache_config()}
+        with override_settings(CACHES=caches, LATERITE_QUEUE_STORE="redis",
+                               LATERITE_QUEUE_REDIS="redis_cluster",
+                               LATERITE_QUEUE_REDIS_CLUSTER=True, LATERITE_QUEUE_PREFIX=prefix,
+                               LATERITE_QUEUE_REDIS_WAIT=2.0):
+            reset_store()
+            store = get_store()
+            try:
+                total = 1500
+                jobs.chaos.push_many([(i,) for i in range(total)])
+                workers = Workers("redis_cluster")
+                proc = workers.start("--processes", "4", env={
+                    "LATERITE_TEST_CLUSTER_PORT": str(port), "LATERITE_TEST_RETRY_AFTER": "3",
+                    "LATERITE_TEST_LOG_LEVEL": "ERROR"})
+                try:
+                    deadline = time.monotonic() + 60
+                    while Record.objects.filter(kind="chaos").count() < 300:
+                        assert time.monotonic() < deadline, "the workers ran nothing"
+                        time.sleep(0.1)
+                    primary = store.client.connection_pool.connection_kwargs["port"]
+                    cluster.kill_primary(primary)
+                    # Pushes meanwhile: acknowledged, or stored unconfirmed
+                    # (PushNotReplicated, its ids), or refused.
+                    acknowledged, stored, number = [], [], total
+                    restarted = False
+                    deadline = time.monotonic() + 90
+                    while len(acknowledged) < 100:
+                        assert time.monotonic() < deadline, "no push acknowledged again"
+                        try:
+                            jobs.chaos.push(number)
+                            acknowledged.append(number)
+                        except PushNotReplicated:
+                            stored.append(number)
+                            if not restarted:  # a new primary: bring its replica back
+                                cluster.restart(primary)
+                                restarted = True
+                        except StoreUnavailable:
+                            time.sleep(0.05)
+                        number += 1
+                    deadline = time.monotonic() + 120
+                    while True:
+                        try:
+                            if waiting(store) == 0:
+                                break
+                        except StoreUnavailable:
+                            pass
+                        assert time.monotonic() < deadline, f"{waiting(store)} jobs stuck"
+                        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                        time.sleep(0.5)
+                    assert psutil.Process(proc.pid).is_running()
+                finally:
+                    kill_tree(proc)
+                    workers.stop_all()
+                ran = {int(v) for v in Record.objects.filter(kind="chaos")
+                       .values_list("value", flat=True)}
+                assert set(range(total)) <= ran, "a job pushed before the failover never ran"
+                assert set(acknowledged) <= ran, "an acknowledged push never ran"
+                assert set(stored) <= ran
+            finally:
+                flush_redis_cluster(prefix)
+                reset_store()
