@@ -10,20 +10,21 @@ a block's result once the block has run, and later runs get that result instead 
 running it again. Where nothing is stored (inline mode), the checkpoint lives in
 memory for the one run.
 
-A worker saves a cursor behind the walk: in a thread of its own (`CursorWriter`, with
-its own database connection), while the job fetches its next chunk; the save is waited
-for before that chunk's items are handed on, so at most one is in flight, a lost claim
-stops the job before it does more, and a job never sees a save unfinished. Inside the
-job's own transaction on the store's database, a cursor is saved in the job's thread,
-with the job's work.
+A worker saves a cursor behind the walk (`CursorWriter`), while the job fetches its
+next chunk: sent on a connection of its own without waiting for the answer (the store's
+`cursor_sender`: PostgreSQL, Redis), else in a thread of its own (SQLite); the save is
+waited for before that chunk's items are handed on, so at most one is in flight, a lost
+claim stops the job before it does more, and a job never sees a save unfinished. Inside
+the job's own transaction on the store's database, a cursor is saved in the job's
+thread, with the job's work.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +32,11 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
 from django.db.models import Model, Q, QuerySet
 
-from .core.checkpoint import Checkpoint, Iteration
+from .core.checkpoint import Checkpoint, CursorSender, Iteration
 from .core.crash_points import crash_point
 
-__all__ = ["Checkpoints", "ClaimLost", "CursorWriter", "HandedOver", "Step", "keyset_pages"]
+__all__ = ["Checkpoints", "ClaimLost", "CursorWriter", "HandedOver", "Sent", "Step",
+           "keyset_pages"]
 
 # A page fetcher: (cursor, how many) -> (items, the cursor after them; None at the end).
 Fetch = Callable[[Any, int], tuple[Sequence[Any], Any]]
@@ -63,23 +65,79 @@ class Step:
     result: Any = None
 
 
-class CursorWriter:
-    """Saves `cx.iterate`'s cursors in a thread of its own, one at a time: `send` starts
-    a save, `result` waits for it. The thread uses its own database connections
-    (Django's are per thread), closed when the walk ends (`close`)."""
+class Sent:
+    """A cursor save under way: `result` waits for it (True: saved, the claim held). An
+    answer that cannot be read (the sender's connection lost) makes the save again with
+    `again`, the usual way."""
 
-    def __init__(self, save: Callable[[str, bool], bool]) -> None:
+    def __init__(self, answer: Callable[[], bool], again: Callable[[], bool] | None = None
+                 ) -> None:
+        self._answer = answer
+        self._again = again
+
+    def result(self) -> bool:
+        try:
+            return self._answer()
+        except Exception:
+            if self._again is None:
+                raise
+            return self._again()
+
+    def settle(self) -> None:
+        """Wait for it, whatever it gives (a walk that ends by an error)."""
+        with suppress(Exception):
+            self.result()
+
+
+class CursorWriter:
+    """Saves `cx.iterate`'s cursors behind the walk, one at a time: `send` starts a save,
+    its `result` waits for it. The store's sender (`sender()`, Store.cursor_sender) sends
+    them on a connection of its own; without one, or once it failed, a thread of its own
+    saves them with `save` (on its own database connections, Django's being per thread).
+    `close` ends both when the walk ends."""
+
+    def __init__(self, save: Callable[[str, bool], bool],
+                 sender: Callable[[], CursorSender | None] | None = None) -> None:
         self._save = save
+        self._make_sender = sender
+        self._sender: CursorSender | None = None
         self._pool: ThreadPoolExecutor | None = None
 
-    def send(self, text: str) -> Future[bool]:
+    def send(self, text: str) -> Sent:
         """Start saving `text` (not durable, as a cursor is)."""
+        if self._make_sender is not None:
+            make, self._make_sender = self._make_sender, None
+            try:
+                self._sender = make()
+            except Exception:  # the store away: the thread's saves wait it out
+                self._sender = None
+        if self._sender is not None:
+            try:
+                answer = self._sender.send(text)
+            except Exception:
+                self._drop_sender()
+            else:
+                return Sent(answer, lambda: self._saved_again(text))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="laterite-cursor")
-        return self._pool.submit(self._save, text, False)
+        return Sent(self._pool.submit(self._save, text, False).result)
+
+    def _saved_again(self, text: str) -> bool:
+        """The save of `text` made the usual way: the sender's answer could not be read
+        (dropped; the thread saves the cursors that follow)."""
+        self._drop_sender()
+        return self._save(text, False)
+
+    def _drop_sender(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            with suppress(Exception):
+                sender.close()
 
     def close(self) -> None:
-        """Close the thread's connections and end it (waiting for a save in flight)."""
+        """End the sender, and the thread once its connections are closed (waiting for a
+        save in flight)."""
+        self._drop_sender()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             pool.submit(connections.close_all)
@@ -92,9 +150,9 @@ class Checkpoints:
     `load` and `save` are the store's, bound to the claim (None: nothing is stored, the
     checkpoint lives in memory); `stopping` tells whether the worker was asked to stop;
     `report` takes `cx.iterate`'s progress (items done) for the admin and queue_status;
-    `behind`, if given, tells whether a cursor may be saved now in a thread of its own
-    while the next chunk is fetched (False: in the job's thread, see the module
-    docstring).
+    `behind`, if given, tells whether a cursor may be saved now behind the walk, while
+    the next chunk is fetched (False: in the job's thread, see the module docstring),
+    `sender` gives the store's way to send it (CursorWriter).
     """
 
     def __init__(
@@ -104,12 +162,14 @@ class Checkpoints:
         stopping: Callable[[], bool] = lambda: False,
         report: Callable[[int, Any], None] | None = None,
         behind: Callable[[], bool] | None = None,
+        sender: Callable[[], CursorSender | None] | None = None,
     ) -> None:
         self._load = load
         self._save = save
         self._stopping = stopping
         self._report = report
         self._behind = behind
+        self._sender = sender
         self._value: Checkpoint | None = None
         self._loops = 0  # cx.iterate calls made in this run
         self._current: Iteration | None = None
@@ -170,7 +230,7 @@ class Checkpoints:
 
     def _walk(self, place: Iteration, fetch: Fetch, chunk: int) -> Iterator[Any]:
         self._walking = True
-        writer = CursorWriter(self._save) if (
+        writer = CursorWriter(self._save, self._sender) if (
             self._save is not None and self._behind is not None) else None
         try:
             yield from self._chunks(place, fetch, chunk, writer)
@@ -181,7 +241,7 @@ class Checkpoints:
 
     def _chunks(self, place: Iteration, fetch: Fetch, chunk: int,
                 writer: CursorWriter | None) -> Iterator[Any]:
-        sent: Future[bool] | None = None  # the last chunk's cursor, being saved
+        sent: Sent | None = None  # the last chunk's cursor, being saved
         try:
             while not place.finished:
                 if self._stopping():
@@ -215,9 +275,9 @@ class Checkpoints:
                     self._report(place.done, place.cursor)
         finally:
             if sent is not None:  # a fetch raised: its chunk's cursor written all the same
-                sent.exception()
+                sent.settle()
 
-    def _saved(self, sent: Future[bool] | None) -> None:
+    def _saved(self, sent: Sent | None) -> None:
         """Wait for the cursor save `sent` (if any) to end; raise ClaimLost if the claim
         was lost, or what the save raised."""
         if sent is not None:

@@ -11,10 +11,23 @@ the value; the stores keep it and `laterite_django.resumable` fills it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Checkpoint", "Iteration"]
+__all__ = ["Checkpoint", "CursorSender", "Iteration"]
+
+
+class CursorSender(Protocol):
+    """A store's way to save one claim's `cx.iterate` cursors without waiting between
+    chunks (Store.cursor_sender): `send` starts a save on a connection of its own and
+    gives the function that waits for its answer (True: saved, the claim held; it may
+    raise, and the save is then made the usual way); one answer is waited for before the
+    next save is sent. `close` ends it once the loop is over."""
+
+    def send(self, text: str) -> Callable[[], bool]: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(slots=True)

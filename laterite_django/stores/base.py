@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
+from ..core.checkpoint import CursorSender
 from ..core.fairness import TOP_KEYS, WaitingByKey
 from ..core.sequences import HeldSequence
 from ..core.values import Claim, NewJob, QueueCounts, Running, job_ids
@@ -229,6 +230,13 @@ class Store(FailedList, abc.ABC):
         the store's server itself may then lose the last saves, and their chunks are
         done again, as after any crash. A step's result is saved durable."""
         raise NotImplementedError
+
+    def cursor_sender(self, claim: Claim) -> CursorSender | None:
+        """What saves `claim`'s cursors of `cx.iterate` without waiting between chunks
+        (the save sent on a connection of its own, its answer read before the next
+        chunk's items are handed on), or None: a thread of the worker's then saves them
+        (resumable.CursorWriter)."""
+        return None
 
     def joins_callers_transaction(self) -> bool:
         """Whether a write of this store from the calling thread now would join its open

@@ -190,7 +190,8 @@ def _checkpoints(worker: Worker, claim: Claim) -> Checkpoints:
         save=lambda text, durable: patiently(
             lambda: store.save_checkpoint(claim, text, durable=durable)),
         stopping=worker.stopping.is_set, report=report,
-        behind=lambda: not store.joins_callers_transaction())
+        behind=lambda: not store.joins_callers_transaction(),
+        sender=lambda: store.cursor_sender(claim))
 
 
 def _short(cursor: Any) -> str:

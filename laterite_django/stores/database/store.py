@@ -30,6 +30,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ...core.cancel import Outcome, reason
+from ...core.checkpoint import CursorSender
 from ...core.crash_points import crash_point
 from ...core.ending import End, any_marked, ends_of, ends_of_payloads
 from ...core.fairness import TOP_KEYS, WaitingByKey
@@ -47,6 +48,7 @@ from ..errors import guarded
 from ..recording import history, recorded
 from ..schedule_state import REMOVED, Fired, ScheduleFire, ScheduleState
 from . import postgres, sql, sqlite
+from .cursors import PostgresCursorSender
 from .fair import FairTurns, with_fair_places
 from .fair_rows import FairRows
 from .history import (
@@ -763,6 +765,16 @@ class DatabaseStore(Store):
     def joins_callers_transaction(self) -> bool:
         connection = self.connection
         return connection.in_atomic_block or not connection.autocommit
+
+    def cursor_sender(self, claim: Claim) -> CursorSender | None:
+        """See Store.cursor_sender: on PostgreSQL, an UPDATE sent on a connection of its
+        own (cursors.py); on SQLite none (a thread saves them)."""
+        if not self.postgres:
+            return None
+        connection = self.connection
+        connection.ensure_connection()
+        driver, params = type(connection.connection), connection.get_connection_params()
+        return PostgresCursorSender(lambda: driver.connect(**params, autocommit=True), claim)
 
     @guarded
     def add_minutes(self, minutes: Sequence[Minute]) -> None:

@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from ...conf import settings
 from ...core.cancel import Outcome, reason
+from ...core.checkpoint import CursorSender
 from ...core.crash_points import crash_point
 from ...core.ending import End, any_marked, ends_of_payloads
 from ...core.fairness import TOP_KEYS, WaitingByKey
@@ -65,6 +66,7 @@ from . import scripts as calls
 from . import sequences as redis_sequences
 from .browse import STATES as BROWSED_STATES
 from .browse import WINDOW, Browsed, JobBrowser
+from .cursors import RedisCursorSender
 from .failed import CHUNK, claim_token, failed_row, marked_claims, row_exists, write_row
 from .fair import FairEntries
 from .history import MOVE_CHUNK, HistoryEntries
@@ -1202,6 +1204,13 @@ class RedisStore(Store):
     def save_checkpoint(self, claim: Claim, text: str, *, durable: bool = True) -> bool:
         """See Store.save_checkpoint: written only while the claim's token is the job's."""
         return bool(self._run("save_checkpoint", [claim.id, claim.token, text]))
+
+    def cursor_sender(self, claim: Claim) -> CursorSender | None:
+        """See Store.cursor_sender: the script sent on a connection of the pool's, its
+        answer read later (cursors.py); on a cluster none (a thread saves them)."""
+        if self.cluster:
+            return None
+        return RedisCursorSender(self.client, self.prefix, claim)
 
     @guarded
     def clear(self, queue: str | None = None) -> int:
