@@ -67,8 +67,9 @@ DESCRIPTIONS: dict[str, str] = {
              "ORM's connection) or 'redis'.",
     "DATABASE": "The alias in DATABASES of the database store's database; its ENGINE must "
                 "be PostgreSQL or SQLite.",
-    "REDIS": "The alias in CACHES of the Redis store's django-redis cache (one server), "
-             "the queue's own: not a cache that another cache's clear() would wipe.",
+    "REDIS": "The alias in CACHES of the Redis store's django-redis cache (one server, or "
+             "a Redis Cluster's nodes with LATERITE_QUEUE_REDIS_CLUSTER), the queue's own: "
+             "not a cache that another cache's clear() would wipe.",
     "PREFIX": "The prefix of every Redis key of the queue (a non-empty string).",
     "QUEUES": "The queues a worker takes from, in priority order (a non-empty list of "
               "distinct names).",
