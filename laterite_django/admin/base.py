@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -21,6 +21,7 @@ from ..conf import settings
 from ..exceptions import StoreUnavailable
 from ..models import FailedJob, Job
 from ..stores.errors import database_outage
+from .console import WINDOWED
 from .paginator import EstimatedCountPaginator
 from .summary import queue_summary
 
@@ -99,12 +100,30 @@ class ReadOnlyQueueAdmin(admin.ModelAdmin):
 
             def get_results(self, request):
                 super().get_results(request)
+                counted = self.paginator.counted_rows
+                if counted is not None and not (self.show_all and self.can_show_all):
+                    # One page in all: its rows were read with the count, not again.
+                    self.result_list = counted
                 # Unfiltered, the list's count is the whole table's: say "4 jobs" once
                 # (below the list), not "4 results (Show all)" beside the search box.
                 if not self.has_active_filters and not self.query:
                     self.full_result_count = self.result_count
 
         return QueueChangeList
+
+    def get_paginator(self, request: HttpRequest, queryset: QuerySet, per_page: int,
+                      orphans: int = 0, allow_empty_first_page: bool = True) -> Any:
+        """The paginator; a list a test of each row filters (in its window) reads its
+        page with its count, in one query."""
+        paginator = super().get_paginator(request, queryset, per_page, orphans,
+                                          allow_empty_first_page)
+        if getattr(request, WINDOWED, False) and isinstance(paginator,
+                                                            EstimatedCountPaginator):
+            try:
+                paginator.read_with_count(int(request.GET.get(PAGE_VAR, 1)))
+            except ValueError:
+                paginator.read_with_count(1)
+        return paginator
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -29,9 +29,13 @@ from ..stores.database.matching import (
     parse_moment,
 )
 
-__all__ = ["ConsoleFilter", "console_filter"]
+__all__ = ["WINDOWED", "ConsoleFilter", "console_filter"]
 
 PARAMETERS = ("arg", "error", "since", "until")
+
+# Set on the request when a test of each row reads the window: the list then reads
+# its page and its count in one query (paginator.py).
+WINDOWED = "_laterite_windowed"
 
 
 class ConsoleFilter(admin.ListFilter):
@@ -106,6 +110,7 @@ class ConsoleFilter(admin.ListFilter):
         if not self.row_tests:
             return rows
         rows, self.window_full = newest(rows, self.order, self.scan)
+        setattr(request, WINDOWED, True)
         if not self.time_indexed:
             rows = self._in_range(rows)
         if self.error_class:

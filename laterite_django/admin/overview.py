@@ -28,6 +28,7 @@ from ..core.sequences import HeldSequence
 from ..core.values import QueueCounts
 from ..stores import get_store
 from .chart import latency_chart, minute_chart
+from .summary import CAP
 from .workers import worker_counts
 
 __all__ = ["OverviewAdmin", "overview_rows"]
@@ -64,7 +65,7 @@ def overview_rows(now: datetime | None = None) -> list[QueueOverview]:
     or a pause (a paused queue shows even with nothing in it)."""
     now = now or timezone.now()
     store = get_store()
-    counts = store.counts()
+    counts = store.counts(cap=CAP)  # "10000+" past the cap, as the lists' summary
     oldest = store.oldest_waiting()
     paused = store.paused_queues()
     fair = store.fair_waiting()

@@ -111,6 +111,9 @@ class QueueCounts:
     running: int = 0
     failed: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    # The states counted only up to a cap (`Store.counts(cap=...)`): each holds at
+    # least its count, maybe more.
+    capped: set[str] = field(default_factory=set)
 
     @property
     def total(self) -> int:

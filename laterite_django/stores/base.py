@@ -203,8 +203,13 @@ class Store(FailedList, abc.ABC):
         """Move the job to the failed list; return the FailedJob id, None if the claim was lost."""
 
     @abc.abstractmethod
-    def counts(self) -> dict[str, QueueCounts]:
-        """Return the counts of every queue that has jobs, failed ones included."""
+    def counts(self, cap: int | None = None) -> dict[str, QueueCounts]:
+        """Return the counts of every queue that has jobs, failed ones included.
+
+        With `cap`, a count the store would read row by row stops at `cap`: it is
+        then `cap` and its state is in the queue's `capped` (there are more), so the
+        cost stays bounded on a big table (the admin's summary). Counts the store
+        keeps as such (Redis's waiting and running) are exact whatever the cap."""
 
     def oldest_waiting(self) -> dict[str, datetime]:
         """For each queue with a waiting job (due, not claimed), when the one waiting
@@ -424,11 +429,16 @@ class Store(FailedList, abc.ABC):
         """The StoreUnavailable to raise for a backend `error`, or None (see errors.guarded)."""
         return database_outage(error, self.database)
 
-    def _with_failed(self, counts: dict[str, QueueCounts]) -> dict[str, QueueCounts]:
-        """The counts of `counts`' non-empty queues plus every queue's failed jobs, by name."""
+    def _with_failed(self, counts: dict[str, QueueCounts], cap: int | None = None
+                     ) -> dict[str, QueueCounts]:
+        """The counts of `counts`' non-empty queues plus every queue's failed jobs, by
+        name (each counted up to `cap`, if given: see `counts`)."""
         result = {queue: c for queue, c in counts.items() if c.total}
-        for queue, failed in self.failed_counts().items():
-            result.setdefault(queue, QueueCounts()).failed = failed
+        for queue, failed in self.failed_counts(cap).items():
+            found = result.setdefault(queue, QueueCounts())
+            found.failed = failed if cap is None else min(failed, cap)
+            if cap is not None and failed > cap:
+                found.capped.add("failed")
         return dict(sorted(result.items()))
 
     # -- re-encryption (queue_rekey) --------------------------------------------

@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.http import urlencode
 
+from laterite_django.admin import summary as admin_summary
 from laterite_django.models import FailedJob, Job
 from laterite_django.stores.database.sql import IDLE_LOCK
 from tests.conftest import wait_for
@@ -579,6 +580,37 @@ def test_summary_counts_every_queue_from_the_store(admin_client, store):
         html = response.content.decode()
         assert f'href="{JOBS}?queue=default&amp;state=delayed">1</a>' in html
         assert f'href="{FAILED}?queue=low">1</a>' in html
+
+
+def test_summary_counts_stop_at_the_cap_and_say_so(admin_client, store, store_kind,
+                                                   monkeypatch):
+    """Past the cap a count reads "2+", the totals too, and a note says why; Redis keeps
+    its waiting jobs' number (exact, whatever the cap), the failed table is counted."""
+    monkeypatch.setattr(admin_summary, "CAP", 2)
+    counted = store_kind == "database"
+    for _ in range(3):
+        jobs.record.push("a")
+        make_failed(queue="mail")
+    jobs.mail.push("c")
+    make_failed(queue="low")
+    for url in (JOBS, FAILED):
+        response = admin_client.get(url)
+        rows = {r.queue: (r.waiting, r.delayed, r.running, r.failed, set(r.capped))
+                for r in response.context["queue_summary"].rows}
+        default = (2, 0, 0, 0, {"waiting"}) if counted else (3, 0, 0, 0, set())
+        assert rows == {"default": default,
+                        "mail": (1, 0, 0, 2, {"failed"}), "low": (0, 0, 0, 1, set())}
+        html = response.content.decode()
+        waiting = "2+" if counted else "3"
+        assert f'href="{JOBS}?queue=default&amp;state=waiting">{waiting}</a>' in html
+        assert f'href="{FAILED}?queue=mail">2+</a>' in html
+        assert f'href="{FAILED}?queue=low">1</a>' in html
+        assert "A count shown as 2+ stopped at 2: there are more." in html
+        assert f'<td class="num">{"3+" if counted else "4"}</td>' in html  # all waiting
+    monkeypatch.setattr(admin_summary, "CAP", 3)  # each count within it: exact, no note
+    response = admin_client.get(JOBS)
+    assert not any(r.capped for r in response.context["queue_summary"].rows)
+    assert "stopped at" not in response.content.decode()
 
 
 def test_summary_with_nothing_queued(admin_client):

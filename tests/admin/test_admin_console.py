@@ -10,11 +10,14 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from laterite_django.admin import actions as admin_actions
 from laterite_django.admin.console import ConsoleFilter
+from laterite_django.admin.lists import FailedJobAdmin
 from laterite_django.models import FailedJob, Job, JobRecord
 from laterite_django.testing import run_jobs
 from tests.admin.test_admin import FAILED, JOBS, make_failed, make_job, texts
@@ -128,6 +131,32 @@ def test_a_window_that_holds_every_row_is_not_full(admin_client, store, monkeypa
     make_failed(payload={"args": [], "kwargs": {"n": 3}})
     assert "looked through the 3 newest rows only" in notice(
         admin_client.get(FAILED, {"arg": "n=0"}))
+
+
+def test_a_windowed_filter_reads_its_page_and_count_in_one_query(admin_client, store,
+                                                                 monkeypatch):
+    """The count of the rows a test of each row keeps comes with the page's rows (one
+    read of the window, no COUNT query), on every page and past the last one."""
+    monkeypatch.setattr(ConsoleFilter, "scan", 50)
+    monkeypatch.setattr(FailedJobAdmin, "list_per_page", 4)
+    made = [make_failed(payload={"args": [], "kwargs": {"n": i % 2}}) for i in range(11)]
+    odd = [m.pk for m in reversed(made) if m.pk % 2 == made[1].pk % 2]
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(FAILED, {"arg": "n=1"})
+    assert [o.pk for o in response.context["cl"].result_list] == odd[:4]
+    assert response.context["cl"].result_count == len(odd) == 5
+    assert [q["sql"] for q in captured if "COUNT(*) AS" in q["sql"]] == []
+    assert sum("OVER ()" in q["sql"] for q in captured) == 1
+    assert "5 failed jobs" in response.content.decode()
+    response = admin_client.get(FAILED, {"arg": "n=1", "p": "2"})
+    assert [o.pk for o in response.context["cl"].result_list] == odd[4:]
+    assert response.context["cl"].result_count == 5
+    # Past the last page: counted, and refused as Django refuses it.
+    assert admin_client.get(FAILED, {"arg": "n=1", "p": "3"}).status_code == 302
+    # Nothing kept: no row carries the count, which is 0.
+    response = admin_client.get(FAILED, {"arg": "n=7"})
+    assert (response.context["cl"].result_count, list(response.context["cl"].result_list)
+            ) == (0, [])
 
 
 def test_history_filters_by_argument_and_error_class(admin_client, store, settings):

@@ -1,7 +1,8 @@
 """The admin's lists with many rows: a fixed number of queries, no full count per page.
 
 The queries of one changelist page: the session, the user, the store's counts
-(jobs, then failed jobs, per queue), the paused queues, the number of rows
+(the job table's queues, their jobs, then failed jobs, per queue; each count stops
+at the summary's cap), the paused queues, the number of rows
 (PostgreSQL's estimate for a big unfiltered table, else a COUNT), the page's rows,
 and on the failed list the distinct names for the name filter (the jobs list
 offers the registered names: no query). None per row.
@@ -19,16 +20,18 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from laterite_django.admin.paginator import ESTIMATE_ABOVE
+from laterite_django.admin.summary import CAP
 from laterite_django.models import FailedJob, Job
+from laterite_django.stores import get_store
 from tests.admin.test_admin import FAILED, JOBS, make_failed, make_job
 
 pytestmark = pytest.mark.django_db
 
 # LATERITE_TEST_ADMIN_ROWS=1000000 for the full size (a few minutes more).
 BIG = int(os.environ.get("LATERITE_TEST_ADMIN_ROWS", "100000"))
-# session, user, job counts, failed counts, paused queues, row count, page rows; and the
-# filter's names on the failed list
-PAGE_QUERIES = {"jobs": 7, "failed": 8}
+# session, user, job queues, job counts, failed counts, paused queues, row count, page
+# rows; and the filter's names on the failed list
+PAGE_QUERIES = {"jobs": 8, "failed": 9}
 
 
 def page_queries(url: str) -> int:
@@ -142,9 +145,24 @@ def test_big_tables_render_without_a_full_count(transactional_db, admin_client, 
         assert len(cl.result_list) == (1 if url.endswith(f"+{BIG - 1}") else 100)
         if url.endswith("=Broken"):
             assert cl.result_count == BIG  # every failed row says "broken"
+    # The summary's counts stop at CAP: each the exact count or CAP, said to be more.
     rows = {r.queue: r for r in response.context["queue_summary"].rows}
-    assert sum(r.failed for r in rows.values()) == BIG
-    assert sum(r.waiting + r.delayed + r.running for r in rows.values()) == BIG
+    exact = get_store().counts()
+    assert sum(c.failed for c in exact.values()) == BIG
+    assert sum(c.total for c in exact.values()) == BIG
+    assert set(rows) == set(exact)
+    running = sum(c.running for c in exact.values())
+    for queue, counts in exact.items():
+        for state in ("waiting", "delayed", "failed"):
+            shown, real = getattr(rows[queue], state), getattr(counts, state)
+            assert shown == min(real, CAP), (queue, state)
+            assert (state in rows[queue].capped) == (real > CAP), (queue, state)
+        # The running jobs are read up to the cap in all, then told per queue.
+        assert rows[queue].running <= counts.running
+        assert ("running" in rows[queue].capped) == (running > CAP)
+    assert sum(r.running for r in rows.values()) == min(running, CAP + 1)
+    if BIG // 3 > CAP:
+        assert f">{CAP}+</a>" in response.content.decode()
     out = io.StringIO()
     started = time.perf_counter()
     call_command("queue_status", stdout=out)

@@ -13,6 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from laterite_django.models import FailedJob, Job
+from laterite_django.stores import NewJob
 from tests.admin.test_admin import make_failed, make_job
 
 
@@ -67,3 +68,38 @@ def test_estimated_rows_is_the_planners_estimate_on_postgresql(store, model):
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
     assert store.estimated_rows(model) == 40
+
+
+def test_counts_stop_at_a_cap_and_say_so(store, store_kind):
+    """`counts(cap=...)` (the admin's summary): a count past the cap is the cap and its
+    state is `capped`; one within it, exact; without a cap, every count exact."""
+    now = timezone.now()
+    later = now + timedelta(hours=1)
+
+    def job(queue, at=now):
+        return NewJob(name="tests.record", queue=queue, payload='{"args":[],"kwargs":{}}',
+                      available_at=at, pushed_at=now)
+
+    store.push([job("big") for _ in range(6)] + [job("big", later) for _ in range(2)]
+               + [job("small")])
+    for claim in store.claim(["big"], "host:1", limit=3):
+        store.fail(claim, "ValueError: broken")
+    store.claim(["big"], "host:1", limit=1)  # one running
+    for _ in range(3):
+        make_failed(queue="small")
+    exact = store.counts()
+    assert (exact["big"].waiting, exact["big"].delayed, exact["big"].running,
+            exact["big"].failed, exact["big"].capped) == (2, 2, 1, 3, set())
+    assert (exact["small"].waiting, exact["small"].failed) == (1, 3)
+    capped = store.counts(cap=2)
+    big, small = capped["big"], capped["small"]
+    assert (big.waiting, big.delayed, big.running, big.failed) == (2, 2, 1, 2)
+    assert big.capped == {"failed"}
+    assert (small.waiting, small.failed, small.capped) == (1, 2, {"failed"})
+    store.claim(["big"], "host:1", limit=2)  # three running
+    capped = store.counts(cap=2)
+    if store_kind == "database":  # counted row by row: the cap holds
+        assert capped["big"].running == 3 and "running" in capped["big"].capped
+    else:  # Redis keeps the number: exact
+        assert capped["big"].running == 3 and "running" not in capped["big"].capped
+    assert store.counts(cap=100)["big"].capped == set()

@@ -30,6 +30,7 @@ __all__ = [
     "CLEAR_QUEUE",
     "CLEAR_QUEUE_BATCHED",
     "COLUMNS",
+    "COUNTED_QUEUES",
     "COUNTS",
     "COUNT_BATCH",
     "DELETE_BATCH_ENDS",
@@ -65,6 +66,7 @@ __all__ = [
     "cancel_mark",
     "cancel_requested",
     "candidates",
+    "capped_counts",
     "claim_from_row",
     "delete_jobs",
     "drop_batch_delete",
@@ -151,6 +153,40 @@ COUNTS = (
     f"SUM(CASE WHEN token IS NOT NULL THEN 1 ELSE 0 END) "
     f"FROM {TABLE} GROUP BY queue"
 )
+# Counts that stop at a cap, for a big table (the admin's summary): each reads at most
+# its cap of entries of an index (laterite_job_due), whatever the table holds.
+# The queues with jobs not claimed, jumping from queue to queue through laterite_job_due.
+COUNTED_QUEUES = (
+    f"WITH RECURSIVE queues(queue) AS ("
+    f"SELECT MIN(queue) FROM {TABLE} WHERE token IS NULL "
+    f"UNION ALL SELECT (SELECT MIN(queue) FROM {TABLE} WHERE token IS NULL "
+    f"AND queue > queues.queue) FROM queues WHERE queues.queue IS NOT NULL"
+    f") SELECT queue FROM queues WHERE queue IS NOT NULL"
+)
+
+
+def capped_counts(queues: int) -> str:
+    """Per queue of `queues` (given as parameters; the planner then knows how many, and
+    a query it thinks small is not compiled first), waiting and delayed counted up to
+    a cap; then the running jobs of every queue, read up to a cap, per queue.
+
+    Params: now, cap + 1, now, cap + 1, then each queue (none of these without
+    queues); then cap + 1."""
+    names = " UNION ALL ".join(["SELECT %s AS queue"] * queues)
+    capped = (
+        f"SELECT names.queue, "
+        f"(SELECT COUNT(*) FROM (SELECT 1 FROM {TABLE} j WHERE j.queue = names.queue "
+        f"AND j.token IS NULL AND j.available_at <= %s LIMIT %s) w), "
+        f"(SELECT COUNT(*) FROM (SELECT 1 FROM {TABLE} j WHERE j.queue = names.queue "
+        f"AND j.token IS NULL AND j.available_at > %s LIMIT %s) d), 0 "
+        f"FROM ({names}) names UNION ALL "
+    ) if queues else ""
+    return (
+        f"{capped}SELECT running.queue, 0, 0, COUNT(*) FROM (SELECT queue FROM {TABLE} "
+        f"WHERE token IS NOT NULL LIMIT %s) running GROUP BY running.queue"
+    )
+
+
 MINUTE_TABLE = "laterite_minute_count"
 # Params: queue, minute, succeeded, failed (Store.add_minutes; PostgreSQL and SQLite alike).
 ADD_MINUTE = (

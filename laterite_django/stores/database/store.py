@@ -677,13 +677,39 @@ class DatabaseStore(Store):
     # -- inspect and manage -------------------------------------------------------
 
     @guarded
-    def counts(self) -> dict[str, QueueCounts]:
+    def counts(self, cap: int | None = None) -> dict[str, QueueCounts]:
         now = self._ts(timezone.now())
-        rows, _ = self._execute(sql.COUNTS, [now, now], fetch=True)
-        return self._with_failed({
-            queue: QueueCounts(waiting=int(p or 0), delayed=int(d or 0), running=int(r or 0))
-            for queue, p, d, r in rows
-        })
+        if cap is None:
+            rows, _ = self._execute(sql.COUNTS, [now, now], fetch=True)
+            return self._with_failed({
+                queue: QueueCounts(waiting=int(p or 0), delayed=int(d or 0),
+                                   running=int(r or 0))
+                for queue, p, d, r in rows
+            })
+        # Each count reads at most cap + 1 index entries: the queues first (a loose
+        # index scan), then their counts in one statement sized to them.
+        queues = [queue for queue, in self._execute(sql.COUNTED_QUEUES, [], fetch=True)[0]]
+        rows, _ = self._execute(sql.capped_counts(len(queues)),
+                                [*([now, cap + 1] * 2 if queues else []), *queues, cap + 1],
+                                fetch=True)
+        counts: dict[str, QueueCounts] = {}
+        running = 0
+        for queue, waiting, delayed, claimed in rows:
+            found = counts.setdefault(queue, QueueCounts())
+            found.waiting += int(waiting)
+            found.delayed += int(delayed)
+            found.running += int(claimed)
+            running += int(claimed)
+        for found in counts.values():
+            for state in ("waiting", "delayed"):
+                if getattr(found, state) > cap:
+                    setattr(found, state, cap)
+                    found.capped.add(state)
+            if running > cap:
+                # The running jobs were read up to the cap in all: each queue's count
+                # is the least it holds.
+                found.capped.add("running")
+        return self._with_failed(counts, cap)
 
     @guarded
     def running(self, limit: int = 100) -> list[Running]:
