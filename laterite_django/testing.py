@@ -141,6 +141,8 @@ def isolated_redis_prefix(prefix: str | None = None) -> Iterator[str]:
 def _delete_keys(prefix: str) -> None:
     store = get_store()
     client = store.client  # type: ignore[attr-defined]
+    # The store's own prefix: on a Redis Cluster, `prefix` as the hash tag {prefix}.
+    prefix = getattr(store, "prefix", prefix)
     pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix) + ":*"
     keys = list(client.scan_iter(match=pattern, count=1000))
     for start in range(0, len(keys), 1000):

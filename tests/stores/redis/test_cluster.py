@@ -23,6 +23,7 @@ from laterite_django.exceptions import (
 )
 from laterite_django.stores import build_store, get_store, reset_store
 from laterite_django.stores.redis.scripts import SHAS, SOURCES, evalsha
+from laterite_django.testing import isolated_redis_prefix
 from tests.conftest import CLUSTER_PORT, Workers, flush_redis_cluster
 from tests.testapp import jobs
 from tests.testapp.models import Record
@@ -292,3 +293,14 @@ def test_workers_and_pushers_go_on_through_a_primary_failover() -> None:
             finally:
                 flush_redis_cluster(prefix)
                 reset_store()
+
+
+def test_an_isolated_prefix_leaves_no_key_on_the_cluster(cluster_store) -> None:
+    """laterite_django.testing.isolated_redis_prefix deletes the keys of its prefix,
+    which on a cluster live under its hash tag."""
+    with isolated_redis_prefix() as prefix:
+        store = get_store()
+        assert store.prefix == "{" + prefix + "}"
+        store.push([new_job("default", timezone.now())])
+        assert list(store.client.scan_iter(match=f"{store.prefix}:*"))
+    assert not list(store.client.scan_iter(match=f"{store.prefix}:*"))
