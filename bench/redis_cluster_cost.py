@@ -26,6 +26,7 @@ prefix stays on one primary, see docs/howto/redis-cluster.md).
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -82,6 +83,7 @@ def main() -> None:
     finally:
         single.kill()
         single.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def run(args: argparse.Namespace, single_pid: int, cluster: RedisClusterSet) -> None:
