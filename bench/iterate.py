@@ -21,11 +21,13 @@ Each source runs three ways, the six rows taking turns in `--rounds` rounds (a b
 - without saving: `Checkpoints(load=None, save=None)` (the cursor kept in memory);
 - with saving: the Checkpoints a worker gives a job it claimed (`worker.attempt.
   _checkpoints`: the cursor saved with the job under its claim by
-  `store.save_checkpoint` behind the walk, in a thread of its own while the next chunk
-  is fetched (resumable.CursorWriter), waited out if the store is down, and the items
+  `store.save_checkpoint`, waited out if the store is down, sent behind the walk on
+  PostgreSQL and Redis (resumable.CursorWriter: on a connection of its own while the
+  next chunk is fetched, its answer read before that chunk is handed on), and the items
   done reported as progress), bound to a job pushed and claimed for that pass;
 - with saving in the job's thread: the same, each save made and waited for between
-  two chunks (as a job inside a transaction of the store's database saves).
+  two chunks (as a job inside a transaction of the store's database saves, and as
+  every save is made on SQLite, where both rows measure the same thing).
 
 Prints, per store and source, the median rows/s of each way, the median over the
 rounds of the ratio with / without (each round's two passes measured minutes apart at

@@ -10,26 +10,25 @@ a block's result once the block has run, and later runs get that result instead 
 running it again. Where nothing is stored (inline mode), the checkpoint lives in
 memory for the one run.
 
-A worker saves a cursor behind the walk (`CursorWriter`), while the job fetches its
-next chunk: sent on a connection of its own without waiting for the answer (the store's
-`cursor_sender`: PostgreSQL, Redis), else in a thread of its own (SQLite); the save is
-waited for before that chunk's items are handed on, so at most one is in flight, a lost
-claim stops the job before it does more, and a job never sees a save unfinished. Inside
-the job's own transaction on the store's database, a cursor is saved in the job's
-thread, with the job's work.
+A worker saves a cursor behind the walk (`CursorWriter`) where the store can send it
+without waiting for the answer (its `cursor_sender`: PostgreSQL, Redis), on a connection
+of its own, while the job fetches its next chunk; the answer is read before that chunk's
+items are handed on, so at most one save is in flight, a lost claim stops the job before
+it does more, and a job never sees a save unfinished. Elsewhere (SQLite, whose write
+costs less than a hand-over to a thread, a Redis Cluster), and inside the job's own
+transaction on the store's database (the cursor then commits with the job's work), the
+walk saves its cursor itself between two chunks.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connections
 from django.db.models import Model, Q, QuerySet
 
 from .core.checkpoint import Checkpoint, CursorSender, Iteration
@@ -70,8 +69,7 @@ class Sent:
     answer that cannot be read (the sender's connection lost) makes the save again with
     `again`, the usual way."""
 
-    def __init__(self, answer: Callable[[], bool], again: Callable[[], bool] | None = None
-                 ) -> None:
+    def __init__(self, answer: Callable[[], bool], again: Callable[[], bool]) -> None:
         self._answer = answer
         self._again = again
 
@@ -79,8 +77,6 @@ class Sent:
         try:
             return self._answer()
         except Exception:
-            if self._again is None:
-                raise
             return self._again()
 
     def settle(self) -> None:
@@ -90,58 +86,47 @@ class Sent:
 
 
 class CursorWriter:
-    """Saves `cx.iterate`'s cursors behind the walk, one at a time: `send` starts a save,
-    its `result` waits for it. The store's sender (`sender()`, Store.cursor_sender) sends
-    them on a connection of its own; without one, or once it failed, a thread of its own
-    saves them with `save` (on its own database connections, Django's being per thread).
-    `close` ends both when the walk ends."""
+    """Sends `cx.iterate`'s cursors behind the walk with the store's sender (made by
+    `sender()`, Store.cursor_sender), one at a time: `send` starts a save, its `result`
+    waits for it. Without a sender (SQLite, a Redis Cluster), or once it failed, `send`
+    gives None and the walk saves its cursors itself with `save`. `close` ends the
+    sender when the walk ends."""
 
     def __init__(self, save: Callable[[str, bool], bool],
-                 sender: Callable[[], CursorSender | None] | None = None) -> None:
+                 sender: Callable[[], CursorSender | None]) -> None:
         self._save = save
-        self._make_sender = sender
+        self._make_sender: Callable[[], CursorSender | None] | None = sender
         self._sender: CursorSender | None = None
-        self._pool: ThreadPoolExecutor | None = None
 
-    def send(self, text: str) -> Sent:
-        """Start saving `text` (not durable, as a cursor is)."""
+    def send(self, text: str) -> Sent | None:
+        """Start saving `text` (not durable, as a cursor is); None: save it yourself."""
         if self._make_sender is not None:
             make, self._make_sender = self._make_sender, None
             try:
                 self._sender = make()
-            except Exception:  # the store away: the thread's saves wait it out
+            except Exception:  # the store away: the walk's own saves wait it out
                 self._sender = None
-        if self._sender is not None:
-            try:
-                answer = self._sender.send(text)
-            except Exception:
-                self._drop_sender()
-            else:
-                return Sent(answer, lambda: self._saved_again(text))
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="laterite-cursor")
-        return Sent(self._pool.submit(self._save, text, False).result)
+        if self._sender is None:
+            return None
+        try:
+            answer = self._sender.send(text)
+        except Exception:
+            self.close()
+            return None
+        return Sent(answer, lambda: self._saved_again(text))
 
     def _saved_again(self, text: str) -> bool:
         """The save of `text` made the usual way: the sender's answer could not be read
-        (dropped; the thread saves the cursors that follow)."""
-        self._drop_sender()
+        (the sender is dropped; the walk saves the cursors that follow itself)."""
+        self.close()
         return self._save(text, False)
 
-    def _drop_sender(self) -> None:
-        sender, self._sender = self._sender, None
+    def close(self) -> None:
+        """End the sender (its connection closed or given back)."""
+        sender, self._sender, self._make_sender = self._sender, None, None
         if sender is not None:
             with suppress(Exception):
                 sender.close()
-
-    def close(self) -> None:
-        """End the sender, and the thread once its connections are closed (waiting for a
-        save in flight)."""
-        self._drop_sender()
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            pool.submit(connections.close_all)
-            pool.shutdown(wait=True)
 
 
 class Checkpoints:
@@ -231,7 +216,8 @@ class Checkpoints:
     def _walk(self, place: Iteration, fetch: Fetch, chunk: int) -> Iterator[Any]:
         self._walking = True
         writer = CursorWriter(self._save, self._sender) if (
-            self._save is not None and self._behind is not None) else None
+            self._save is not None and self._behind is not None
+            and self._sender is not None) else None
         try:
             yield from self._chunks(place, fetch, chunk, writer)
         finally:
@@ -267,7 +253,7 @@ class Checkpoints:
                 if (writer is not None and not place.finished and self._behind is not None
                         and self._behind()):
                     sent = writer.send(self.value.dump())  # saved while the next is fetched
-                else:
+                if sent is None:
                     # A cursor lost to a server's crash: a chunk again.
                     self.save(durable=False)
                     crash_point("iterate.after_save")  # past a chunk not yet handed on
