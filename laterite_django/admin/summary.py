@@ -6,8 +6,8 @@ the same queues.
 
 Each count a store reads row by row stops at `CAP` and is shown as "10000+": at
 10^6 jobs and 10^6 failed jobs on PostgreSQL, counting every row per queue and
-state took 0.3-0.4 s of each page load; counted up to the cap through the queue
-indexes (index-only scans) it takes 0.04 s, whatever the tables hold. Below the
+state took 0.3 s of each page load; counted up to the cap through the queue
+indexes (index-only scans) it takes 0.05 s, whatever the tables hold. Below the
 cap, as in most projects, every count is exact.
 """
 

@@ -708,6 +708,7 @@ class DatabaseStore(Store):
             if running > cap:
                 # The running jobs were read up to the cap in all: each queue's count
                 # is the least it holds.
+                found.running = min(found.running, cap)
                 found.capped.add("running")
         return self._with_failed(counts, cap)
 
