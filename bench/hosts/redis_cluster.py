@@ -16,15 +16,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from .procs import wait_until
+from .redis_servers import RedisServers
 
 __all__ = ["NODES", "RedisClusterSet"]
 
-REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 # Three primaries and one replica each.
 NODES = 6
@@ -36,31 +34,21 @@ def _port_taken(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-class RedisClusterSet:
+class RedisClusterSet(RedisServers):
     """Six cluster-enabled redis-servers on `host`, ports `port`..`port`+5."""
 
     def __init__(self, port: int, host: str = "127.0.0.1", *, node_timeout_ms: int = 1000
                  ) -> None:
-        self.host = host
+        super().__init__(host, "laterite-cluster-")
         self.ports = [port + i for i in range(NODES)]
         self.node_timeout_ms = node_timeout_ms
-        self.dir = Path(tempfile.mkdtemp(prefix="laterite-cluster-"))
-        self.procs: dict[int, subprocess.Popen] = {}
 
     # -- processes ----------------------------------------------------------------
 
     def _server(self, port: int) -> subprocess.Popen:
-        work = self.dir / str(port)
-        work.mkdir(exist_ok=True)
-        proc = subprocess.Popen(
-            [REDIS, "--port", str(port), "--bind", self.host, "--save", "",
-             "--appendonly", "no", "--dir", str(work), "--logfile", str(work / "log"),
-             "--protected-mode", "no", "--cluster-enabled", "yes",
-             "--cluster-config-file", str(work / "nodes.conf"),
-             "--cluster-node-timeout", str(self.node_timeout_ms)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        self.procs[port] = proc
-        return proc
+        return self._redis(port, port, "--cluster-enabled", "yes", "--cluster-config-file",
+                           str(self.dir / str(port) / "nodes.conf"),
+                           "--cluster-node-timeout", str(self.node_timeout_ms))
 
     def start(self) -> RedisClusterSet:
         taken = [port for port in self.ports if _port_taken(self.host, port)]
@@ -124,24 +112,6 @@ class RedisClusterSet:
         cluster, as a replica of the primary that took its slots over."""
         self._server(port)
         wait_until(self.ready, 60, f"the node on {port} back as a replica", 0.2)
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.kill()
-                proc.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> RedisClusterSet:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- Django ---------------------------------------------------------------------
 

@@ -8,29 +8,24 @@ Django settings for the queue's cache: `cache_config(db)`.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from .procs import free_port, wait_until
+from .redis_servers import REDIS, RedisServers
 
 __all__ = ["RedisSentinelSet"]
 
-REDIS = "/usr/bin/redis-server"
 
 
-class RedisSentinelSet:
+class RedisSentinelSet(RedisServers):
     """A primary, a replica and a Sentinel on `host`."""
 
     def __init__(self, host: str = "127.0.0.1", *, down_after_ms: int = 1000) -> None:
-        self.host = host
+        super().__init__(host, "laterite-sentinel-")
         self.down_after_ms = down_after_ms
-        self.dir = Path(tempfile.mkdtemp(prefix="laterite-sentinel-"))
         self.ports = {"a": free_port(host), "b": free_port(host), "sentinel": free_port(host)}
-        self.procs: dict[str, subprocess.Popen] = {}
         self.primary = "a"
         # Its own service name: django-redis keeps one pool per LOCATION for the whole
         # process, so two sets under one name would share the first one's.
@@ -39,15 +34,7 @@ class RedisSentinelSet:
     # -- processes ----------------------------------------------------------------
 
     def _server(self, name: str, *extra: str) -> subprocess.Popen:
-        work = self.dir / name
-        work.mkdir(exist_ok=True)
-        proc = subprocess.Popen(
-            [REDIS, "--port", str(self.ports[name]), "--bind", self.host, "--save", "",
-             "--appendonly", "no", "--dir", str(work), "--logfile", str(work / "log"),
-             "--protected-mode", "no", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        self.procs[name] = proc
-        return proc
+        return self._redis(name, self.ports[name], *extra)
 
     def start(self) -> RedisSentinelSet:
         self._server("a")
@@ -125,24 +112,6 @@ class RedisSentinelSet:
 
     def resume_replica(self) -> None:
         self.procs[self.replica()].send_signal(signal.SIGCONT)
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.kill()
-                proc.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> RedisSentinelSet:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- Django ---------------------------------------------------------------------
 
