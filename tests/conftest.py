@@ -22,6 +22,14 @@ from laterite_django.stores import get_store, reset_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# A suite started in the background of a shell (`nohup ... &`) inherits SIGINT ignored,
+# and so would every process its tests start: Python installs no KeyboardInterrupt
+# handler in a process started with SIGINT ignored, and the tests that press Ctrl-C in
+# a worker or a command would wait on it in vain. Handled here, SIGINT is back to its
+# default in each process the tests start (exec resets a handled signal).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # Every store-level behaviour runs against each of these (LATERITE_TEST_STORES,
 # database,redis by default; each nox leg names its own: noxfile.LEGS). `redis_cluster`
 # is the Redis store on a Redis Cluster of the session's own (the `redis_cluster`
