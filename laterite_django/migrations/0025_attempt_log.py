@@ -5,6 +5,8 @@ the partitioned laterite_job_record's by its parent (its partitions take it too)
 
 from django.db import migrations, models
 
+import laterite_django.models.jobs
+
 
 class Migration(migrations.Migration):
 
@@ -16,7 +18,8 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="job",
             name="attempt_log",
-            field=models.JSONField(
+            # No CHECK (JSON_VALID) on SQLite: the job table checks nothing at insert.
+            field=laterite_django.models.jobs.UncheckedJSONField(
                 blank=True, null=True,
                 help_text="Its attempts that failed and were retried, while its queue keeps "
                           "history (LATERITE_QUEUE_HISTORY): the first 3 and the last 7, each "
