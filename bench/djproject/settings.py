@@ -1,8 +1,8 @@
 """One small Django project for every Django-based system in the bench.
 
 $BENCH_SYSTEM picks the apps and the store: django_q2[_tuned],
-django_tasks_db[_tuned], laterite_pg[_metrics|_in_batch|_encrypted],
-laterite_redis[_metrics|_in_batch|_encrypted] or
+django_tasks_db[_tuned], laterite_pg[_metrics|_in_batch|_encrypted|_history],
+laterite_redis[_metrics|_in_batch|_encrypted|_history] or
 laterite_sqlite (also
 `laterite_pg@<commit>` and so on: the same settings for an earlier commit of
 laterite, which must accept them too). Settings are as shipped (CONN_MAX_AGE=0,
@@ -14,8 +14,9 @@ import re
 from pathlib import Path
 
 SYSTEM = os.environ.get("BENCH_SYSTEM", "laterite_sqlite")
-# laterite_pg@2d1d5a0, laterite_pg_metrics, _in_batch and _encrypted are set up as laterite_pg.
-BASE = re.sub(r"_(metrics|in_batch|encrypted)$", "", SYSTEM.partition("@")[0])
+# laterite_pg@2d1d5a0, laterite_pg_metrics, _in_batch, _encrypted and _history are set up
+# as laterite_pg.
+BASE = re.sub(r"_(metrics|in_batch|encrypted|history)$", "", SYSTEM.partition("@")[0])
 SLUG = re.sub(r"[^A-Za-z0-9_]", "_", SYSTEM.replace("@", "_at_"))  # as bench.systems.slug
 SLUG += os.environ.get("BENCH_DB_SUFFIX", "")  # as bench.systems.base.DB_SUFFIX
 RUN_DIR = Path(os.environ.get("BENCH_RUN_DIR", Path(__file__).resolve().parents[1] / ".runs"))
@@ -89,6 +90,8 @@ elif SYSTEM.startswith("laterite"):
     if SYSTEM.endswith("_encrypted"):  # the job of bench/laterite_app/jobs.py encrypts
         LATERITE_QUEUE_ENCRYPTION_KEYS = [
             {"id": "bench", "key": "YmVuY2gtbm90LXNlY3JldC1iZW5jaC1ub3Qtc2VjcmU="}]
+    if SYSTEM.endswith("_history"):  # every finished job leaves a record
+        LATERITE_QUEUE_HISTORY = {"keep": "7d"}
     if os.environ.get("BENCH_FLOW") == "queue":  # the flow scenario's queue-limited drain
         LATERITE_QUEUE_LIMITS = {
             "default": {"concurrency": int(os.environ.get("BENCH_FLOW_CONCURRENCY", "10"))}

@@ -114,6 +114,8 @@ _ALL = [
            "laterite_django, the jobs in one batch()"),
     System("laterite_pg_encrypted", "laterite", "laterite", PG, "laterite", None,
            "laterite_django, @job(encrypt=True)"),
+    System("laterite_pg_history", "laterite", "laterite", PG, "laterite", None,
+           "laterite_django, job history kept"),
     System("floor_redis", "floor_redis", "floor", REDIS, "floor", 9,
            "bare redis-py: LMOVE + LREM"),
     System("huey", "huey", "huey", REDIS, "peer", 10, "Huey"),
@@ -127,6 +129,8 @@ _ALL = [
            "laterite_django, the jobs in one batch()"),
     System("laterite_redis_encrypted", "laterite", "laterite", REDIS, "laterite", 3,
            "laterite_django, @job(encrypt=True)"),
+    System("laterite_redis_history", "laterite", "laterite", REDIS, "laterite", 6,
+           "laterite_django, job history kept"),
     System("laterite_sqlite", "laterite", "laterite", SQLITE, "laterite", None, "laterite_django"),
 ]
 # fmt: on
@@ -146,7 +150,7 @@ SCALE_SCENARIOS = ("churn", "backlog", "idle")
 
 # laterite rows that `--ref` measures at an earlier commit too.
 REF_BASES = ("laterite_pg", "laterite_redis", "laterite_sqlite")
-REF_REDIS_DB = 8  # laterite_redis uses 14 (its variants 7, 2 and 3); the tests use 15
+REF_REDIS_DB = 8  # laterite_redis uses 14 (its variants 7, 2, 3 and 6); the tests use 15
 # Variants of a laterite row, each measured in alternating rounds with its base row
 # and compared with it in the report: workers serving metrics (`--metrics-port 0`),
 # the jobs pushed as one batch (`laterite_django.batch`), or a job that encrypts its
@@ -158,6 +162,8 @@ VARIANT_ROWS = {
     "laterite_redis_in_batch": ("laterite_redis", "in one batch / plain"),
     "laterite_pg_encrypted": ("laterite_pg", "encrypted / plain"),
     "laterite_redis_encrypted": ("laterite_redis", "encrypted / plain"),
+    "laterite_pg_history": ("laterite_pg", "history kept / off"),
+    "laterite_redis_history": ("laterite_redis", "history kept / off"),
 }
 
 

@@ -3,7 +3,8 @@
 Extra worker arguments (say `--batch 100`) come from $BENCH_LATERITE_ARGS; the
 `*_metrics` rows add `--metrics-port 0`; the `*_in_batch` rows push their jobs as one
 `batch()` (with a `finally_` callback); the `*_encrypted` rows push a job that encrypts
-its argument (`@job(encrypt=True)`, AES-256-GCM). A row
+its argument (`@job(encrypt=True)`, AES-256-GCM); the `*_history` rows keep the job
+history (LATERITE_QUEUE_HISTORY, bench/djproject/settings.py). A row
 `laterite_pg@<commit>` runs the same code against the package installed from
 that commit (see bench/systems/__init__.py).
 """
