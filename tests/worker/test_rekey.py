@@ -51,8 +51,10 @@ def test_rekey_while_two_workers_drain_loses_nothing(store, workers: Workers):
     ran = workers.run("--stop-when-empty", env=NEW_ONLY, timeout=120)
     assert ran.returncode == 0, ran.stderr
     values = sorted(Record.objects.filter(kind="enc-every").values_list("value", flat=True))
-    assert values == sorted(f"{i}|user-{i}@example.org|"
-                            for i in range(WAITING + DELAYED))  # each once
+    expected = sorted(f"{i}|user-{i}@example.org|" for i in range(WAITING + DELAYED))
+    # Each once; if any is missing, what the last worker said and where they are.
+    assert values == expected, (sorted(set(expected) - set(values))[:5], store.counts(),
+                                ran.stderr[-3000:])
     assert FailedJob.objects.count() == FAILED  # none failed to decrypt
     with override_settings(LATERITE_QUEUE_ENCRYPTION_KEYS=[TEST_KEY_B]):
         readable = sorted(encryption.open_arguments(row.payload)[0][0]
