@@ -78,3 +78,18 @@ def test_rekey_is_resumable_and_leaves_what_it_cannot_open(store, workers: Worke
     assert "Re-encrypted 6 waiting or delayed" in again.stdout  # the rest only
     stored = dict(store.unclaimed_payloads(0, 100))
     assert sum('"key":"test-c"' in text for text in stored.values()) == 10
+
+
+def test_a_chunk_claimed_meanwhile_does_not_end_the_walk(store, store_kind):
+    """The rekey walks the waiting jobs a chunk at a time, and stops at an empty one.
+    Jobs claimed between the store's listing of the ids and its read of their payloads
+    are left out; a chunk of only those must not read as the end."""
+    with override_settings(LATERITE_QUEUE_ENCRYPTION_KEYS=[TEST_KEY_A]):
+        ids = [every.push(i, f"user-{i}@example.org").id for i in range(3)]
+    if store_kind == "database":
+        assert len(store.claim(["default"], "w", 2)) == 2  # the first two, claimed
+    else:
+        # As a claim between the store's two reads leaves them: still listed, claimed.
+        for job_id in ids[:2]:
+            store.client.hset(store.key("job", str(job_id)), "token", "0" * 32)
+    assert [job_id for job_id, _ in store.unclaimed_payloads(0, 2)] == [ids[2]]

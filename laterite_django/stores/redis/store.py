@@ -1244,15 +1244,20 @@ class RedisStore(Store):
         for members in pipe.execute() if names else []:
             # A ready member is "<available_at>:<id>", a delayed one the id.
             ids.update(int(text(member).rsplit(":", 1)[-1]) for member in members)
-        wanted = sorted(job_id for job_id in ids if job_id > after)[:limit]
-        pipe = self.client.pipeline(transaction=False)
-        for job_id in wanted:
-            pipe.hmget(self.key("job", str(job_id)), "payload", "token")
-        found = []
-        for job_id, (payload, token) in zip(
-                wanted, pipe.execute() if wanted else [], strict=True):
-            if payload is not None and token is None:
-                found.append((job_id, text(payload)))
+        later = sorted(job_id for job_id in ids if job_id > after)
+        found: list[tuple[int, str]] = []
+        # A whole chunk claimed since the zsets were read gives nothing: the next one is
+        # read then, as an empty answer would end the caller's walk (queue_rekey) short.
+        for start in range(0, len(later), limit):
+            wanted = later[start:start + limit]
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in wanted:
+                pipe.hmget(self.key("job", str(job_id)), "payload", "token")
+            for job_id, (payload, token) in zip(wanted, pipe.execute(), strict=True):
+                if payload is not None and token is None:
+                    found.append((job_id, text(payload)))
+            if found:
+                break
         return found
 
     @guarded
