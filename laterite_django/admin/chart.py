@@ -55,15 +55,9 @@ def minute_chart(series: Sequence[tuple[int, int]], label: str, step: int = 1) -
     rects = format_html_join(
         "", '<rect class="{}" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>',
         bars)
-    return format_html(
-        '<svg class="laterite-chart" role="img" aria-label="{}" viewBox="0 0 {} {}" '
-        'width="{}" height="{}" xmlns="http://www.w3.org/2000/svg">'
-        '<line class="laterite-axis" x1="0" y1="{}" x2="{}" y2="{}"></line>'
-        '<text class="laterite-scale" x="2" y="10">{} / {}</text>{}</svg>',
-        label, WIDTH, HEIGHT, WIDTH, HEIGHT, HEIGHT - 0.5, WIDTH, HEIGHT - 0.5,
-        peak if any(s + f for s, f in series) else 0, "min" if step == 1 else f"{step} min",
-        rects,
-    )
+    scale = (f"{peak if any(s + f for s, f in series) else 0} / "
+             f"{'min' if step == 1 else f'{step} min'}")
+    return _svg("laterite-chart", label, scale, rects)
 
 
 def latency_chart(series: Sequence[float | None], label: str, step: int = 1) -> SafeString:
@@ -87,11 +81,17 @@ def latency_chart(series: Sequence[float | None], label: str, step: int = 1) -> 
     rects = format_html_join(
         "", '<rect class="laterite-bar-latency" x="{}" y="{}" width="{}" height="{}">'
             '<title>{}</title></rect>', bars)
+    scale = f"longest wait {for_humans(peak) if peak else '0 s'}"
+    return _svg("laterite-chart laterite-latency-chart", label, scale, rects)
+
+
+def _svg(classes: str, label: str, scale: str, rects: SafeString) -> SafeString:
+    """The frame both charts draw their bars in: the axis, and `scale` top left."""
     return format_html(
-        '<svg class="laterite-chart laterite-latency-chart" role="img" aria-label="{}" '
-        'viewBox="0 0 {} {}" width="{}" height="{}" xmlns="http://www.w3.org/2000/svg">'
+        '<svg class="{}" role="img" aria-label="{}" viewBox="0 0 {} {}" '
+        'width="{}" height="{}" xmlns="http://www.w3.org/2000/svg">'
         '<line class="laterite-axis" x1="0" y1="{}" x2="{}" y2="{}"></line>'
-        '<text class="laterite-scale" x="2" y="10">longest wait {}</text>{}</svg>',
-        label, WIDTH, HEIGHT, WIDTH, HEIGHT, HEIGHT - 0.5, WIDTH, HEIGHT - 0.5,
-        for_humans(peak) if peak else "0 s", rects,
+        '<text class="laterite-scale" x="2" y="10">{}</text>{}</svg>',
+        classes, label, WIDTH, HEIGHT, WIDTH, HEIGHT, HEIGHT - 0.5, WIDTH, HEIGHT - 0.5,
+        scale, rects,
     )
